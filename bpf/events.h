@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Event records shared by the BPF programs and Go. This header is the one
+ * definition: bpf2go generates the Go types from it (-type event,
+ * -type exec_event), so nothing here is copied by hand into Go.
+ */
+#ifndef MCPTRACE_EVENTS_H
+#define MCPTRACE_EVENTS_H
+
+#define COMM_LEN 16
+#define FILENAME_LEN 256
+/* Bytes of argv captured at exec (NUL-separated, as in /proc/PID/cmdline).
+ * A power of two: the verifier bounds the read with a mask. */
+#define ARGS_LEN 4096
+
+enum event_kind {
+	EVENT_FORK = 1,
+	EVENT_EXEC = 2,
+	EVENT_EXIT = 3,
+	EVENT_KIND_MAX = 4,
+};
+
+enum event_flags {
+	/* exec: argv was longer than ARGS_LEN-1 bytes and was cut. */
+	EVENT_FLAG_ARGS_TRUNCATED = 1 << 0,
+	/* exec: argv could not be read from the new image's stack. */
+	EVENT_FLAG_ARGS_UNREADABLE = 1 << 1,
+	/* exec: the filename was longer than FILENAME_LEN-1 bytes and was cut. */
+	EVENT_FLAG_FILENAME_TRUNCATED = 1 << 2,
+};
+
+/* A process for its whole life: thread-group id plus the group leader's
+ * task->start_boottime (ns since boot, CLOCK_BOOTTIME). */
+struct proc_ident {
+	__u32 pid;
+	__u32 _pad;
+	__u64 start;
+};
+
+/* Header of every record; fork and exit records are just this. */
+struct event {
+	__u64 time;                /* bpf_ktime_get_boot_ns() */
+	struct proc_ident proc;    /* the process (fork: the new child) */
+	struct proc_ident creator; /* fork: the process that forked */
+	struct proc_ident parent;  /* task->real_parent's process */
+	__u64 cgroup_id;           /* cgroup v2 id of the current task */
+	__u32 uid;                 /* real uid */
+	__u32 exit_code;           /* exit: raw wait status (code << 8 | signal) */
+	__u8 kind;                 /* enum event_kind */
+	__u8 flags;                /* enum event_flags */
+	__u16 _pad;
+	__u32 _pad2;
+	char comm[COMM_LEN];
+};
+
+struct exec_event {
+	struct event base;
+	__u32 filename_len;        /* bytes in filename, NUL excluded */
+	__u32 args_len;            /* bytes captured in args */
+	__u32 args_size;           /* full size of argv in the new image */
+	__u32 _pad;
+	char filename[FILENAME_LEN];
+	char args[ARGS_LEN];
+};
+
+#endif

@@ -1,0 +1,162 @@
+//go:build ignore
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Process lineage programs: one record per process fork, exec and exit,
+ * sent through the ring buffer "events". Threads are not processes: thread
+ * creation is ignored and exit is reported once, when the last thread of the
+ * group leaves. Every record that could not be sent is counted per kind in
+ * "lost_events", never dropped silently.
+ *
+ * Hooks are BTF-enabled raw tracepoints (tp_btf, Linux 5.5+); the ring buffer
+ * needs 5.8. Task fields are read with CO-RE so one object loads on every
+ * kernel of the matrix. Nothing here calls bpf_get_current_task_btf (5.11+):
+ * every hook receives its task as an argument.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "events.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Make the record types visible in BTF for bpf2go -type. */
+const struct event *unused_event __attribute__((unused));
+const struct exec_event *unused_exec_event __attribute__((unused));
+const enum event_kind *unused_event_kind __attribute__((unused));
+const enum event_flags *unused_event_flags __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* user space resizes before load */
+} events SEC(".maps");
+
+/* Records that could not be sent, indexed by enum event_kind. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EVENT_KIND_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost_events SEC(".maps");
+
+/* SIGNAL_GROUP_EXIT from include/linux/sched/signal.h. */
+#define MCPTRACE_SIGNAL_GROUP_EXIT 0x00000004
+
+static __always_inline void count_lost(__u32 kind)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost_events, &kind);
+	if (n)
+		*n += 1;
+}
+
+/* The process a task belongs to: tgid and its leader's start time. */
+static __always_inline void ident_of(struct proc_ident *id, struct task_struct *task)
+{
+	id->pid = BPF_CORE_READ(task, tgid);
+	id->start = BPF_CORE_READ(task, group_leader, start_boottime);
+}
+
+static __always_inline void fill_header(struct event *e, __u8 kind, struct task_struct *task)
+{
+	e->time = bpf_ktime_get_boot_ns();
+	e->kind = kind;
+	e->flags = 0;
+	e->exit_code = 0;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	ident_of(&e->proc, task);
+	ident_of(&e->parent, BPF_CORE_READ(task, real_parent));
+	e->creator.pid = 0;
+	e->creator.start = 0;
+	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), &leader->comm);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	/* clone(CLONE_THREAD) makes a thread, not a process. */
+	if (BPF_CORE_READ(child, pid) != BPF_CORE_READ(child, tgid))
+		return 0;
+
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(EVENT_FORK);
+		return 0;
+	}
+	fill_header(e, EVENT_FORK, child);
+	/* The creator is the process that forked, even when CLONE_PARENT makes
+	 * the child's real_parent someone else. */
+	ident_of(&e->creator, parent);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct exec_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(EVENT_EXEC);
+		return 0;
+	}
+	/* After de_thread the exec'ing thread is the group leader and carries
+	 * the old leader's start time, so the identity survives a non-leader
+	 * exec. */
+	fill_header(&e->base, EVENT_EXEC, p);
+
+	long n = bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
+	if (n < 0) {
+		e->filename[0] = 0;
+		n = 1;
+	}
+	e->filename_len = n - 1;
+	if (e->filename_len == FILENAME_LEN - 1)
+		e->base.flags |= EVENT_FLAG_FILENAME_TRUNCATED;
+
+	/* argv sits on the new image's stack between mm->arg_start and
+	 * arg_end, written by the exec moments ago, so it is resident. It is
+	 * read here because wrappers such as `sh -c` or `npm exec` may be gone
+	 * before user space could look at /proc. */
+	struct mm_struct *mm = BPF_CORE_READ(p, mm);
+	unsigned long start = BPF_CORE_READ(mm, arg_start);
+	unsigned long end = BPF_CORE_READ(mm, arg_end);
+	__u64 size = end > start ? end - start : 0;
+	__u64 len = size;
+	if (len > ARGS_LEN - 1) {
+		len = ARGS_LEN - 1;
+		e->base.flags |= EVENT_FLAG_ARGS_TRUNCATED;
+	}
+	len &= ARGS_LEN - 1;
+	e->args_size = size;
+	if (bpf_probe_read_user(e->args, len, (void *)start) < 0) {
+		len = 0;
+		e->base.flags |= EVENT_FLAG_ARGS_UNREADABLE;
+	}
+	e->args_len = len;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+	/* Only the last thread of the group reports: signal->live reached
+	 * zero in do_exit before this tracepoint. */
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(EVENT_EXIT);
+		return 0;
+	}
+	fill_header(e, EVENT_EXIT, p);
+	unsigned int sflags = BPF_CORE_READ(p, signal, flags);
+	if (sflags & MCPTRACE_SIGNAL_GROUP_EXIT)
+		e->exit_code = BPF_CORE_READ(p, signal, group_exit_code);
+	else
+		e->exit_code = BPF_CORE_READ(p, exit_code);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}

@@ -1,0 +1,92 @@
+package lineage
+
+// Source says where a piece of the graph came from.
+type Source uint8
+
+const (
+	// SourceKernel: observed in a kernel event.
+	SourceKernel Source = iota
+	// SourceProc: read from /proc (seeding at start, or repair after a gap).
+	SourceProc
+	// SourceInherited: a forked child runs its creator's image until it execs.
+	SourceInherited
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourceKernel:
+		return "kernel"
+	case SourceProc:
+		return "proc"
+	case SourceInherited:
+		return "inherited"
+	}
+	return "unknown"
+}
+
+// Image is one program a process ran. A process has one image per exec
+// (sh → node is one process with two images).
+type Image struct {
+	Time          uint64   `json:"time_ns,omitempty"` // exec time, ns since boot; 0 when unknown
+	Filename      string   `json:"filename,omitempty"`
+	Argv          []string `json:"argv,omitempty"`
+	ArgvTruncated bool     `json:"argv_truncated,omitempty"`
+	Source        Source   `json:"source"`
+}
+
+// Gap flags record what the graph had to fill in because an event was lost,
+// arrived out of order or predates the agent.
+type Gap uint16
+
+const (
+	// GapSeeded: the process existed before the agent started; its creator
+	// is taken from its parent at that time, which may be a reaper.
+	GapSeeded Gap = 1 << iota
+	// GapNoFork: an exec or exit arrived for a process whose fork was never seen.
+	GapNoFork
+	// GapUnknownCreator: the creator was not in the graph when its child appeared.
+	GapUnknownCreator
+	// GapNoExit: the process vanished from /proc without an exit event.
+	GapNoExit
+	// GapRepaired: the process was found in /proc during repair after a loss.
+	GapRepaired
+)
+
+// Process is one node of the graph: a process for its whole life, alive or
+// exited. Values returned by Graph methods are copies; mutate nothing.
+type Process struct {
+	ID ID `json:"id"`
+	// Creator is the process that forked this one. Written once; zero when
+	// unknown (see Gaps).
+	Creator ID `json:"creator"`
+	// Parent is the current parent: the creator, or after the creator died
+	// the reaper the kernel reparented this process to.
+	Parent ID `json:"parent"`
+	// CoarseStart: ID.Start came from /proc/PID/stat and has clock-tick
+	// precision; the first kernel event for the process makes it exact.
+	CoarseStart bool `json:"coarse_start,omitempty"`
+
+	UID      uint32 `json:"uid"`
+	CgroupID uint64 `json:"cgroup_id,omitempty"`
+	Comm     string `json:"comm"`
+	Kernel   bool   `json:"kernel_thread,omitempty"`
+
+	// Images is the exec chain, oldest first. The first image of a forked
+	// child is its creator's (SourceInherited) until it execs.
+	Images []Image `json:"images,omitempty"`
+
+	Exited   bool   `json:"exited,omitempty"`
+	ExitTime uint64 `json:"exit_time_ns,omitempty"` // ns since boot; 0 when unknown
+	ExitCode int    `json:"exit_code,omitempty"`
+	Signal   int    `json:"signal,omitempty"`
+
+	Gaps Gap `json:"gaps,omitempty"`
+}
+
+// Current returns the image the process runs (or ran last); zero when none is known.
+func (p *Process) Current() Image {
+	if len(p.Images) == 0 {
+		return Image{}
+	}
+	return p.Images[len(p.Images)-1]
+}

@@ -1,0 +1,226 @@
+package sensor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcptrace/mcptrace/bpf"
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// Options configure Open. Zero values take the documented defaults.
+type Options struct {
+	// RingBufferSize in bytes: a power of two and a multiple of the page
+	// size. Default 8 MiB.
+	RingBufferSize int
+	// TraceFS and BPFFS are mounted when missing. Defaults
+	// /sys/kernel/tracing and /sys/fs/bpf.
+	TraceFS, BPFFS string
+	Logger         *slog.Logger
+}
+
+// Sensor holds the loaded programs, their links and the ring buffer reader.
+type Sensor struct {
+	objs   bpf.McptraceObjects
+	links  []link.Link
+	reader *ringbuf.Reader
+	rec    ringbuf.Record
+	log    *slog.Logger
+}
+
+// FeatureError says which kernel feature or privilege Open needs and lacks.
+type FeatureError struct {
+	Feature string // e.g. "BPF ring buffer"
+	Needs   string // e.g. "Linux 5.8 or newer"
+	Err     error
+}
+
+func (e *FeatureError) Error() string {
+	return fmt.Sprintf("%s is not available (needs %s): %v", e.Feature, e.Needs, e.Err)
+}
+
+func (e *FeatureError) Unwrap() error { return e.Err }
+
+// MinRingBufferSize is the smallest buffer that holds one exec record.
+var MinRingBufferSize = func() int {
+	n := os.Getpagesize()
+	for n < 2*execSize {
+		n *= 2
+	}
+	return n
+}()
+
+// Open checks the kernel, loads the programs and attaches them. Events are
+// buffered in the kernel from the moment Open returns.
+func Open(opts Options) (*Sensor, error) {
+	if opts.RingBufferSize == 0 {
+		opts.RingBufferSize = 8 << 20
+	}
+	if opts.TraceFS == "" {
+		opts.TraceFS = "/sys/kernel/tracing"
+	}
+	if opts.BPFFS == "" {
+		opts.BPFFS = "/sys/fs/bpf"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	log := opts.Logger.With("component", "sensor")
+	size := opts.RingBufferSize
+	if size < MinRingBufferSize || size&(size-1) != 0 || size%os.Getpagesize() != 0 {
+		return nil, fmt.Errorf("ring buffer size %d: must be a power of two, a multiple of the page size and at least %d", size, MinRingBufferSize)
+	}
+	if err := ensureMounts(opts.TraceFS, opts.BPFFS, log); err != nil {
+		return nil, err
+	}
+	if err := checkKernel(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("remove memlock rlimit (needs CAP_SYS_RESOURCE or root on kernels before 5.11): %w", err)
+	}
+
+	spec, err := bpf.LoadMcptrace()
+	if err != nil {
+		return nil, fmt.Errorf("load bpf spec: %w", err)
+	}
+	spec.Maps[bpf.McptraceMapEvents].MaxEntries = uint32(size)
+
+	s := &Sensor{log: log}
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			log.Error("verifier rejected program", "log", fmt.Sprintf("%+v", verr))
+		}
+		return nil, loadError(err)
+	}
+	for _, p := range []struct {
+		name string
+		prog *ebpf.Program
+	}{
+		{"sched_process_fork", s.objs.SchedProcessFork},
+		{"sched_process_exec", s.objs.SchedProcessExec},
+		{"sched_process_exit", s.objs.SchedProcessExit},
+	} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("attach %s tracepoint: %w", p.name, err)
+		}
+		s.links = append(s.links, l)
+	}
+	s.reader, err = ringbuf.NewReader(s.objs.Events)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open ring buffer reader: %w", err)
+	}
+	log.Info("attached", "programs", len(s.links), "ring_buffer_bytes", size)
+	return s, nil
+}
+
+// checkKernel names the first missing feature the programs need.
+func checkKernel() error {
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return &FeatureError{Feature: "kernel BTF (/sys/kernel/btf/vmlinux)", Needs: "a kernel built with CONFIG_DEBUG_INFO_BTF=y, Linux 5.5 or newer", Err: err}
+	}
+	// features.HaveProgramType(ebpf.Tracing) probes with fentry, which some
+	// kernels refuse while tp_btf works, so tp_btf is judged by loading the
+	// programs themselves (see loadError).
+	if !hasBPFCaps() {
+		return errNoPrivilege(os.ErrPermission)
+	}
+	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
+		return &FeatureError{Feature: "BPF ring buffer", Needs: "Linux 5.8 or newer", Err: err}
+	}
+	return nil
+}
+
+func errNoPrivilege(err error) error {
+	return &FeatureError{Feature: "loading BPF programs", Needs: "root, or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE", Err: err}
+}
+
+// loadError names the feature behind a failed load where it can tell.
+func loadError(err error) error {
+	var uname unix.Utsname
+	if unix.Uname(&uname) == nil {
+		release := unix.ByteSliceToString(uname.Release[:])
+		var major, minor int
+		fmt.Sscanf(release, "%d.%d", &major, &minor)
+		if major < 5 || major == 5 && minor < 5 {
+			return &FeatureError{Feature: "BTF-enabled tracepoints (tp_btf)", Needs: "Linux 5.5 or newer, this is " + release, Err: err}
+		}
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return &FeatureError{Feature: "loading tp_btf programs", Needs: "root with CAP_BPF and CAP_PERFMON, and a kernel that allows tracing programs (lockdown=confidentiality refuses them)", Err: err}
+	}
+	return fmt.Errorf("load bpf objects: %w", err)
+}
+
+// hasBPFCaps reports whether the effective capabilities allow loading
+// tracing programs: CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON.
+func hasBPFCaps() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return os.Geteuid() == 0
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	return has(unix.CAP_SYS_ADMIN) || has(unix.CAP_BPF) && has(unix.CAP_PERFMON)
+}
+
+// ErrClosed is returned by Read after Close.
+var ErrClosed = errors.New("sensor closed")
+
+// Read blocks until the next event. A record that cannot be decoded is
+// returned as an error; the caller may go on reading.
+func (s *Sensor) Read() (lineage.Event, error) {
+	if err := s.reader.ReadInto(&s.rec); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return lineage.Event{}, ErrClosed
+		}
+		return lineage.Event{}, fmt.Errorf("read ring buffer: %w", err)
+	}
+	return Decode(s.rec.RawSample)
+}
+
+// Lost returns, per event kind, how many records the kernel could not send
+// since Open.
+func (s *Sensor) Lost() (map[lineage.EventKind]uint64, error) {
+	out := make(map[lineage.EventKind]uint64, 3)
+	for _, k := range []lineage.EventKind{lineage.KindFork, lineage.KindExec, lineage.KindExit} {
+		var perCPU []uint64
+		if err := s.objs.LostEvents.Lookup(uint32(k), &perCPU); err != nil {
+			return nil, fmt.Errorf("read lost_events[%s]: %w", k, err)
+		}
+		var sum uint64
+		for _, n := range perCPU {
+			sum += n
+		}
+		out[k] = sum
+	}
+	return out, nil
+}
+
+// Close detaches the programs and releases the ring buffer. A Read blocked
+// in another goroutine returns ErrClosed.
+func (s *Sensor) Close() error {
+	var errs []error
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	s.links = nil
+	errs = append(errs, s.objs.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,235 @@
+package sensor_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sensor"
+)
+
+// The test binary doubles as a helper process so the tests need nothing but
+// /bin/sh on the machine (or in the VM guest).
+func TestMain(m *testing.M) {
+	switch os.Getenv("SENSOR_TEST_HELPER") {
+	case "threads-exec":
+		threadsThenExec()
+	}
+	os.Exit(m.Run())
+}
+
+// threadsThenExec starts 50 threads and execs from one that is not the
+// group leader.
+func threadsThenExec() {
+	runtime.LockOSThread() // the main goroutine keeps the leader thread
+	ready := make(chan struct{})
+	for i := 0; i < 50; i++ {
+		go func() {
+			runtime.LockOSThread()
+			ready <- struct{}{}
+			select {}
+		}()
+	}
+	for i := 0; i < 50; i++ {
+		<-ready
+	}
+	go func() {
+		runtime.LockOSThread()
+		if err := syscall.Exec("/bin/sh", []string{"sh", "-c", "exit 7"}, os.Environ()); err != nil {
+			fmt.Fprintln(os.Stderr, "exec:", err)
+			os.Exit(99)
+		}
+	}()
+	select {}
+}
+
+func openSensor(t *testing.T, opts sensor.Options) *sensor.Sensor {
+	t.Helper()
+	testenv.Root(t)
+	s, err := sensor.Open(opts)
+	var ferr *sensor.FeatureError
+	if errors.As(err, &ferr) {
+		testenv.Missing(t, ferr.Feature, ferr.Error())
+	}
+	if err != nil {
+		t.Fatalf("open sensor: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// collect reads events in the background and returns those about pids the
+// filter accepts, until stop returns true for one of them or the time is up.
+func collect(t *testing.T, s *sensor.Sensor, keep func(lineage.Event) bool, stop func(lineage.Event) bool) []lineage.Event {
+	t.Helper()
+	out := make(chan lineage.Event, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			ev, err := s.Read()
+			if errors.Is(err, sensor.ErrClosed) {
+				return
+			}
+			if err != nil {
+				t.Errorf("read: %v", err)
+				return
+			}
+			if keep(ev) {
+				select {
+				case out <- ev:
+				case <-done:
+					return
+				}
+			}
+		}
+	}()
+	defer close(done)
+	var got []lineage.Event
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-out:
+			got = append(got, ev)
+			if stop(ev) {
+				return got
+			}
+		case <-timeout:
+			t.Fatalf("timed out; events so far: %+v", got)
+		}
+	}
+}
+
+func TestSensorReportsShortProcessWithBothExecs(t *testing.T) {
+	s := openSensor(t, sensor.Options{})
+	cmd := exec.Command("/bin/sh", "-c", "exec env MCPTRACE_TEST=1 true --second-exec")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	go cmd.Wait()
+	evs := collect(t, s,
+		func(ev lineage.Event) bool { return ev.Proc.PID == pid },
+		func(ev lineage.Event) bool { return ev.Kind == lineage.KindExit })
+
+	var argvs [][]string
+	var forks, exits int
+	var start uint64
+	for _, ev := range evs {
+		if start == 0 {
+			start = ev.Proc.Start
+		}
+		if ev.Proc.Start != start {
+			t.Errorf("identity changed within one process: %v then %v", start, ev.Proc.Start)
+		}
+		switch ev.Kind {
+		case lineage.KindFork:
+			forks++
+			if ev.Creator.PID != uint32(os.Getpid()) {
+				t.Errorf("creator = %d, want the test process %d", ev.Creator.PID, os.Getpid())
+			}
+		case lineage.KindExec:
+			argvs = append(argvs, ev.Argv)
+		case lineage.KindExit:
+			exits++
+			if ev.ExitCode != 0 || ev.Signal != 0 {
+				t.Errorf("exit code %d signal %d, want 0 0", ev.ExitCode, ev.Signal)
+			}
+		}
+	}
+	if forks != 1 || exits != 1 {
+		t.Errorf("forks=%d exits=%d, want 1 and 1", forks, exits)
+	}
+	want := []string{
+		"[/bin/sh -c exec env MCPTRACE_TEST=1 true --second-exec]",
+		"[env MCPTRACE_TEST=1 true --second-exec]",
+		"[true --second-exec]",
+	}
+	if len(argvs) != len(want) {
+		t.Fatalf("exec argvs = %q, want %q", argvs, want)
+	}
+	for i := range want {
+		if got := fmt.Sprint(argvs[i]); got != want[i] {
+			t.Errorf("exec %d argv = %s, want %s", i, got, want[i])
+		}
+	}
+}
+
+func TestSensorReportsThreadedProcessOnce(t *testing.T) {
+	s := openSensor(t, sensor.Options{})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SENSOR_TEST_HELPER=threads-exec")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	go cmd.Wait()
+	evs := collect(t, s,
+		func(ev lineage.Event) bool { return ev.Proc.PID == pid || ev.Creator.PID == pid },
+		func(ev lineage.Event) bool { return ev.Kind == lineage.KindExit && ev.Proc.PID == pid })
+	// Let late duplicates arrive before counting.
+	time.Sleep(200 * time.Millisecond)
+
+	counts := map[lineage.EventKind]int{}
+	var start uint64
+	for _, ev := range evs {
+		if ev.Proc.PID != pid {
+			t.Errorf("event about another process (a thread reported as a process?): %+v", ev)
+			continue
+		}
+		counts[ev.Kind]++
+		if start == 0 {
+			start = ev.Proc.Start
+		} else if ev.Proc.Start != start {
+			t.Errorf("start time changed across the non-leader exec: %d then %d", start, ev.Proc.Start)
+		}
+		if ev.Kind == lineage.KindExit && ev.ExitCode != 7 {
+			t.Errorf("exit code %d, want 7", ev.ExitCode)
+		}
+	}
+	if counts[lineage.KindFork] != 1 || counts[lineage.KindExit] != 1 || counts[lineage.KindExec] != 2 {
+		t.Errorf("fork/exec/exit = %d/%d/%d, want 1/2/1 (the test binary, then sh)",
+			counts[lineage.KindFork], counts[lineage.KindExec], counts[lineage.KindExit])
+	}
+}
+
+func TestSensorCountsLostEventsWhenRingBufferIsFull(t *testing.T) {
+	s := openSensor(t, sensor.Options{RingBufferSize: sensor.MinRingBufferSize})
+	// Nothing reads: a small buffer fills after a few exec records.
+	for i := 0; i < 50; i++ {
+		if err := exec.Command("/bin/sh", "-c", "true "+strconv.Itoa(i)).Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost, err := s.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost[lineage.KindExec] == 0 || lost[lineage.KindFork] == 0 || lost[lineage.KindExit] == 0 {
+		t.Errorf("lost = %v, want every kind counted after 50 unread fork/exec/exit", lost)
+	}
+}
+
+func TestOpenRejectsBadRingBufferSize(t *testing.T) {
+	for _, size := range []int{4096 + 1, 3 * 4096, 4096} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			_, err := sensor.Open(sensor.Options{RingBufferSize: size})
+			if err == nil {
+				t.Fatal("no error")
+			}
+		})
+	}
+}
