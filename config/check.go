@@ -1,0 +1,79 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// maxSocketPath is the longest unix socket path: sun_path holds 108 bytes
+// with the terminating NUL.
+const maxSocketPath = 107
+
+// maxRingBuffer bounds the ring buffer, which is locked kernel memory.
+const maxRingBuffer = 1 << 30
+
+func absPath(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("must be an absolute path, got %q", p)
+	}
+	return nil
+}
+
+func socketPath(p string) error {
+	if err := absPath(p); err != nil {
+		return err
+	}
+	if len(p) > maxSocketPath {
+		return fmt.Errorf("must be at most %d bytes long (a unix socket path), got %d", maxSocketPath, len(p))
+	}
+	return nil
+}
+
+func fileMode(m os.FileMode) error {
+	if m&^os.ModePerm != 0 {
+		return fmt.Errorf("must be permission bits between 0000 and 0777, got %s", formatMode(m))
+	}
+	return nil
+}
+
+func ringBufferSize(n int) error {
+	page := os.Getpagesize()
+	if n < page || n > maxRingBuffer || bits.OnesCount(uint(n)) != 1 {
+		return fmt.Errorf("must be a power of two multiple of the page size (%d) up to %d, such as %d (8 MiB), got %d",
+			page, maxRingBuffer, Default().BPF.RingBufferSize, n)
+	}
+	return nil
+}
+
+func atLeast(d, least time.Duration) error {
+	if d < least {
+		if least == time.Nanosecond {
+			return fmt.Errorf("must be positive, got %s", d)
+		}
+		return fmt.Errorf("must be at least %s, got %s", least, d)
+	}
+	return nil
+}
+
+func logLevel(s string) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return fmt.Errorf("must be debug, info, warn or error, got %q", s)
+	}
+	return nil
+}
+
+func oneOf(s string, allowed ...string) error {
+	for _, a := range allowed {
+		if s == a {
+			return nil
+		}
+	}
+	return errors.New("must be " + strings.Join(allowed, " or ") + fmt.Sprintf(", got %q", s))
+}

@@ -1,0 +1,342 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// isolate keeps the test away from the host: no MCPTRACE_* variables and no
+// /etc/mcptrace/config.yaml.
+func isolate(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, EnvPrefix+"_") {
+			t.Setenv(name, "") // empty counts as unset
+		}
+	}
+	old := defaultFile
+	defaultFile = filepath.Join(t.TempDir(), "absent.yaml")
+	t.Cleanup(func() { defaultFile = old })
+}
+
+func writeFile(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// flagSet returns the agent's flags parsed from args.
+func flagSet(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("mcptrace", pflag.ContinueOnError)
+	BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func TestDefaultsValidate(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadWithoutFileGivesDefaults(t *testing.T) {
+	isolate(t)
+	for _, fs := range []*pflag.FlagSet{nil, flagSet(t)} {
+		c, err := Load("", fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != Default() {
+			t.Errorf("Load = %+v, want the defaults %+v", c, Default())
+		}
+	}
+}
+
+func TestLoadReadsDefaultFileWhenPresent(t *testing.T) {
+	isolate(t)
+	defaultFile = writeFile(t, "lineage:\n  retention: 1m\n")
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lineage.Retention != time.Minute {
+		t.Errorf("retention = %v, want 1m from %s", c.Lineage.Retention, defaultFile)
+	}
+}
+
+func TestLoadMissingFileFails(t *testing.T) {
+	isolate(t)
+	path := filepath.Join(t.TempDir(), "nope.yaml")
+	_, err := Load(path, nil)
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("Load(%s) = %v, want an error naming the file", path, err)
+	}
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	const file = `
+api:
+  socket: /file.sock
+  socket-mode: "0600"
+bpf:
+  ring-buffer-size: 4194304
+lineage:
+  retention: 1m
+log:
+  format: json
+`
+	tests := []struct {
+		name  string
+		file  bool
+		env   map[string]string
+		flags []string
+		want  func(*Config)
+	}{
+		{"defaults alone", false, nil, nil, func(c *Config) {}},
+		{"file over defaults", true, nil, nil, func(c *Config) {
+			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format = "/file.sock", 0o600, 4<<20, time.Minute, "json"
+		}},
+		{"env over file", true, map[string]string{
+			"MCPTRACE_LINEAGE_RETENTION":       "2m",
+			"MCPTRACE_BPF_RING_BUFFER_SIZE":    "2097152",
+			"MCPTRACE_API_SOCKET_MODE":         "0660",
+			"MCPTRACE_LINEAGE_REPAIR_INTERVAL": "250ms",
+		}, nil, func(c *Config) {
+			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format = "/file.sock", 0o660, 2<<20, 2*time.Minute, "json"
+			c.Lineage.RepairInterval = 250 * time.Millisecond
+		}},
+		{"flag over env", true, map[string]string{
+			"MCPTRACE_LINEAGE_RETENTION":    "2m",
+			"MCPTRACE_BPF_RING_BUFFER_SIZE": "2097152",
+			"MCPTRACE_LOG_LEVEL":            "warn",
+		}, []string{"--lineage.retention=3m", "--bpf.ring-buffer-size", "1048576", "--api.socket-mode=0666", "--log.format=text"}, func(c *Config) {
+			c.API.Socket, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Level = "/file.sock", 1<<20, 3*time.Minute, "warn"
+		}},
+		{"flag left at its default does not override", true, map[string]string{
+			"MCPTRACE_LINEAGE_RETENTION": "2m",
+		}, []string{"--log.level=debug"}, func(c *Config) {
+			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format, c.Log.Level = "/file.sock", 0o600, 4<<20, 2*time.Minute, "json", "debug"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isolate(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			path := ""
+			if tt.file {
+				path = writeFile(t, file)
+			}
+			got, err := Load(path, flagSet(t, tt.flags...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Default()
+			tt.want(&want)
+			if got != want {
+				t.Errorf("Load\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	tests := []struct {
+		name  string
+		file  string
+		env   map[string]string
+		flags []string
+		want  []string // each must be in the error
+	}{
+		{"unknown key", "lineage:\n  retention: 1m\n  retension: 2m\n", nil, nil,
+			[]string{"unknown key lineage.retension", "did you mean lineage.retention?"}},
+		{"unknown section", "sessions:\n  idle: 1m\n", nil, nil, []string{"unknown key sessions.idle"}},
+		{"value for a section", "api: /run/x.sock\n", nil, nil, []string{"api is a section (api.socket, api.socket-mode)"}},
+		{"snake case key", "bpf:\n  ring_buffer_size: 4096\n", nil, nil, []string{"unknown key bpf.ring_buffer_size", "did you mean bpf.ring-buffer-size?"}},
+		{"ring buffer not a power of two", "bpf:\n  ring-buffer-size: 1000000\n", nil, nil,
+			[]string{"bpf.ring-buffer-size (", "must be a power of two multiple of the page size", "got 1000000"}},
+		{"ring buffer smaller than a page", "", map[string]string{"MCPTRACE_BPF_RING_BUFFER_SIZE": "64"}, nil,
+			[]string{"bpf.ring-buffer-size (MCPTRACE_BPF_RING_BUFFER_SIZE)", "got 64"}},
+		{"ring buffer too large", "", nil, []string{"--bpf.ring-buffer-size=2147483648"},
+			[]string{"bpf.ring-buffer-size (flag --bpf.ring-buffer-size)", "up to 1073741824"}},
+		{"ring buffer not a number", "", map[string]string{"MCPTRACE_BPF_RING_BUFFER_SIZE": "8MiB"}, nil,
+			[]string{"bpf.ring-buffer-size (MCPTRACE_BPF_RING_BUFFER_SIZE): want a whole number", `"8MiB"`}},
+		{"duration without unit in YAML", "lineage:\n  retention: 300\n", nil, nil,
+			[]string{"lineage.retention (", "want a duration with a unit", "got 300"}},
+		{"duration in words", "", map[string]string{"MCPTRACE_LINEAGE_RETENTION": "5 minutes"}, nil,
+			[]string{"lineage.retention (MCPTRACE_LINEAGE_RETENTION): want a duration such as 90s", `"5 minutes"`}},
+		{"negative retention", "lineage:\n  retention: -1m\n", nil, nil, []string{"lineage.retention (", "must be positive"}},
+		{"repair too often", "", nil, []string{"--lineage.repair-interval=1ms"},
+			[]string{"lineage.repair-interval (flag --lineage.repair-interval): must be at least 10ms"}},
+		{"unquoted socket mode", "api:\n  socket-mode: 0660\n", nil, nil, []string{"api.socket-mode (", "quote the mode"}},
+		{"socket mode not octal", "", map[string]string{"MCPTRACE_API_SOCKET_MODE": "0999"}, nil,
+			[]string{"api.socket-mode (MCPTRACE_API_SOCKET_MODE): want an octal mode"}},
+		{"socket mode with sticky bit", "api:\n  socket-mode: \"01777\"\n", nil, nil, []string{"api.socket-mode (", "between 0000 and 0777, got 1777"}},
+		{"relative socket", "api:\n  socket: mcptrace.sock\n", nil, nil, []string{"api.socket (", "must be an absolute path"}},
+		{"socket path too long", "", map[string]string{"MCPTRACE_API_SOCKET": "/" + strings.Repeat("s", 200)}, nil,
+			[]string{"api.socket (MCPTRACE_API_SOCKET): must be at most 107 bytes"}},
+		{"bad log level", "log:\n  level: verbose\n", nil, nil, []string{"log.level (", "must be debug, info, warn or error"}},
+		{"bad log format", "", nil, []string{"--log.format=xml"}, []string{"log.format (flag --log.format): must be text or json"}},
+		{"number for a string", "log:\n  format: 3\n", nil, nil, []string{"log.format (", "want a string"}},
+		{"yaml syntax", "api: [\n", nil, nil, []string{"parse config"}},
+		{"every problem at once", "log:\n  level: x\n  format: y\n", nil, nil, []string{"log.level", "log.format"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isolate(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			path := ""
+			if tt.file != "" {
+				path = writeFile(t, tt.file)
+			}
+			_, err := Load(path, flagSet(t, tt.flags...))
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadAllowsEmptySection(t *testing.T) {
+	isolate(t)
+	if _, err := Load(writeFile(t, "api:\nlog:\n  level: debug\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadParsesDurations(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"90s", 90 * time.Second},
+		{"1h30m", 90 * time.Minute},
+		{"250ms", 250 * time.Millisecond},
+		{"0.5h", 30 * time.Minute},
+		{`"2m"`, 2 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			isolate(t)
+			c, err := Load(writeFile(t, "lineage:\n  retention: "+tt.in+"\n"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Lineage.Retention != tt.want {
+				t.Errorf("retention = %v, want %v", c.Lineage.Retention, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateNamesEveryBadKey(t *testing.T) {
+	c := Config{} // every field zero: all wrong
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate succeeded on a zero Config")
+	}
+	for _, o := range c.options() {
+		if o.key == "api.socket-mode" { // 0000 is a valid mode
+			continue
+		}
+		if !strings.Contains(err.Error(), o.key+": ") {
+			t.Errorf("error does not name %s:\n%v", o.key, err)
+		}
+	}
+}
+
+func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
+	fs := flagSet(t)
+	want := map[string]string{
+		"api.socket":              "/run/mcptrace/mcptrace.sock",
+		"api.socket-mode":         "0666",
+		"bpf.ring-buffer-size":    "8388608",
+		"bpf.bpffs":               "/sys/fs/bpf",
+		"bpf.tracefs":             "/sys/kernel/tracing",
+		"lineage.retention":       "5m0s",
+		"lineage.proc-root":       "/proc",
+		"lineage.repair-interval": "1s",
+		"log.level":               "info",
+		"log.format":              "text",
+	}
+	n := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		n++
+		if f.DefValue != want[f.Name] {
+			t.Errorf("--%s default %q, want %q", f.Name, f.DefValue, want[f.Name])
+		}
+		if f.Usage == "" {
+			t.Errorf("--%s has no help text", f.Name)
+		}
+	})
+	if n != len(want) {
+		t.Errorf("%d flags, want %d", n, len(want))
+	}
+}
+
+func TestLogLevel(t *testing.T) {
+	tests := []struct {
+		level string
+		want  slog.Level
+	}{
+		{"debug", slog.LevelDebug},
+		{"info", slog.LevelInfo},
+		{"warn", slog.LevelWarn},
+		{"ERROR", slog.LevelError},
+		{"nonsense", slog.LevelInfo},
+	}
+	for _, tt := range tests {
+		t.Run(tt.level, func(t *testing.T) {
+			c := Default()
+			c.Log.Level = tt.level
+			if got := c.LogLevel(); got != tt.want {
+				t.Errorf("LogLevel() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewLoggerHonoursFormatAndLevel(t *testing.T) {
+	c := Default()
+	c.Log.Format, c.Log.Level = "json", "warn"
+	var buf bytes.Buffer
+	log := c.NewLogger(&buf)
+	log.Info("hidden")
+	log.Warn("shown", "k", 1)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("not one JSON record: %q: %v", buf.String(), err)
+	}
+	if rec["msg"] != "shown" {
+		t.Errorf("record %v, want msg shown", rec)
+	}
+
+	c.Log.Format = "text"
+	buf.Reset()
+	c.NewLogger(&buf).Warn("plain")
+	if !strings.Contains(buf.String(), "msg=plain") {
+		t.Errorf("text output %q", buf.String())
+	}
+}
