@@ -1,0 +1,574 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/sensor"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("AGENT_TEST_HELPER") == "threads-exec" {
+		threadsThenExec()
+	}
+	os.Exit(m.Run())
+}
+
+// threadsThenExec starts 50 threads and execs `sh -c 'exit 7'` from one
+// that is not the group leader.
+func threadsThenExec() {
+	runtime.LockOSThread()
+	ready := make(chan struct{})
+	for i := 0; i < 50; i++ {
+		go func() {
+			runtime.LockOSThread()
+			ready <- struct{}{}
+			select {}
+		}()
+	}
+	for i := 0; i < 50; i++ {
+		<-ready
+	}
+	go func() {
+		runtime.LockOSThread()
+		syscall.Exec("/bin/sh", []string{"sh", "-c", "exit 7"}, os.Environ())
+		os.Exit(99)
+	}()
+	select {}
+}
+
+type testAgent struct {
+	*agent.Agent
+	client *api.Client
+}
+
+// startAgent runs a private agent (own socket) for one test.
+func startAgent(t *testing.T, opts agent.Options) *testAgent {
+	t.Helper()
+	testenv.Root(t)
+	if opts.Socket == "" {
+		opts.Socket = filepath.Join(t.TempDir(), "mcptrace.sock")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	a := agent.New(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		cancel()
+		var ferr *sensor.FeatureError
+		if errors.As(err, &ferr) {
+			testenv.Missing(t, ferr.Feature, ferr.Error())
+		}
+		t.Fatalf("agent did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("agent not ready after 30s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent stopped with error: %v", err)
+		}
+	})
+	return &testAgent{Agent: a, client: api.NewClient(opts.Socket)}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// waitFor polls cond until it holds or 10s pass.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, detail)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// spawn starts a shell script whose stdout lines are pids it reports, and
+// returns the shell's pid and a reader of those lines.
+func spawn(t *testing.T, script string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, bufio.NewScanner(out)
+}
+
+func readPID(t *testing.T, sc *bufio.Scanner) uint32 {
+	t.Helper()
+	if !sc.Scan() {
+		t.Fatalf("script printed no pid: %v", sc.Err())
+	}
+	pid, err := strconv.ParseUint(strings.TrimSpace(sc.Text()), 10, 32)
+	if err != nil {
+		t.Fatalf("script printed %q, not a pid", sc.Text())
+	}
+	return uint32(pid)
+}
+
+// killLater kills a process this test started (a sleep it left behind).
+func killLater(t *testing.T, pid uint32) {
+	t.Cleanup(func() { syscall.Kill(int(pid), syscall.SIGKILL) })
+}
+
+func pids(procs []lineage.Process) []uint32 {
+	out := make([]uint32, len(procs))
+	for i, p := range procs {
+		out[i] = p.ID.PID
+	}
+	return out
+}
+
+func find(procs []lineage.Process, pid uint32) (lineage.Process, bool) {
+	for _, p := range procs {
+		if p.ID.PID == pid {
+			return p, true
+		}
+	}
+	return lineage.Process{}, false
+}
+
+func TestTreeKeepsGrandchildOfDeadWrapper(t *testing.T) {
+	a := startAgent(t, agent.Options{})
+	for _, tc := range []struct {
+		name   string
+		script string
+	}{
+		// The inner sh backgrounds a sleep and exits at once: the sleep is
+		// reparented away from the dead wrapper.
+		{"background-and-exit", `sh -c 'sleep 30 & echo $!; exit 0'; exec sleep 30`},
+		// A double fork into a new session: setsid forks, the daemon's
+		// parent exits.
+		{"setsid-double-fork", `setsid sh -c 'sleep 30 & echo $!' ; exec sleep 30`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, out := spawn(t, tc.script)
+			rootPID := uint32(root.Process.Pid)
+			grandchild := readPID(t, out)
+			killLater(t, grandchild)
+
+			var tree []lineage.Process
+			waitFor(t, "grandchild under root with its wrapper exited", func() (bool, string) {
+				l, err := a.client.Tree(context.Background(), rootPID)
+				if err != nil {
+					return false, err.Error()
+				}
+				tree = l.Processes
+				g, ok := find(tree, grandchild)
+				if !ok || g.Exited {
+					return false, fmt.Sprintf("tree %d = %v", rootPID, pids(tree))
+				}
+				c, ok := find(tree, g.Creator.PID)
+				return ok && c.Exited && c.ID.PID != rootPID, fmt.Sprintf("creator %+v", c)
+			})
+			if tree[0].ID.PID != rootPID {
+				t.Errorf("tree starts at %d, want the root %d", tree[0].ID.PID, rootPID)
+			}
+
+			anc, err := a.client.Ancestors(context.Background(), grandchild)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chain := pids(anc.Processes)
+			i := 0
+			for i < len(chain) && chain[i] != rootPID {
+				i++
+			}
+			if i == len(chain) {
+				t.Fatalf("ancestors of %d = %v, do not reach root %d", grandchild, chain, rootPID)
+			}
+			if i < 2 {
+				t.Errorf("ancestors of %d = %v: want the dead wrapper between it and root", grandchild, chain)
+			}
+			if last := anc.Processes[len(anc.Processes)-1]; last.ID.PID != 1 {
+				t.Errorf("ancestors of %d end at %d, want init (1): %v", grandchild, last.ID.PID, chain)
+			}
+		})
+	}
+}
+
+func TestGraphRecordsBothExecsOfShortProcess(t *testing.T) {
+	a := startAgent(t, agent.Options{})
+	cmd := exec.Command("/bin/sh", "-c", "exec env MCPTRACE_TEST=1 true --short")
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("process lived at most %v", time.Since(start))
+	pid := uint32(cmd.Process.Pid)
+	waitFor(t, "exited node with three images", func() (bool, string) {
+		p, ok := a.Graph().Lookup(pid)
+		if !ok || !p.Exited {
+			return false, fmt.Sprintf("%+v", p)
+		}
+		var got []string
+		for _, im := range p.Images {
+			if im.Source == lineage.SourceKernel {
+				got = append(got, strings.Join(im.Argv, " "))
+			}
+		}
+		want := []string{
+			"/bin/sh -c exec env MCPTRACE_TEST=1 true --short",
+			"env MCPTRACE_TEST=1 true --short",
+			"true --short",
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("images %q, want %q", got, want)
+	})
+}
+
+// forkAt makes the next process the test starts get pid, by writing
+// ns_last_pid and retrying when another fork on the node took the pid.
+func forkAt(t *testing.T, pid uint32, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	for try := 0; try < 200; try++ {
+		cmd := exec.Command(name, args...)
+		runtime.LockOSThread()
+		err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(int(pid-1))), 0)
+		if err == nil {
+			err = cmd.Start()
+		}
+		runtime.UnlockOSThread()
+		if err != nil {
+			t.Fatalf("start at pid %d: %v", pid, err)
+		}
+		if uint32(cmd.Process.Pid) == pid {
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			return cmd
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	t.Fatalf("could not get pid %d after 200 tries", pid)
+	return nil
+}
+
+func TestRecycledPIDIsANewNodeOutsideTheOldTree(t *testing.T) {
+	a := startAgent(t, agent.Options{})
+	// A "session" root whose member exits.
+	root, out := spawn(t, `sh -c 'echo $$; exit 0'; exec sleep 30`)
+	rootPID := uint32(root.Process.Pid)
+	member := readPID(t, out)
+	var old lineage.Process
+	waitFor(t, "member exited", func() (bool, string) {
+		p, ok := a.Graph().Lookup(member)
+		old = p
+		return ok && p.Exited, fmt.Sprintf("%+v", p)
+	})
+
+	// An unrelated process, started by the test itself, gets the same pid.
+	unrelated := forkAt(t, member, "/bin/sleep", "30")
+	var fresh lineage.Process
+	waitFor(t, "new node for the recycled pid", func() (bool, string) {
+		p, ok := a.Graph().Lookup(member)
+		fresh = p
+		return ok && !p.Exited && p.ID != old.ID, fmt.Sprintf("%+v", p)
+	})
+	if got, ok := a.Graph().Get(old.ID); !ok || !got.Exited || got.Creator.PID != rootPID {
+		t.Errorf("old node changed or vanished: %+v (ok=%v)", got, ok)
+	}
+	if fresh.Creator.PID != uint32(os.Getpid()) {
+		t.Errorf("new node's creator = %d, want the test process %d", fresh.Creator.PID, os.Getpid())
+	}
+	for _, p := range a.Graph().Descendants(lineage.ID{PID: rootPID, Start: mustLookup(t, a, rootPID).ID.Start}) {
+		if p.ID == fresh.ID {
+			t.Errorf("recycled pid %d (%v) listed under the old member's root %d", unrelated.Process.Pid, fresh.ID, rootPID)
+		}
+	}
+}
+
+func mustLookup(t *testing.T, a *testAgent, pid uint32) lineage.Process {
+	t.Helper()
+	p, ok := a.Graph().Lookup(pid)
+	if !ok {
+		t.Fatalf("pid %d not in graph", pid)
+	}
+	return p
+}
+
+func TestThreadedProcessIsOneNode(t *testing.T) {
+	a := startAgent(t, agent.Options{})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "AGENT_TEST_HELPER=threads-exec")
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("helper: %v, want exit status 7", err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	waitFor(t, "one exited node", func() (bool, string) {
+		p, ok := a.Graph().Lookup(pid)
+		return ok && p.Exited, fmt.Sprintf("%+v", p)
+	})
+	p := mustLookup(t, a, pid)
+	if p.ExitCode != 7 {
+		t.Errorf("exit code %d, want 7", p.ExitCode)
+	}
+	if n := len(a.Graph().Children(p.ID)); n != 0 {
+		t.Errorf("%d children: threads were counted as processes", n)
+	}
+	var kernelImages int
+	for _, im := range p.Images {
+		if im.Source == lineage.SourceKernel {
+			kernelImages++
+		}
+	}
+	if kernelImages != 2 {
+		t.Errorf("images %+v, want the test binary then sh", p.Images)
+	}
+}
+
+// diffWithProc lists disagreements between the graph and /proc.
+func diffWithProc(g *lineage.Graph) []string {
+	snaps, err := procfs.Scan("/proc")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var diffs []string
+	inProc := map[uint32]lineage.Snapshot{}
+	for _, s := range snaps {
+		inProc[s.ID.PID] = s
+		p, ok := g.Lookup(s.ID.PID)
+		if !ok || p.Exited || p.ID.Start/procfs.TickNS != s.ID.Start/procfs.TickNS {
+			diffs = append(diffs, fmt.Sprintf("pid %d (%s) alive in /proc, graph has %+v (found=%v)", s.ID.PID, s.Comm, p.ID, ok && !p.Exited))
+		}
+	}
+	for _, p := range g.Processes() {
+		if p.Exited {
+			continue
+		}
+		if s, ok := inProc[p.ID.PID]; !ok || s.ID.Start/procfs.TickNS != p.ID.Start/procfs.TickNS {
+			diffs = append(diffs, fmt.Sprintf("pid %d (%s) alive in graph, gone from /proc", p.ID.PID, p.Comm))
+		}
+	}
+	return diffs
+}
+
+func waitConsistent(t *testing.T, g *lineage.Graph) {
+	t.Helper()
+	waitFor(t, "graph to match /proc", func() (bool, string) {
+		d := diffWithProc(g)
+		return len(d) == 0, strings.Join(d, "; ")
+	})
+}
+
+// storm forks short-lived processes until stopped.
+func storm(t *testing.T) (stop func()) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", `while :; do for i in 1 2 3 4 5 6 7 8; do sh -c 'true' & done; wait; done`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}
+
+func TestStartupSeesPreexistingAndStormProcesses(t *testing.T) {
+	testenv.Root(t)
+	// A tree that exists before the agent starts.
+	root, out := spawn(t, `sleep 30 & echo $!; exec sleep 30`)
+	child := readPID(t, out)
+	killLater(t, child)
+	stop := storm(t)
+	a := startAgent(t, agent.Options{})
+	time.Sleep(500 * time.Millisecond)
+	stop()
+
+	tree, err := a.client.Tree(context.Background(), uint32(root.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := find(tree.Processes, child); !ok || c.Creator.PID != uint32(root.Process.Pid) {
+		t.Errorf("pre-existing child %d not under its parent %d: %v", child, root.Process.Pid, pids(tree.Processes))
+	}
+	waitConsistent(t, a.Graph())
+}
+
+func TestLostEventsAreCountedAndRepaired(t *testing.T) {
+	a := startAgent(t, agent.Options{RingBufferSize: sensor.MinRingBufferSize, RepairInterval: 100 * time.Millisecond})
+	stop := storm(t)
+	waitFor(t, "lost events counted", func() (bool, string) {
+		st, err := a.client.Status(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		var lost uint64
+		for _, n := range st.Lost {
+			lost += n
+		}
+		return lost > 0 && st.Repairs > 0, fmt.Sprintf("lost %v repairs %d", st.Lost, st.Repairs)
+	})
+	stop()
+	// One more repair after the storm settles the last gaps.
+	time.Sleep(300 * time.Millisecond)
+	waitConsistent(t, a.Graph())
+	st, _ := a.client.Status(context.Background())
+	t.Logf("status after repair: lost %v, repairs %d, gaps %v", st.Lost, st.Repairs, st.Gaps)
+}
+
+// asUser connects to the socket from a thread running as uid, so the
+// agent's SO_PEERCRED check sees that uid, and returns the answer body.
+func asUser(t *testing.T, socket string, uid int, path string) (int, string) {
+	t.Helper()
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		// This thread's credentials change; it is never unlocked, so the
+		// runtime discards it when the goroutine ends.
+		runtime.LockOSThread()
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+			res <- result{err: fmt.Errorf("setresuid: %v", e)}
+			return
+		}
+		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: socket}); err != nil {
+			syscall.Close(fd)
+			res <- result{err: fmt.Errorf("connect: %w", err)}
+			return
+		}
+		f := os.NewFile(uintptr(fd), "api")
+		defer f.Close()
+		fmt.Fprintf(f, "GET %s HTTP/1.0\r\nHost: mcptrace\r\n\r\n", path)
+		r := bufio.NewReader(f)
+		status, _ := r.ReadString('\n')
+		var code int
+		fmt.Sscanf(status, "HTTP/1.0 %d", &code)
+		var body strings.Builder
+		for {
+			line, err := r.ReadString('\n')
+			body.WriteString(line)
+			if err != nil {
+				break
+			}
+		}
+		res <- result{code: code, body: body.String()}
+	}()
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.code, r.body
+}
+
+func TestAPIShowsOtherUsersOnlyTheirOwnProcesses(t *testing.T) {
+	// The socket's directory must be reachable by the other uid.
+	dir, err := os.MkdirTemp("", "mcptrace-api-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	socket := filepath.Join(dir, "mcptrace.sock")
+	a := startAgent(t, agent.Options{Socket: socket})
+	const nobody = 65534
+	// A process of uid nobody, with a secret in its argv, and one of root.
+	theirs := exec.Command("/bin/sleep", "30")
+	theirs.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if err := theirs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { theirs.Process.Kill(); theirs.Wait() })
+	mine, _ := spawn(t, "exec sleep 30 --root-secret=hunter2")
+	waitFor(t, "both processes in graph", func() (bool, string) {
+		_, ok1 := a.Graph().Lookup(uint32(theirs.Process.Pid))
+		_, ok2 := a.Graph().Lookup(uint32(mine.Process.Pid))
+		return ok1 && ok2, ""
+	})
+
+	for _, tc := range []struct {
+		name     string
+		path     string
+		wantCode int
+		want     string
+		notWant  string
+	}{
+		{"processes lists own", "/v1/processes", 200, fmt.Sprintf(`"pid":%d,`, theirs.Process.Pid), "hunter2"},
+		{"tree of own process", fmt.Sprintf("/v1/tree/%d", theirs.Process.Pid), 200, `"uid":65534`, ""},
+		{"tree of root's process is not found", fmt.Sprintf("/v1/tree/%d", mine.Process.Pid), 404, "not in the lineage graph", "hunter2"},
+		{"ancestors of root's process is not found", fmt.Sprintf("/v1/ancestors/%d", mine.Process.Pid), 404, "", "hunter2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := asUser(t, socket, nobody, tc.path)
+			if code != tc.wantCode {
+				t.Fatalf("code %d, want %d: %s", code, tc.wantCode, body)
+			}
+			if tc.want != "" && !strings.Contains(body, tc.want) {
+				t.Errorf("body lacks %q: %.300s", tc.want, body)
+			}
+			if tc.notWant != "" && strings.Contains(body, tc.notWant) {
+				t.Errorf("body shows another user's %q", tc.notWant)
+			}
+			if strings.Contains(body, `"uid":0,`) {
+				t.Errorf("body shows root's processes to uid %d", nobody)
+			}
+		})
+	}
+	// Root sees both.
+	l, err := a.client.Processes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := find(l.Processes, uint32(mine.Process.Pid)); !ok {
+		t.Error("root does not see its own process")
+	}
+	if _, ok := find(l.Processes, uint32(theirs.Process.Pid)); !ok {
+		t.Error("root does not see uid 65534's process")
+	}
+}

@@ -1,0 +1,98 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// Client talks to a running agent over its unix socket.
+type Client struct {
+	Socket string
+	http   *http.Client
+}
+
+// NewClient returns a client for the agent listening on socket.
+func NewClient(socket string) *Client {
+	return &Client{
+		Socket: socket,
+		http: &http.Client{
+			Timeout: 30 * time.Second,
+			Transport: &http.Transport{
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, "unix", socket)
+				},
+			},
+		},
+	}
+}
+
+// ErrAgentUnreachable: no agent answers on the socket.
+var ErrAgentUnreachable = errors.New("mcptrace agent is not reachable")
+
+// StatusError is a refusal or failure the agent answered with.
+type StatusError struct {
+	Code    int
+	Message string
+}
+
+func (e *StatusError) Error() string { return e.Message }
+
+func (c *Client) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://mcptrace"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("%w at %s: start it with `mcptrace agent` (as root), or point --api.socket at its socket: %v", ErrAgentUnreachable, c.Socket, err)
+		}
+		if errors.Is(err, syscall.EACCES) {
+			return fmt.Errorf("%w at %s: permission denied on the socket: %v", ErrAgentUnreachable, c.Socket, err)
+		}
+		return fmt.Errorf("query agent at %s: %w", c.Socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e Error
+		if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
+			e.Error = resp.Status
+		}
+		return &StatusError{Code: resp.StatusCode, Message: e.Error}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode answer to %s: %w", path, err)
+	}
+	return nil
+}
+
+// Processes returns every process the caller may see.
+func (c *Client) Processes(ctx context.Context) (ProcessList, error) {
+	var out ProcessList
+	return out, c.get(ctx, "/v1/processes", &out)
+}
+
+// Tree returns the process with pid and everything it created, at any depth.
+func (c *Client) Tree(ctx context.Context, pid uint32) (ProcessList, error) {
+	var out ProcessList
+	return out, c.get(ctx, fmt.Sprintf("/v1/tree/%d", pid), &out)
+}
+
+// Ancestors returns the creator chain from pid up to the top.
+func (c *Client) Ancestors(ctx context.Context, pid uint32) (ProcessList, error) {
+	var out ProcessList
+	return out, c.get(ctx, fmt.Sprintf("/v1/ancestors/%d", pid), &out)
+}
+
+// Status returns the agent's counters.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var out Status
+	return out, c.get(ctx, "/v1/status", &out)
+}

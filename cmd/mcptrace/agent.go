@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/config"
+)
+
+func newAgentCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: trace every process and serve the lineage on a unix socket (needs root)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			log := cfg.NewLogger(os.Stderr)
+			a := agent.New(agent.Options{
+				Socket:         cfg.API.Socket,
+				SocketMode:     cfg.API.SocketMode,
+				RingBufferSize: cfg.BPF.RingBufferSize,
+				TraceFS:        cfg.BPF.TraceFS,
+				BPFFS:          cfg.BPF.BPFFS,
+				ProcRoot:       cfg.Lineage.ProcRoot,
+				Retention:      cfg.Lineage.Retention,
+				RepairInterval: cfg.Lineage.RepairInterval,
+				Logger:         log,
+			})
+			return a.Run(cmd.Context())
+		},
+	}
+	config.BindFlags(cmd.Flags())
+	return cmd
+}
+
+// loadConfig reads file, environment and the command's flags.
+func loadConfig(cmd *cobra.Command) (config.Config, error) {
+	file, _ := cmd.Flags().GetString("config")
+	return config.Load(file, cmd.Flags())
+}

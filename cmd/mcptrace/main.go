@@ -1,0 +1,48 @@
+// Command mcptrace is the node agent and its command-line client.
+//
+//	mcptrace agent                 run the agent (root)
+//	mcptrace tree [PID]            show process lineage from the running agent
+//	mcptrace tree --ancestors PID  show the creator chain of PID
+//	mcptrace status                show the agent's counters
+//
+// This file only wires packages together; see docs/ARCHITECTURE.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "mcptrace:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "mcptrace",
+		Short:         "Trace the process lineage of AI agent sessions and the MCP servers they start",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().String("config", "", "configuration file (YAML); default /etc/mcptrace/config.yaml when it exists")
+	root.AddCommand(newAgentCmd(), newTreeCmd(), newStatusCmd())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	return root
+}

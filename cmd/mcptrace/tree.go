@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/config"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/redact"
+	"github.com/mcptrace/mcptrace/treeview"
+)
+
+func newTreeCmd() *cobra.Command {
+	var (
+		ancestors  uint32
+		asJSON     bool
+		kernel     bool
+		noChain    bool
+		showSecret bool
+		width      int
+	)
+	cmd := &cobra.Command{
+		Use:   "tree [PID]",
+		Short: "Show process lineage from the running agent: the whole node, or PID and everything it created",
+		Long: `Show process lineage from the running agent.
+
+  mcptrace tree                  every process on the node (root) or of your uid
+  mcptrace tree PID              PID and everything it created, at any depth,
+                                 including daemons reparented away and the
+                                 children of wrappers that already exited
+  mcptrace tree --ancestors PID  the creator chain from PID up to init
+
+Exited processes stay in the graph while something they created lives, and
+are shown as exited so the chain is never broken. Secrets in command lines
+are redacted, also in --json.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			c := api.NewClient(cfg.API.Socket)
+			ctx := cmd.Context()
+			var list api.ProcessList
+			switch {
+			case cmd.Flags().Changed("ancestors") && len(args) > 0:
+				return usageError{fmt.Errorf("give either PID or --ancestors PID, not both")}
+			case cmd.Flags().Changed("ancestors"):
+				list, err = c.Ancestors(ctx, ancestors)
+			case len(args) == 1:
+				pid, perr := strconv.ParseUint(args[0], 10, 32)
+				if perr != nil {
+					return usageError{fmt.Errorf("PID %q is not a process id", args[0])}
+				}
+				list, err = c.Tree(ctx, uint32(pid))
+			default:
+				list, err = c.Processes(ctx)
+			}
+			if err != nil {
+				return err
+			}
+			if !showSecret {
+				redactAll(list.Processes)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			isTTY := term.IsTerminal(int(os.Stdout.Fd()))
+			if width == 0 {
+				width = treeview.DefaultWidth
+				if isTTY {
+					if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 40 {
+						width = w
+					}
+				}
+			}
+			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel}
+			if cmd.Flags().Changed("ancestors") {
+				return treeview.Chain(out, list.Processes, opts)
+			}
+			return treeview.Tree(out, list.Processes, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint32Var(&ancestors, "ancestors", 0, "show the creator chain of `PID` up to init instead of a tree")
+	f.BoolVar(&asJSON, "json", false, "print the processes as JSON for machines")
+	f.BoolVar(&kernel, "kernel-threads", false, "include kernel threads")
+	f.BoolVar(&noChain, "no-chain", false, "show only each process's current program, not its exec chain")
+	f.BoolVar(&showSecret, "show-secrets", false, "do not redact command lines (they can hold tokens)")
+	f.IntVar(&width, "width", 0, "line width (default: the terminal's, or 120)")
+	bindSocketFlag(cmd)
+	return cmd
+}
+
+// bindSocketFlag gives client commands the one option they need.
+func bindSocketFlag(cmd *cobra.Command) {
+	cmd.Flags().String("api.socket", config.Default().API.Socket, "unix socket of the running agent")
+}
+
+// redactAll replaces every argv with its redacted form, in place.
+func redactAll(procs []lineage.Process) {
+	for i := range procs {
+		for j := range procs[i].Images {
+			procs[i].Images[j].Argv = redact.Argv(procs[i].Images[j].Argv)
+		}
+	}
+}
