@@ -11,12 +11,12 @@ type ProcessList struct {
 
 // Status describes the agent's health: what it tracks and what it lost.
 type Status struct {
-	Now       uint64 `json:"now_ns"`
-	Tracked   int    `json:"tracked_processes"`
-	Alive     int    `json:"alive_processes"`
-	Exited    int    `json:"exited_processes"`
-	Retired   uint64 `json:"retired_processes_total"`
-	Repairs   uint64 `json:"repairs_total"`
+	Now     uint64 `json:"now_ns"`
+	Tracked int    `json:"tracked_processes"`
+	Alive   int    `json:"alive_processes"`
+	Exited  int    `json:"exited_processes"`
+	Retired uint64 `json:"retired_processes_total"`
+	Repairs uint64 `json:"repairs_total"`
 	// Events applied and events the kernel could not send, per kind.
 	Events map[string]uint64 `json:"events_total"`
 	Lost   map[string]uint64 `json:"lost_events_total"`
