@@ -110,11 +110,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 
 	start := time.Now()
+	readAt := procfs.BootTimeNow()
 	snaps, err := procfs.Scan(a.opts.ProcRoot)
 	if err != nil {
 		return fmt.Errorf("seed from %s: %w", a.opts.ProcRoot, err)
 	}
-	a.graph.Seed(snaps, procfs.BootTimeNow())
+	a.graph.Seed(snaps, readAt)
 	a.log.Info("seeded from /proc", "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
 
 	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)

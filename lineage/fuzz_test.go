@@ -1,0 +1,89 @@
+package lineage
+
+import (
+	"testing"
+	"time"
+)
+
+// FuzzApply drives a graph with arbitrary streams of events, seeds, repairs
+// and retirements over a handful of PIDs and start times (so identities
+// collide, recycle and match by tick), and checks that nothing panics, the
+// internal structure stays consistent and every query terminates.
+//
+//	go test -run x -fuzz FuzzApply -fuzztime 30s ./lineage/
+func FuzzApply(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 1, 1, 2, 0, 0, 1, 0, 3, 1, 1, 0, 0, 0, 2, 1, 4, 1, 1, 0, 0, 0, 3, 0})
+	f.Add([]byte{5, 1, 0, 2, 0, 0, 0, 0, 0, 1, 1, 2, 1, 0, 1, 0, 6, 3, 2, 1, 0, 0, 9, 0, 7, 0, 0, 0, 0, 0, 200, 0})
+	f.Add([]byte{4, 2, 3, 0, 0, 0, 5, 1, 3, 2, 3, 0, 0, 2, 4, 2, 0, 2, 3, 1, 3, 1, 1, 3, 0, 1, 3, 2, 2, 0, 2, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := New(Config{Retention: time.Millisecond * 50})
+		exited := map[*node]bool{} // nodes seen exited: must never come back
+		for len(data) >= 8 {
+			b := data[:8]
+			data = data[8:]
+			proc := ID{PID: uint32(b[1] % 6), Start: uint64(b[2]%4) * 7_000_003}
+			other := ID{PID: uint32(b[3] % 6), Start: uint64(b[4]%4) * 7_000_003}
+			parent := ID{PID: uint32(b[5] % 6), Start: uint64(b[5]/6%4) * 7_000_003}
+			if b[5]&0x80 != 0 {
+				parent = ID{}
+			}
+			at := uint64(b[6]) * 3_000_001
+			argv := [][]string{nil, {"sh"}, {"sh", "-c", "x"}, {"node", "srv.js"}}[b[7]%4]
+			switch b[0] % 8 {
+			case 0, 1, 2:
+				g.Apply(Event{Kind: KindFork, Time: at, Proc: proc, Creator: other, Parent: parent, UID: uint32(b[7]), Comm: "c"})
+			case 3:
+				g.Apply(Event{Kind: KindExec, Time: at, Proc: proc, Parent: parent, Filename: "/bin/x", Argv: argv, ArgvTruncated: b[7]&8 != 0})
+			case 4:
+				g.Apply(Event{Kind: KindExit, Time: at, Proc: proc, ExitCode: int(b[7]), Signal: int(b[4])})
+			case 5, 6:
+				s := []Snapshot{
+					{ID: coarse(proc), PPID: other.PID, Filename: "/bin/x", Argv: argv, Kernel: b[7]&16 != 0},
+					{ID: coarse(other), PPID: parent.PID},
+				}
+				if b[0]%8 == 5 {
+					g.Seed(s, at)
+				} else {
+					g.Repair(s[:1+int(b[7]%2)], at)
+				}
+			case 7:
+				g.Retire(at)
+			}
+			if err := invariants(g); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range g.byID {
+				if n.p.Exited {
+					exited[n] = true
+				} else if exited[n] {
+					t.Fatalf("%v resurrected by op %d", n.p.ID, b[0]%8)
+				}
+			}
+		}
+		s := g.Stats()
+		ps := g.Processes()
+		if len(ps) != s.Tracked || s.Alive+s.Exited != s.Tracked {
+			t.Fatalf("stats %+v disagree with %d processes", s, len(ps))
+		}
+		for _, p := range ps {
+			if q, ok := g.Get(p.ID); !ok || q.ID != p.ID {
+				t.Fatalf("Get(%v) = %v, %v", p.ID, q.ID, ok)
+			}
+			if a := g.Ancestors(p.ID); len(a) == 0 || len(a) > len(ps) || a[0].ID != p.ID {
+				t.Fatalf("Ancestors(%v) = %v", p.ID, ids(a))
+			}
+			if d := g.Descendants(p.ID); len(d) == 0 || len(d) > len(ps) || d[0].ID != p.ID {
+				t.Fatalf("Descendants(%v) = %v", p.ID, ids(d))
+			}
+			for _, c := range g.Children(p.ID) {
+				if c.Creator != p.ID {
+					t.Fatalf("child %v of %v has creator %v", c.ID, p.ID, c.Creator)
+				}
+			}
+		}
+		if len(g.Roots()) > len(ps) {
+			t.Fatalf("more roots than processes")
+		}
+	})
+}

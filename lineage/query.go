@@ -1,0 +1,129 @@
+package lineage
+
+import "slices"
+
+// Queries. Each takes the read lock, resolves the ID it is given and returns
+// deep copies.
+//
+// An ID resolves to the node with exactly that identity; a node whose start
+// is still coarse (seeded from /proc) also answers to any ID of its PID
+// started in the same tick; and an ID whose Start is a whole number of ticks
+// (the form of a coarse ID) still finds its node after a kernel event made
+// the start exact, so IDs handed out early keep working.
+
+// Get returns the process with identity id.
+func (g *Graph) Get(id ID) (Process, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n := g.findQuery(id)
+	if n == nil {
+		return Process{}, false
+	}
+	return n.export(), true
+}
+
+// Lookup returns the newest process with this PID, preferring one alive.
+func (g *Graph) Lookup(pid uint32) (Process, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n := g.lookupPID(pid)
+	if n == nil {
+		return Process{}, false
+	}
+	return n.export(), true
+}
+
+// Descendants returns id's process first, then every process it created at
+// any depth, alive or dead, in pre-order with siblings sorted by (start,
+// PID). Creation, not the current parent, defines the tree: processes
+// reparented away and children of exited wrappers are included. Nil when
+// id is unknown.
+func (g *Graph) Descendants(id ID) []Process {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n := g.findQuery(id)
+	if n == nil {
+		return nil
+	}
+	var out []Process
+	stack := []*node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		out = append(out, n.export())
+		kids := sortedChildren(n)
+		for i := len(kids) - 1; i >= 0; i-- {
+			stack = append(stack, kids[i])
+		}
+	}
+	return out
+}
+
+// Children returns the processes id created, sorted by (start, PID).
+func (g *Graph) Children(id ID) []Process {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n := g.findQuery(id)
+	if n == nil {
+		return nil
+	}
+	return exportAll(sortedChildren(n))
+}
+
+// Ancestors returns id's process first, then its creator, its creator's
+// creator and so on up to the topmost known node: PID 1, kthreadd, or a
+// process whose creator is unknown or retired. Nil when id is unknown.
+func (g *Graph) Ancestors(id ID) []Process {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out []Process
+	for n := g.findQuery(id); n != nil && !n.retired; n = n.creator {
+		out = append(out, n.export())
+	}
+	return out
+}
+
+// Processes returns every process in the graph sorted by (start, PID).
+func (g *Graph) Processes() []Process {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	nodes := make([]*node, 0, len(g.byID))
+	for _, n := range g.byID {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, cmpNodes)
+	return exportAll(nodes)
+}
+
+// Roots returns the tops of the creation forest — processes whose creator
+// is unknown — sorted by (start, PID).
+func (g *Graph) Roots() []ID {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var nodes []*node
+	for _, n := range g.byID {
+		if n.creator == nil {
+			nodes = append(nodes, n)
+		}
+	}
+	slices.SortFunc(nodes, cmpNodes)
+	out := make([]ID, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.p.ID
+	}
+	return out
+}
+
+func sortedChildren(n *node) []*node {
+	kids := slices.Clone(n.children)
+	slices.SortFunc(kids, cmpNodes)
+	return kids
+}
+
+func exportAll(nodes []*node) []Process {
+	out := make([]Process, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.export()
+	}
+	return out
+}

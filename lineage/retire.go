@@ -1,0 +1,90 @@
+package lineage
+
+// Retire drops the branches that are entirely dead and have been for
+// longer than Config.Retention before now (CLOCK_BOOTTIME ns). A node goes
+// only when it and every process it created, at any depth, have exited and
+// the newest exit among them is older than now-Retention; so a dead
+// wrapper stays as long as anything it started runs. An exit with unknown
+// time counts from when the graph marked it. Retire returns how many nodes
+// it dropped.
+//
+// Retire walks the whole graph: call it periodically, not per event.
+func (g *Graph) Retire(now uint64) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now <= g.retention {
+		return 0
+	}
+	cutoff := now - g.retention
+
+	var roots []*node
+	for _, n := range g.byID {
+		if n.creator == nil {
+			roots = append(roots, n)
+		}
+	}
+	removed := 0
+	// Post-order over each creation tree without recursion: a frame's dead
+	// and last summarise the subtree below it as its children finish.
+	type frame struct {
+		n    *node
+		next int
+		dead bool
+		last uint64
+	}
+	var stack []frame
+	for _, r := range roots {
+		stack = append(stack[:0], frame{n: r, dead: r.p.Exited, last: r.exitAt()})
+		for len(stack) > 0 {
+			top := len(stack) - 1
+			if f := &stack[top]; f.next < len(f.n.children) {
+				c := f.n.children[f.next]
+				f.next++
+				stack = append(stack, frame{n: c, dead: c.p.Exited, last: c.exitAt()})
+				continue
+			}
+			f := stack[top]
+			stack = stack[:top]
+			// Drop the children retired below.
+			kids := f.n.children[:0]
+			for _, c := range f.n.children {
+				if !c.retired {
+					kids = append(kids, c)
+				}
+			}
+			clear(f.n.children[len(kids):])
+			f.n.children = kids
+
+			if f.dead && f.last < cutoff {
+				g.remove(f.n)
+				removed++
+			}
+			if top > 0 {
+				p := &stack[top-1]
+				p.dead = p.dead && f.dead
+				p.last = max(p.last, f.last)
+			}
+		}
+	}
+	g.stats.retired += uint64(removed)
+	return removed
+}
+
+// remove takes a node out of the indexes. Its creator drops it from its
+// children when Retire finishes the creator's frame; its own children are
+// all retired with it. A live process may still name it as parent, so the
+// node keeps its identity but lets go of everything else.
+func (g *Graph) remove(n *node) {
+	delete(g.byID, n.p.ID)
+	nodes := removeNode(g.byPID[n.p.ID.PID], n)
+	if len(nodes) == 0 {
+		delete(g.byPID, n.p.ID.PID)
+	} else {
+		g.byPID[n.p.ID.PID] = nodes
+	}
+	n.retired = true
+	n.creator = nil
+	n.children = nil
+	n.parent = nil
+	n.p.Images = nil
+}

@@ -1,0 +1,269 @@
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// DefaultRoot is where Scan and Read look when root is "".
+const DefaultRoot = "/proc"
+
+// pfKthread is PF_KTHREAD in the flags field of /proc/PID/stat.
+const pfKthread = 0x00200000
+
+// Scan reads every process under root (threads are not listed there). A
+// process that exits during the scan is skipped; any other error ends the
+// scan and is returned wrapped, with no snapshots, since a partial scan
+// would make Repair mark the missing processes exited. Snapshots are sorted
+// by PID.
+//
+// Take the graph's readAt (BootTimeNow) before calling Scan.
+func Scan(root string) ([]lineage.Snapshot, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	d, err := os.Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("procfs: list %s: %w", root, err)
+	}
+	pids := make([]uint32, 0, len(names))
+	for _, name := range names {
+		if pid, err := strconv.ParseUint(name, 10, 32); err == nil && pid > 0 {
+			pids = append(pids, uint32(pid))
+		}
+	}
+	slices.Sort(pids)
+	snaps := make([]lineage.Snapshot, 0, len(pids))
+	for _, pid := range pids {
+		s, err := Read(root, pid)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // exited since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		snaps = append(snaps, s)
+	}
+	return snaps, nil
+}
+
+// Read reads one process. When the process does not exist or has exited
+// (including a zombie waiting to be reaped: its exit already happened), the
+// error wraps fs.ErrNotExist. A PID that names a thread rather than a
+// process is reported the same way.
+func Read(root string, pid uint32) (lineage.Snapshot, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	dir := filepath.Join(root, strconv.FormatUint(uint64(pid), 10))
+	// Every file is read through this one handle on the process directory:
+	// if the PID is recycled mid-read, reads fail instead of mixing two
+	// processes.
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return lineage.Snapshot{}, readErr(pid, err)
+	}
+	defer r.Close()
+
+	b, err := r.ReadFile("stat")
+	if err != nil {
+		return lineage.Snapshot{}, readErr(pid, err)
+	}
+	st, err := parseStat(b)
+	if err != nil {
+		return lineage.Snapshot{}, fmt.Errorf("procfs: %s/stat: %w", dir, err)
+	}
+	if st.pid != pid {
+		return lineage.Snapshot{}, fmt.Errorf("procfs: %s/stat names pid %d", dir, st.pid)
+	}
+
+	b, err = r.ReadFile("status")
+	if err != nil {
+		return lineage.Snapshot{}, readErr(pid, err)
+	}
+	ss, err := parseStatus(b)
+	if err != nil {
+		return lineage.Snapshot{}, fmt.Errorf("procfs: %s/status: %w", dir, err)
+	}
+	if ss.tgid != 0 && ss.tgid != pid {
+		return lineage.Snapshot{}, fmt.Errorf("procfs: %d is a thread of process %d, not a process: %w", pid, ss.tgid, fs.ErrNotExist)
+	}
+	// A zombie has exited (its exit event fired); only its parent's wait
+	// is pending. A thread-group leader that exited while other threads
+	// run also shows Z, but its process is alive: it has other threads
+	// (briefly so too while exit_group takes them down; the process exits
+	// when the last one leaves).
+	if st.state == 'X' || (st.state == 'Z' && ss.threads <= 1) {
+		return lineage.Snapshot{}, fmt.Errorf("procfs: process %d has exited (state %c): %w", pid, st.state, fs.ErrNotExist)
+	}
+
+	b, err = r.ReadFile("cmdline")
+	if err != nil {
+		return lineage.Snapshot{}, readErr(pid, err)
+	}
+	// exe is unreadable for kernel threads, exited mms and without ptrace
+	// access: not fatal.
+	exe, _ := r.Readlink("exe")
+
+	return lineage.Snapshot{
+		ID:       lineage.ID{PID: pid, Start: st.startTicks * TickNS},
+		PPID:     st.ppid,
+		UID:      ss.uid,
+		Comm:     st.comm,
+		Filename: exe,
+		Argv:     splitCmdline(b),
+		Kernel:   st.flags&pfKthread != 0,
+	}, nil
+}
+
+// BootTimeNow returns CLOCK_BOOTTIME in nanoseconds: the clock of the
+// kernel's task start_boottime, of lineage event times and of /proc start
+// times (in ticks).
+func BootTimeNow() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0 // CLOCK_BOOTTIME exists since Linux 2.6.39
+	}
+	return uint64(ts.Nano())
+}
+
+// readErr wraps a read error; a process that is gone (ENOENT, or ESRCH
+// through a handle on an exited process) wraps fs.ErrNotExist.
+func readErr(pid uint32, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("procfs: process %d is gone: %w", pid, err)
+	case errors.Is(err, syscall.ESRCH):
+		return fmt.Errorf("procfs: process %d is gone: %w: %w", pid, err, fs.ErrNotExist)
+	}
+	return fmt.Errorf("procfs: process %d: %w", pid, err)
+}
+
+type stat struct {
+	pid        uint32
+	comm       string
+	state      byte
+	ppid       uint32
+	flags      uint64
+	startTicks uint64
+}
+
+// parseStat parses /proc/PID/stat (proc(5)). comm may hold spaces and
+// parentheses, so it runs from the first '(' to the last ')'.
+func parseStat(b []byte) (stat, error) {
+	var st stat
+	open := bytes.IndexByte(b, '(')
+	end := bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return st, errors.New("malformed: no (comm)")
+	}
+	pid, err := strconv.ParseUint(string(bytes.TrimSpace(b[:open])), 10, 32)
+	if err != nil {
+		return st, fmt.Errorf("malformed pid: %w", err)
+	}
+	st.pid = uint32(pid)
+	st.comm = string(b[open+1 : end])
+	// Fields after comm, numbered from 3 (state) as in proc(5).
+	f := strings.Fields(string(b[end+1:]))
+	const (
+		fState = 3 - 3
+		fPPID  = 4 - 3
+		fFlags = 9 - 3
+		fStart = 22 - 3
+	)
+	if len(f) <= fStart || len(f[fState]) != 1 {
+		return st, fmt.Errorf("malformed: %d fields after comm", len(f))
+	}
+	st.state = f[fState][0]
+	ppid, err := strconv.ParseUint(f[fPPID], 10, 32)
+	if err != nil {
+		return st, fmt.Errorf("malformed ppid: %w", err)
+	}
+	st.ppid = uint32(ppid)
+	if st.flags, err = strconv.ParseUint(f[fFlags], 10, 64); err != nil {
+		return st, fmt.Errorf("malformed flags: %w", err)
+	}
+	if st.startTicks, err = strconv.ParseUint(f[fStart], 10, 64); err != nil {
+		return st, fmt.Errorf("malformed starttime: %w", err)
+	}
+	return st, nil
+}
+
+type status struct {
+	uid     uint32 // real
+	tgid    uint32
+	threads int
+}
+
+// parseStatus takes the real UID, the thread group and the thread count
+// from /proc/PID/status.
+func parseStatus(b []byte) (status, error) {
+	var ss status
+	haveUID := false
+	for line := range strings.Lines(string(b)) {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) == 0 {
+			continue
+		}
+		switch key {
+		case "Uid":
+			uid, err := strconv.ParseUint(f[0], 10, 32)
+			if err != nil {
+				return ss, fmt.Errorf("malformed Uid: %w", err)
+			}
+			ss.uid, haveUID = uint32(uid), true
+		case "Tgid":
+			tgid, err := strconv.ParseUint(f[0], 10, 32)
+			if err != nil {
+				return ss, fmt.Errorf("malformed Tgid: %w", err)
+			}
+			ss.tgid = uint32(tgid)
+		case "Threads":
+			n, err := strconv.Atoi(f[0])
+			if err != nil {
+				return ss, fmt.Errorf("malformed Threads: %w", err)
+			}
+			ss.threads = n
+		}
+	}
+	if !haveUID {
+		return ss, errors.New("no Uid line")
+	}
+	return ss, nil
+}
+
+// splitCmdline splits /proc/PID/cmdline on NUL. The terminating NUL makes a
+// trailing empty element, which is dropped; a command line a process
+// rewrote with spaces and no NUL stays one element. Empty for kernel
+// threads and zombies.
+func splitCmdline(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	argv := strings.Split(string(b), "\x00")
+	if argv[len(argv)-1] == "" {
+		argv = argv[:len(argv)-1]
+	}
+	return argv
+}

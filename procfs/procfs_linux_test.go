@@ -1,0 +1,410 @@
+package procfs
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+const fakeRoot = "testdata/proc"
+
+// TestMain doubles as the helper child of the integration tests.
+func TestMain(m *testing.M) {
+	switch os.Getenv("PROCFS_TEST_HELPER") {
+	case "stat":
+		// Report our own start as /proc shows it, then wait for stdin to close.
+		b, err := os.ReadFile("/proc/self/stat")
+		if err != nil {
+			os.Exit(2)
+		}
+		os.Stdout.Write(b)
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	case "exit":
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestReadFakeTree(t *testing.T) {
+	tests := []struct {
+		name string
+		pid  uint32
+		want lineage.Snapshot
+	}{
+		{"init", 1, lineage.Snapshot{
+			ID: lineage.ID{PID: 1, Start: 2 * TickNS}, UID: 0, Comm: "systemd",
+			Filename: "/usr/lib/systemd/systemd", Argv: []string{"/sbin/init", "splash"},
+		}},
+		{"kthreadd is a kernel thread", 2, lineage.Snapshot{
+			ID: lineage.ID{PID: 2, Start: 2 * TickNS}, Comm: "kthreadd", Kernel: true,
+		}},
+		{"kworker comm with slash and dash", 7, lineage.Snapshot{
+			ID: lineage.ID{PID: 7, Start: 3 * TickNS}, PPID: 2, Comm: "kworker/0:0H-events_highpri", Kernel: true,
+		}},
+		{"comm with spaces and parentheses", 1234, lineage.Snapshot{
+			ID: lineage.ID{PID: 1234, Start: 1500 * TickNS}, PPID: 1, UID: 1000, Comm: "(sd-pam) x)",
+			Filename: "/usr/lib/systemd/systemd", Argv: []string{"(sd-pam)"},
+		}},
+		{"cmdline rewritten with spaces stays one element", 4321, lineage.Snapshot{
+			ID: lineage.ID{PID: 4321, Start: 98765 * TickNS}, PPID: 4320, UID: 33, Comm: "nginx",
+			Filename: "/usr/sbin/nginx (deleted)", Argv: []string{"nginx: worker process"},
+		}},
+		{"empty argument kept", 777, lineage.Snapshot{
+			ID: lineage.ID{PID: 777, Start: 123456 * TickNS}, PPID: 1234, UID: 1000, Comm: "sh",
+			Filename: "/usr/bin/dash", Argv: []string{"sh", "-c", "", "x y"},
+		}},
+		{"zombie leader with live threads is alive", 5001, lineage.Snapshot{
+			ID: lineage.ID{PID: 5001, Start: 200001 * TickNS}, PPID: 1, UID: 1000, Comm: "leader-gone",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Read(fakeRoot, tt.pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Read(%d) = %+v\nwant %+v", tt.pid, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadGoneIsNotExist(t *testing.T) {
+	tests := []struct {
+		name string
+		root string
+		pid  uint32
+	}{
+		{"no such process", fakeRoot, 999},
+		{"exited while read", fakeRoot, 6000},
+		{"zombie", fakeRoot, 5000},
+		{"no such root", "testdata/nope", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(tt.root, tt.pid)
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Read(%d) error = %v, want one wrapping fs.ErrNotExist", tt.pid, err)
+			}
+		})
+	}
+}
+
+func TestScanFakeTreeSkipsVanishedZombiesAndNonProcesses(t *testing.T) {
+	snaps, err := Scan(fakeRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []uint32
+	for _, s := range snaps {
+		pids = append(pids, s.ID.PID)
+	}
+	if want := []uint32{1, 2, 7, 777, 1234, 4321, 5001}; !slices.Equal(pids, want) {
+		t.Errorf("Scan PIDs = %v, want %v", pids, want)
+	}
+}
+
+func TestScanReturnsOtherErrorsWrapped(t *testing.T) {
+	snaps, err := Scan("testdata/broken/proc")
+	if err == nil || errors.Is(err, fs.ErrNotExist) || snaps != nil {
+		t.Fatalf("Scan = %d snapshots, %v; want no snapshots and a real error", len(snaps), err)
+	}
+	if !strings.Contains(err.Error(), "42/stat") {
+		t.Errorf("error %q does not name the file", err)
+	}
+	if _, err := Scan("testdata/nope"); err == nil {
+		t.Errorf("Scan of a missing root succeeded")
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	tail := " 0 0 0 0 0 0 0 0 0 0 1 0 777 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+	line := func(comm string) string { return "42 (" + comm + ") S 7 42 42 0 -1 2097152" + tail }
+	tests := []struct {
+		name    string
+		in      string
+		comm    string
+		wantErr bool
+	}{
+		{"plain", line("bash"), "bash", false},
+		{"spaces", line("Web Content"), "Web Content", false},
+		{"parentheses", line("(sd-pam) x)"), "(sd-pam) x)", false},
+		{"fake fields in comm", line(") R 1 2 3 ("), ") R 1 2 3 (", false},
+		{"empty comm", line(""), "", false},
+		{"no comm", "42 bash S 1\n", "", true},
+		{"truncated", "42 (bash) S 7 42\n", "", true},
+		{"bad ppid", "42 (bash) S x" + tail, "", true},
+		{"empty", "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := parseStat([]byte(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			want := stat{pid: 42, comm: tt.comm, state: 'S', ppid: 7, flags: pfKthread, startTicks: 777}
+			if st != want {
+				t.Errorf("parseStat = %+v, want %+v", st, want)
+			}
+		})
+	}
+}
+
+func TestSplitCmdline(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"empty", "", nil},
+		{"one", "sleep\x00", []string{"sleep"}},
+		{"several", "node\x00server.js\x00--port\x003000\x00", []string{"node", "server.js", "--port", "3000"}},
+		{"empty argument", "sh\x00-c\x00\x00", []string{"sh", "-c", ""}},
+		{"rewritten without NUL", "postgres: writer process", []string{"postgres: writer process"}},
+		{"no trailing NUL", "a\x00b", []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := splitCmdline([]byte(tt.in)); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("splitCmdline(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// startHelper runs this test binary as a child in the given helper mode.
+func startHelper(t *testing.T, mode string) (*exec.Cmd, io.WriteCloser, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "helper-"+mode)
+	cmd.Env = append(os.Environ(), "PROCFS_TEST_HELPER="+mode)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, stdin, stdout
+}
+
+func TestReadRealChild(t *testing.T) {
+	before := BootTimeNow()
+	cmd, stdin, stdout := startHelper(t, "stat")
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	pid := uint32(cmd.Process.Pid)
+
+	got, err := Read("", pid) // "" is /proc
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := BootTimeNow()
+
+	// The child's own view of its start, field 22 of /proc/self/stat.
+	f := strings.Fields(line[strings.LastIndexByte(line, ')')+1:])
+	ticks, err := strconv.ParseUint(f[22-3], 10, 64)
+	if err != nil {
+		t.Fatalf("child stat %q: %v", line, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ = filepath.EvalSymlinks(exe)
+	want := lineage.Snapshot{
+		ID:       lineage.ID{PID: pid, Start: ticks * TickNS},
+		PPID:     uint32(os.Getpid()),
+		UID:      uint32(os.Getuid()),
+		Comm:     truncComm(filepath.Base(exe)),
+		Filename: exe,
+		Argv:     cmd.Args,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Read(child) = %+v\nwant %+v", got, want)
+	}
+	// The kernel's start_boottime is on CLOCK_BOOTTIME: the child started
+	// between our two clock reads, give or take the tick /proc truncates to.
+	if got.ID.Start+TickNS < before || got.ID.Start > after {
+		t.Errorf("child start %d not within [%d, %d] (BootTimeNow around the start)", got.ID.Start, before, after)
+	}
+	if age := time.Duration(BootTimeNow() - got.ID.Start); age > 5*time.Second {
+		t.Errorf("child started %v ago by BootTimeNow, want a few seconds at most", age)
+	}
+
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read("", pid); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Read(reaped child) error = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestReadRealZombieIsGone(t *testing.T) {
+	cmd, _, _ := startHelper(t, "exit")
+	pid := uint32(cmd.Process.Pid)
+	// Not waited for: the child stays a zombie once it exits. Its leader
+	// shows Z while the other threads are still leaving (exit_group); the
+	// process is a zombie once the last one left.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := string(b); strings.Contains(s, "\nState:\tZ") && strings.Contains(s, "\nThreads:\t1\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("helper never became a zombie")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := Read("/proc", pid); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Read(zombie) error = %v, want fs.ErrNotExist", err)
+	}
+	snaps, err := Scan("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range snaps {
+		if s.ID.PID == pid {
+			t.Errorf("Scan lists the zombie %d", pid)
+		}
+	}
+}
+
+func TestScanRealProc(t *testing.T) {
+	snaps, err := Scan("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPID := map[uint32]lineage.Snapshot{}
+	for _, s := range snaps {
+		byPID[s.ID.PID] = s
+	}
+	self, ok := byPID[uint32(os.Getpid())]
+	if !ok {
+		t.Fatalf("Scan misses this process (%d of %d snapshots)", os.Getpid(), len(snaps))
+	}
+	if self.PPID != uint32(os.Getppid()) || !slices.Equal(self.Argv, os.Args) {
+		t.Errorf("self = %+v, want ppid %d argv %q", self, os.Getppid(), os.Args)
+	}
+	if _, ok := byPID[1]; !ok {
+		t.Errorf("Scan misses PID 1")
+	}
+	now := BootTimeNow()
+	for _, s := range snaps {
+		if s.ID.Start > now {
+			t.Errorf("%d started in the future: %d > %d", s.ID.PID, s.ID.Start, now)
+		}
+		if s.ID.Start%TickNS != 0 {
+			t.Errorf("%d start %d not a whole tick", s.ID.PID, s.ID.Start)
+		}
+	}
+	// Kernel threads: kthreadd is PID 2 unless we run in a PID namespace.
+	if k, ok := byPID[2]; ok && k.Comm == "kthreadd" && (!k.Kernel || k.Argv != nil) {
+		t.Errorf("kthreadd = %+v, want a kernel thread without argv", k)
+	}
+}
+
+// USER_HZ as the kernel tells this process (AT_CLKTCK) must be what TickNS
+// assumes.
+func TestTickNSMatchesKernelClockTick(t *testing.T) {
+	auxv, err := unix.Auxv()
+	if err != nil {
+		t.Skipf("auxv: %v", err)
+	}
+	const atClktck = 17
+	for _, kv := range auxv {
+		if kv[0] == atClktck {
+			if hz := uint64(kv[1]); hz*TickNS != 1e9 {
+				t.Errorf("AT_CLKTCK = %d, TickNS assumes 100", hz)
+			}
+			return
+		}
+	}
+	t.Skip("no AT_CLKTCK in auxv")
+}
+
+// /proc/uptime counts CLOCK_BOOTTIME seconds.
+func TestBootTimeNowMatchesUptime(t *testing.T) {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := float64(BootTimeNow()) / 1e9
+	if d := now - up; d < -0.5 || d > 2 {
+		t.Errorf("BootTimeNow = %.2fs, /proc/uptime %.2fs", now, up)
+	}
+}
+
+// truncComm is what the kernel keeps of an executable's name as comm.
+func truncComm(s string) string {
+	if len(s) > 15 {
+		return s[:15]
+	}
+	return s
+}
+
+// A real scan seeds a graph in which this process descends from PID 1.
+func TestScanSeedsLineageGraph(t *testing.T) {
+	readAt := BootTimeNow()
+	snaps, err := Scan("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := lineage.New(lineage.Config{TickNS: TickNS})
+	g.Seed(snaps, readAt)
+	self, ok := g.Lookup(uint32(os.Getpid()))
+	if !ok || !self.CoarseStart || self.Gaps&lineage.GapSeeded == 0 {
+		t.Fatalf("self = %+v, %v; want a seeded coarse node", self, ok)
+	}
+	anc := g.Ancestors(self.ID)
+	if len(anc) < 2 {
+		t.Fatalf("Ancestors(self) = %+v, want at least self and its creator", anc)
+	}
+	if top := anc[len(anc)-1]; top.ID.PID != 1 {
+		t.Errorf("Ancestors(self) ends at %v (%s), want PID 1", top.ID, top.Comm)
+	}
+	if anc[1].ID.PID != uint32(os.Getppid()) {
+		t.Errorf("creator of self = %v, want the parent %d", anc[1].ID, os.Getppid())
+	}
+	if s := g.Stats(); s.Tracked != len(snaps) || s.Alive != len(snaps) {
+		t.Errorf("stats %+v after seeding %d snapshots", s, len(snaps))
+	}
+}

@@ -1,0 +1,23 @@
+//go:build !linux
+
+package procfs
+
+import (
+	"errors"
+	"runtime"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+var errUnsupported = errors.New("procfs: not supported on " + runtime.GOOS)
+
+// Scan is not supported on this OS.
+func Scan(root string) ([]lineage.Snapshot, error) { return nil, errUnsupported }
+
+// Read is not supported on this OS.
+func Read(root string, pid uint32) (lineage.Snapshot, error) {
+	return lineage.Snapshot{}, errUnsupported
+}
+
+// BootTimeNow returns 0: there is no CLOCK_BOOTTIME on this OS.
+func BootTimeNow() uint64 { return 0 }
