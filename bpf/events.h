@@ -29,6 +29,17 @@ enum event_flags {
 	EVENT_FLAG_FILENAME_TRUNCATED = 1 << 2,
 };
 
+/* Precision of doomed start times: one USER_HZ clock tick. */
+#define DOOM_TICK_NS 10000000ULL
+
+/* Kills done in the kernel for doomed processes (map doom_kills). */
+enum doom_kill {
+	DOOM_KILL_FORKER = 0, /* a doomed process forked: killed */
+	DOOM_KILL_CHILD = 1,  /* the child of a doomed process, before it ran (6.13+) */
+	DOOM_KILL_EXEC = 2,   /* a doomed process exec'd: killed */
+	DOOM_KILL_MAX = 3,
+};
+
 /* A process for its whole life: thread-group id plus the group leader's
  * task->start_boottime (ns since boot, CLOCK_BOOTTIME). */
 struct proc_ident {

@@ -25,6 +25,7 @@ const struct event *unused_event __attribute__((unused));
 const struct exec_event *unused_exec_event __attribute__((unused));
 const enum event_kind *unused_event_kind __attribute__((unused));
 const enum event_flags *unused_event_flags __attribute__((unused));
+const enum doom_kill *unused_doom_kill __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -39,14 +40,55 @@ struct {
 	__type(value, __u64);
 } lost_events SEC(".maps");
 
+/* Processes of ended sessions, by tgid; the value is the process's start
+ * time in clock ticks (start_boottime / DOOM_TICK_NS, the precision of
+ * /proc/PID/stat, so processes the agent only knows from /proc can be
+ * doomed too), so a recycled pid is never taken for a doomed one. User space
+ * (the enforcer) adds every member before it signals; the fork program
+ * adds the children of doomed processes, and a doomed process that forks
+ * or execs is killed on the spot. Entries leave at exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} doomed SEC(".maps");
+
+/* Kills counted by the kernel, indexed by enum doom_kill. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DOOM_KILL_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} doom_kills SEC(".maps");
+
+/* Linux 6.13+: signal another task. Weak: resolved to 0 on older kernels,
+ * where the branch that calls it is dead code the verifier drops. */
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
+
+#define MCPTRACE_SIGKILL 9
+
 /* SIGNAL_GROUP_EXIT from include/linux/sched/signal.h. */
 #define MCPTRACE_SIGNAL_GROUP_EXIT 0x00000004
 
-static __always_inline void count_lost(__u32 kind)
+static __always_inline void count(void *map, __u32 key)
 {
-	__u64 *n = bpf_map_lookup_elem(&lost_events, &kind);
+	__u64 *n = bpf_map_lookup_elem(map, &key);
 	if (n)
 		*n += 1;
+}
+
+static __always_inline void count_lost(__u32 kind)
+{
+	count(&lost_events, kind);
+}
+
+/* is_doomed reports whether the process id is in the doomed map with the
+ * same start time. */
+static __always_inline bool is_doomed(struct proc_ident *id)
+{
+	__u64 *tick = bpf_map_lookup_elem(&doomed, &id->pid);
+	return tick && *tick == id->start / DOOM_TICK_NS;
 }
 
 /* The process a task belongs to: tgid and its leader's start time. */
@@ -72,6 +114,28 @@ static __always_inline void fill_header(struct event *e, __u8 kind, struct task_
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), &leader->comm);
 }
 
+/* doom_fork: the child of a doomed process inherits doom, and the doomed
+ * parent that forked is killed. Runs after the fork record is sent, so the
+ * graph learns about the child even when it dies at once. */
+static __always_inline void doom_fork(struct task_struct *parent, struct task_struct *child)
+{
+	struct proc_ident p, c;
+	ident_of(&p, parent);
+	if (!is_doomed(&p))
+		return;
+	ident_of(&c, child);
+	__u64 tick = c.start / DOOM_TICK_NS;
+	bpf_map_update_elem(&doomed, &c.pid, &tick, BPF_ANY);
+	if (bpf_send_signal(MCPTRACE_SIGKILL) == 0)
+		count(&doom_kills, DOOM_KILL_FORKER);
+	if (bpf_send_signal_task) {
+		/* Kill the child before it ever runs (6.13+). Older kernels
+		 * rely on the exec hook and the user-space sweep. */
+		if (bpf_send_signal_task(child, MCPTRACE_SIGKILL, PIDTYPE_TGID, 0) == 0)
+			count(&doom_kills, DOOM_KILL_CHILD);
+	}
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -89,6 +153,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	 * the child's real_parent someone else. */
 	ident_of(&e->creator, parent);
 	bpf_ringbuf_submit(e, 0);
+	doom_fork(parent, child);
 	return 0;
 }
 
@@ -134,7 +199,12 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 		e->base.flags |= EVENT_FLAG_ARGS_UNREADABLE;
 	}
 	e->args_len = len;
+	struct proc_ident self = e->base.proc;
 	bpf_ringbuf_submit(e, 0);
+
+	/* A doomed process may not start a new program. */
+	if (is_doomed(&self) && bpf_send_signal(MCPTRACE_SIGKILL) == 0)
+		count(&doom_kills, DOOM_KILL_EXEC);
 	return 0;
 }
 
@@ -145,6 +215,11 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 	 * zero in do_exit before this tracepoint. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
+
+	struct proc_ident self;
+	ident_of(&self, p);
+	if (is_doomed(&self))
+		bpf_map_delete_elem(&doomed, &self.pid);
 
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type McptraceDoomKill uint32
+
+const (
+	McptraceDoomKillDOOM_KILL_FORKER McptraceDoomKill = 0
+	McptraceDoomKillDOOM_KILL_CHILD  McptraceDoomKill = 1
+	McptraceDoomKillDOOM_KILL_EXEC   McptraceDoomKill = 2
+	McptraceDoomKillDOOM_KILL_MAX    McptraceDoomKill = 3
+)
+
 type McptraceEvent struct {
 	_    structs.HostLayout
 	Time uint64
@@ -76,11 +85,14 @@ type McptraceExecEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	McptraceMapDoomKills         = "doom_kills"
+	McptraceMapDoomed            = "doomed"
 	McptraceMapEvents            = "events"
 	McptraceMapLostEvents        = "lost_events"
 	McptraceProgSchedProcessExec = "sched_process_exec"
 	McptraceProgSchedProcessExit = "sched_process_exit"
 	McptraceProgSchedProcessFork = "sched_process_fork"
+	McptraceVarUnusedDoomKill    = "unused_doom_kill"
 	McptraceVarUnusedEvent       = "unused_event"
 	McptraceVarUnusedEventFlags  = "unused_event_flags"
 	McptraceVarUnusedEventKind   = "unused_event_kind"
@@ -138,6 +150,8 @@ type McptraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceMapSpecs struct {
+	DoomKills  *ebpf.MapSpec `ebpf:"doom_kills"`
+	Doomed     *ebpf.MapSpec `ebpf:"doomed"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	LostEvents *ebpf.MapSpec `ebpf:"lost_events"`
 }
@@ -146,6 +160,7 @@ type McptraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceVariableSpecs struct {
+	UnusedDoomKill   *ebpf.VariableSpec `ebpf:"unused_doom_kill"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventFlags *ebpf.VariableSpec `ebpf:"unused_event_flags"`
 	UnusedEventKind  *ebpf.VariableSpec `ebpf:"unused_event_kind"`
@@ -172,12 +187,16 @@ func (o *McptraceObjects) Close() error {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptraceMaps struct {
+	DoomKills  *ebpf.Map `ebpf:"doom_kills"`
+	Doomed     *ebpf.Map `ebpf:"doomed"`
 	Events     *ebpf.Map `ebpf:"events"`
 	LostEvents *ebpf.Map `ebpf:"lost_events"`
 }
 
 func (m *McptraceMaps) Close() error {
 	return _McptraceClose(
+		m.DoomKills,
+		m.Doomed,
 		m.Events,
 		m.LostEvents,
 	)
@@ -187,6 +206,7 @@ func (m *McptraceMaps) Close() error {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptraceVariables struct {
+	UnusedDoomKill   *ebpf.Variable `ebpf:"unused_doom_kill"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventFlags *ebpf.Variable `ebpf:"unused_event_flags"`
 	UnusedEventKind  *ebpf.Variable `ebpf:"unused_event_kind"`

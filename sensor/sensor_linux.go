@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
@@ -35,6 +36,8 @@ type Sensor struct {
 	reader *ringbuf.Reader
 	rec    ringbuf.Record
 	log    *slog.Logger
+	// sendSignalTask: the kernel has the kfunc bpf_send_signal_task (6.13+).
+	sendSignalTask bool
 }
 
 // FeatureError says which kernel feature or privilege Open needs and lacks.
@@ -123,8 +126,22 @@ func Open(opts Options) (*Sensor, error) {
 		s.Close()
 		return nil, fmt.Errorf("open ring buffer reader: %w", err)
 	}
-	log.Info("attached", "programs", len(s.links), "ring_buffer_bytes", size)
+	s.sendSignalTask = haveKfunc("bpf_send_signal_task")
+	log.Info("attached", "programs", len(s.links), "ring_buffer_bytes", size,
+		"kill_doomed_children_at_fork", s.sendSignalTask)
 	return s, nil
+}
+
+// haveKfunc reports whether the kernel's BTF has the function name. The
+// programs reference kfuncs weakly: where one is missing the loader turns
+// its call into dead code, and this says which path runs.
+func haveKfunc(name string) bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var fn *btf.Func
+	return spec.TypeByName(name, &fn) == nil
 }
 
 // checkKernel names the first missing feature the programs need.
