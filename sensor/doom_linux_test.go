@@ -138,4 +138,3 @@ func drain(s *sensor.Sensor) {
 		}
 	}
 }
-
