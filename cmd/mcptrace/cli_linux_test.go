@@ -1,0 +1,180 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+)
+
+// build compiles mcptrace into a directory every user can read.
+func build(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcptrace-cli-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "mcptrace")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startAgent runs the real binary as the agent on a private socket.
+func startAgent(t *testing.T, bin string) string {
+	t.Helper()
+	testenv.Root(t)
+	socket := filepath.Join(filepath.Dir(bin), "agent.sock")
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "agent", "--api.socket", socket)
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", logs.String())
+		}
+	})
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(socket); err == nil {
+			return socket
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("agent did not create its socket: %s", logs.String())
+	return ""
+}
+
+func run(t *testing.T, bin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+func TestTreeShowsDeadWrapperChainWithSecretsRedacted(t *testing.T) {
+	bin := build(t)
+	socket := startAgent(t, bin)
+	const token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
+	host := exec.Command("/bin/sh", "-c",
+		`sh -c 'env GITHUB_PERSONAL_ACCESS_TOKEN=`+token+` sleep 30 & echo $!'; exec sleep 30`)
+	stdout, _ := host.StdoutPipe()
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		t.Fatal("no pid from the script")
+	}
+	server, _ := strconv.Atoi(sc.Text())
+	t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) })
+	time.Sleep(200 * time.Millisecond)
+
+	out, errOut, err := run(t, bin, "tree", "--api.socket", socket, strconv.Itoa(host.Process.Pid))
+	if err != nil {
+		t.Fatalf("tree: %v: %s", err, errOut)
+	}
+	t.Logf("\n%s", out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want 3 lines (host that exec'd sleep, dead wrapper, server), got %d", len(lines))
+	}
+	for _, want := range []struct {
+		line int
+		has  []string
+	}{
+		{0, []string{strconv.Itoa(host.Process.Pid), "alive", "→ sleep 30"}},
+		{1, []string{"exited 0", "sh -c"}},
+		{2, []string{strconv.Itoa(server), "alive", "GITHUB_PERSONAL_ACCESS_TOKEN=<redacted>", "→ sleep 30", "reparented to 1"}},
+	} {
+		for _, s := range want.has {
+			if !strings.Contains(lines[want.line], s) {
+				t.Errorf("line %d %q lacks %q", want.line, lines[want.line], s)
+			}
+		}
+	}
+	jsonOut, errOut, err := run(t, bin, "tree", "--json", "--api.socket", socket, strconv.Itoa(host.Process.Pid))
+	if err != nil {
+		t.Fatalf("tree --json: %v: %s", err, errOut)
+	}
+	var list api.ProcessList
+	if err := json.Unmarshal([]byte(jsonOut), &list); err != nil {
+		t.Fatalf("tree --json is not JSON: %v", err)
+	}
+	if len(list.Processes) != 3 {
+		t.Errorf("--json lists %d processes, want 3", len(list.Processes))
+	}
+	for name, s := range map[string]string{"tree": out, "tree --json": jsonOut} {
+		if strings.Contains(s, token) || strings.Contains(s, token[4:]) {
+			t.Errorf("%s shows the token", name)
+		}
+	}
+
+	anc, errOut, err := run(t, bin, "tree", "--api.socket", socket, "--ancestors", strconv.Itoa(server))
+	if err != nil {
+		t.Fatalf("tree --ancestors: %v: %s", err, errOut)
+	}
+	if !strings.Contains(anc, strconv.Itoa(host.Process.Pid)) || !strings.HasPrefix(strings.TrimSpace(anc), "1 ") {
+		t.Errorf("ancestors of %d do not run from init through the host %d:\n%s", server, host.Process.Pid, anc)
+	}
+}
+
+func TestClientErrorsSayWhatToDo(t *testing.T) {
+	bin := build(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+		code int
+	}{
+		{"no agent", []string{"tree", "--api.socket", "/nonexistent/mcptrace.sock"}, "start it with `mcptrace agent`", 1},
+		{"bad pid", []string{"tree", "--api.socket", "/nonexistent/mcptrace.sock", "abc"}, `PID "abc" is not a process id`, 2},
+		{"unknown flag", []string{"tree", "--bogus"}, "unknown flag: --bogus", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, err := run(t, bin, tc.args...)
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != tc.code {
+				t.Fatalf("exit %v, want code %d; stderr %q", err, tc.code, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q lacks %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestAgentWithoutPrivilegeNamesWhatItNeeds(t *testing.T) {
+	testenv.Root(t) // to switch to an unprivileged uid
+	bin := build(t)
+	cmd := exec.Command(bin, "agent", "--api.socket", filepath.Join(filepath.Dir(bin), "nobody.sock"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("agent started as uid 65534:\n%s", out)
+	}
+	for _, want := range []string{"CAP_BPF", "root"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("error %q does not name %s", out, want)
+		}
+	}
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing mcptrace needs on Debian 12,
+# from Debian packages only. Idempotent and quiet: apt runs only when a
+# package is missing.
+#
+#   scripts/setup.sh agent   what `make run` needs (nothing beyond Go today)
+#   scripts/setup.sh test    + clang-19/libbpf (make generate), qemu and
+#                            busybox (VM kernel matrix)
+set -euo pipefail
+
+want=()
+case "${1:-test}" in
+agent) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool qemu-system-x86 busybox-static util-linux procps) ;;
+*) echo "usage: $0 [agent|test]" >&2; exit 2 ;;
+esac
+
+if [ "$(id -u)" != 0 ]; then
+	echo "setup: run as root (installs Debian packages, the agent loads BPF programs)" >&2
+	exit 1
+fi
+
+missing=()
+for p in "${want[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "setup: Go is not installed (expected on PATH or /usr/local/go)" >&2; exit 1; }
