@@ -1,0 +1,101 @@
+// Package enforcer kills what an AI agent session left behind, and nothing
+// else.
+//
+// When a session ends (its root exited, or a destroy marker was seen) the
+// agent calls End with a MembersFunc: a closure over the lineage graph
+// that returns the session's members — every process the session's root
+// created, at any depth, through wrappers that already exited and across
+// reparenting (lineage.Graph.Descendants). End kills every live member and
+// sweeps until none is left, because members keep forking while they die
+// (MCP servers leak by the hundreds otherwise).
+//
+// # What it kills
+//
+// Only lineage.Process values the MembersFunc returned, and only while they
+// are provably those processes. For each member End opens a pidfd
+// (pidfd_open), then reads /proc/PID/stat and requires its start time to
+// equal the member's lineage ID start at clock-tick precision (10ms,
+// USER_HZ=100). The open pidfd pins the process — its PID cannot be
+// recycled while the pidfd is held and the process has not been reaped —
+// so a match proves the pidfd refers to the member, and every signal goes
+// through that pidfd (pidfd_send_signal), after the start time is checked
+// once more. There is no fallback to kill(2) by PID, ever.
+//
+// PolicyGraceful (default) sends SIGTERM to every live member at once,
+// watches the pidfds (a pidfd polls readable when its process exits) until
+// Config.Grace has passed since End started, then sends SIGKILL to the
+// rest; members found after the grace get SIGKILL at once.
+// PolicyImmediate sends SIGKILL at once.
+//
+// The sweep calls the MembersFunc again every Config.SweepInterval and
+// signals members it has not seen yet (children forked during the kill).
+// It ends when two calls one interval apart find no new member and no
+// tracked member alive: "dead" means the pidfd reported exit or
+// pidfd_open said ESRCH, not that the graph has seen the exit event yet,
+// which arrives asynchronously. Report.Empty is then true. After
+// Config.SweepTimeout (or when ctx is done) it gives up: members still
+// alive are Report.Survivors, recorded "failed: still alive, …" and
+// logged at error.
+//
+// With a Doomer (the sensor's BPF map), every verified member is doomed
+// before any member of the same round is signalled: the kernel kills a
+// doomed process that forks or execs, and children inherit doom, so the
+// race between the signal and a fork is closed in the kernel; the sweep is
+// the safety net that works without it. When End returns it undooms the
+// members it saw die (the kernel deletes entries on exit, so this is only
+// a safety net) and leaves survivors doomed: they are still members. Doom
+// applies only to processes that would be signalled, never to spared or
+// refused ones, and never in audit mode. Note that a doomed process is
+// killed if it forks or execs during its SIGTERM grace.
+//
+// # What it never kills
+//
+// Refused, with the reason in the record ("refused: <why>"):
+//   - PID 0 and PID 1;
+//   - kernel threads: Process.Kernel, PF_KTHREAD in /proc/PID/stat, or no
+//     /proc/PID/exe and parent kthreadd — checked on the pinned process;
+//   - the agent itself, any of its threads, and its ancestors (as they
+//     were when New ran, by identity);
+//   - a member whose start time is unknown (0) or later than now;
+//   - a member whose PID now belongs to another process (identity
+//     mismatch: the PID was reused) — that process is left alone;
+//   - anything the MembersFunc did not return.
+//
+// Spared ("spared"): members matching a Config.Spare rule — by comm, exe
+// path glob or argv regexp, against what the graph says and what /proc
+// says; either matching spares. A rule spares that process only, not its
+// subtree.
+//
+// A member that has exited before it could be signalled is recorded
+// "exited-before-signal"; a member the graph already marks Exited is not
+// recorded at all.
+//
+// # What it deliberately does not do
+//
+//   - It does not decide membership: the MembersFunc does. It does not walk
+//     /proc itself or follow process groups, sessions or cgroups.
+//   - It does not kill by PID, process group (kill(-pgid)) or cgroup.
+//   - It does not retry a refusal, and never escalates a refusal to a kill.
+//   - Audit mode (ModeAudit) does one pass: every check, no doom, no
+//     signal; it records "would-kill" with the first signal enforce would
+//     send, for exactly the live members enforce would signal.
+//   - An invalid Config does not fail New: the enforcer runs in audit mode
+//     and logs the error (Config.Validate reports it up front).
+//   - It never logs or records a raw argv: records hold redact.Argv output
+//     and logs render it with redact.String.
+//
+// # Time and identity
+//
+// End's endedAt is CLOCK_BOOTTIME ns (the clock of lineage event times; 0
+// means now). KillRecord.Latency runs from it to the moment the death was
+// observed. Identities are compared at tick precision: a PID reused within
+// the same 10ms tick as the member's start cannot be told apart by /proc,
+// which needs the PID space to wrap (pid_max) within that tick.
+//
+// PIDs are read in the agent's PID namespace, which must be the initial one
+// (the one lineage IDs come from); New warns when it is not, and the
+// identity check refuses what does not match.
+//
+// The package runs on Linux only; elsewhere Supported returns
+// ErrUnsupported and End records every live member as failed.
+package enforcer

@@ -1,0 +1,461 @@
+package enforcer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/redact"
+)
+
+// Mode says whether the enforcer signals at all.
+type Mode string
+
+const (
+	// ModeEnforce kills the members of an ended session.
+	ModeEnforce Mode = "enforce"
+	// ModeAudit does everything but the signal (and the doom): it records
+	// "would-kill" for exactly the processes enforce would have signalled.
+	ModeAudit Mode = "audit"
+)
+
+// Policy says how members are killed in enforce mode.
+type Policy string
+
+const (
+	// PolicyGraceful sends SIGTERM to every live member at once, waits up to
+	// Config.Grace for them to exit, then sends SIGKILL to the rest.
+	PolicyGraceful Policy = "graceful"
+	// PolicyImmediate sends SIGKILL at once.
+	PolicyImmediate Policy = "immediate"
+)
+
+// Defaults for a zero Config.
+const (
+	DefaultGrace         = 2 * time.Second
+	DefaultSweepInterval = 50 * time.Millisecond
+	DefaultSweepTimeout  = 30 * time.Second
+	// RecordLimit bounds the ring of recent records returned by Records.
+	RecordLimit = 10000
+)
+
+// Results of a KillRecord. A refusal or a failure is "refused: <why>" or
+// "failed: <error>" (see ResultRefused and ResultFailed).
+const (
+	ResultKilled             = "killed"
+	ResultExitedBeforeSignal = "exited-before-signal"
+	ResultSpared             = "spared"
+	ResultWouldKill          = "would-kill"
+	ResultRefused            = "refused" // prefix: "refused: <why>"
+	ResultFailed             = "failed"  // prefix: "failed: <error>"
+)
+
+// ErrUnsupported is returned by Supported, and recorded as the failure of
+// every member, on an OS the enforcer does not run on.
+var ErrUnsupported = errors.New("enforcer: not supported on this OS (pidfd signalling is Linux-only)")
+
+// Config tunes an Enforcer. Zero values take the defaults.
+type Config struct {
+	// Mode: ModeEnforce (default) or ModeAudit.
+	Mode Mode
+	// Policy: PolicyGraceful (default) or PolicyImmediate.
+	Policy Policy
+	// Grace is how long PolicyGraceful waits after SIGTERM before SIGKILL,
+	// counted once per session from the start of End. Default 2s.
+	Grace time.Duration
+	// Spare exempts named programs: a member matching any rule is recorded
+	// "spared" and never signalled nor doomed.
+	Spare []SpareRule
+	// SweepInterval is how often the sweep re-reads the member set for new or
+	// surviving members. Default 50ms.
+	SweepInterval time.Duration
+	// SweepTimeout is when End gives up and reports survivors (logged at
+	// error). Default 30s.
+	SweepTimeout time.Duration
+}
+
+// SpareRule exempts a program from enforcement. Every field that is set
+// must match (AND); a rule with no field set is invalid. Rules are OR-ed.
+// A rule spares one process, not its subtree: children of a spared process
+// that do not match a rule themselves are killed.
+//
+// A rule is matched against what the lineage graph says about the process
+// (Process.Comm and its current image) and against what /proc says at
+// signal time; a match on either spares it.
+type SpareRule struct {
+	// Name labels the rule in logs. Optional.
+	Name string
+	// Comm matches the process name exactly. The kernel keeps only the first
+	// 15 bytes of a name, so a longer Comm is compared by those 15 bytes.
+	Comm string
+	// Exe is a path.Match glob on the executable's path. A pattern without
+	// "/" is matched against the base name only ("node" matches
+	// /usr/bin/node).
+	Exe string
+	// Argv is matched against the raw (unredacted) argv joined by single
+	// spaces. Matching never logs the argv.
+	Argv *regexp.Regexp
+}
+
+// commLen is TASK_COMM_LEN-1: the kernel's bound on a process name.
+const commLen = 15
+
+func (r SpareRule) validate() error {
+	if r.Comm == "" && r.Exe == "" && r.Argv == nil {
+		return fmt.Errorf("spare rule %q sets none of Comm, Exe, Argv", r.Name)
+	}
+	if r.Exe != "" {
+		if _, err := path.Match(r.Exe, ""); err != nil {
+			return fmt.Errorf("spare rule %q: bad Exe glob %q: %w", r.Name, r.Exe, err)
+		}
+	}
+	return nil
+}
+
+// match reports whether the rule matches a process with this comm, exe and
+// argv. Empty comm or exe (unknown) never match a rule field that is set.
+func (r SpareRule) match(comm, exe string, argv []string) bool {
+	if r.Comm != "" {
+		want := r.Comm
+		if len(want) > commLen {
+			want = want[:commLen]
+		}
+		if comm == "" || comm != want {
+			return false
+		}
+	}
+	if r.Exe != "" {
+		if exe == "" {
+			return false
+		}
+		subject := exe
+		if !strings.Contains(r.Exe, "/") {
+			subject = path.Base(exe)
+		}
+		if ok, _ := path.Match(r.Exe, subject); !ok {
+			return false
+		}
+	}
+	if r.Argv != nil {
+		if len(argv) == 0 || !r.Argv.MatchString(strings.Join(argv, " ")) {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate reports a Config that New would not run as given. New never
+// fails: an invalid Config makes the Enforcer run in audit mode (it kills
+// nothing) and logs the error, because a misread policy or a spare rule
+// that cannot match must not turn into wrong kills.
+func (c Config) Validate() error {
+	var errs []error
+	switch c.Mode {
+	case "", ModeEnforce, ModeAudit:
+	default:
+		errs = append(errs, fmt.Errorf("unknown mode %q (want %q or %q)", c.Mode, ModeEnforce, ModeAudit))
+	}
+	switch c.Policy {
+	case "", PolicyGraceful, PolicyImmediate:
+	default:
+		errs = append(errs, fmt.Errorf("unknown policy %q (want %q or %q)", c.Policy, PolicyGraceful, PolicyImmediate))
+	}
+	if c.Grace < 0 || c.SweepInterval < 0 || c.SweepTimeout < 0 {
+		errs = append(errs, errors.New("negative duration"))
+	}
+	for _, r := range c.Spare {
+		if err := r.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with zero values replaced by defaults. An invalid
+// config is forced to audit mode.
+func (c Config) withDefaults(log *slog.Logger) Config {
+	c.Spare = append([]SpareRule(nil), c.Spare...)
+	if err := c.Validate(); err != nil {
+		log.Error("enforcer: invalid config, running in audit mode: nothing will be killed", "err", err)
+		c.Mode = ModeAudit
+		if c.Policy != PolicyImmediate {
+			c.Policy = PolicyGraceful
+		}
+		var valid []SpareRule
+		for _, r := range c.Spare {
+			if r.validate() == nil {
+				valid = append(valid, r)
+			}
+		}
+		c.Spare = valid
+	}
+	if c.Mode == "" {
+		c.Mode = ModeEnforce
+	}
+	if c.Policy == "" {
+		c.Policy = PolicyGraceful
+	}
+	if c.Grace <= 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.SweepTimeout <= 0 {
+		c.SweepTimeout = DefaultSweepTimeout
+	}
+	return c
+}
+
+// MembersFunc returns the session's current member set as the lineage
+// graph proves it, alive and exited. Members with Exited false are the kill
+// set. It is called again on every sweep round and must be safe to call
+// from End's goroutine.
+type MembersFunc func() []lineage.Process
+
+// Doomer is the in-kernel help: a process marked doomed is killed by the
+// kernel when it forks or execs, and its children inherit doom. It must be
+// safe for concurrent use.
+type Doomer interface {
+	Doom(id lineage.ID) error
+	Undoom(id lineage.ID) error
+}
+
+// KillRecord is the outcome for one member of one session.
+type KillRecord struct {
+	Session string
+	Process lineage.ID
+	Comm    string
+	// Argv is redacted (redact.Argv).
+	Argv []string
+	// Signal is what was sent ("SIGTERM", "SIGKILL", "SIGTERM+SIGKILL" when
+	// the grace ran out), or for "would-kill" the first signal enforce
+	// would have sent. Empty when nothing was (or would be) sent.
+	Signal string
+	// Result is one of "killed", "exited-before-signal", "spared",
+	// "would-kill", "refused: <why>", "failed: <error>".
+	Result string
+	// Latency is from the session's end to the moment the death was
+	// observed (pidfd readable or gone); zero when no death was observed.
+	Latency time.Duration
+	// At is when the result was decided (wall clock).
+	At time.Time
+}
+
+// Report is the outcome of one End call.
+type Report struct {
+	Session string
+	Reason  string
+	Mode    Mode
+	// Counts of records by result. Survivors counts members still alive (or
+	// not provably dead) when the sweep gave up; they are also counted under
+	// their record's result.
+	Killed, Spared, Refused, Failed, Survivors int
+	ExitedBeforeSignal, WouldKill              int
+	Records                                    []KillRecord
+	Duration                                   time.Duration
+	// Empty: no member the enforcer may kill is left alive (spared and
+	// refused members do not count). In audit mode: nothing would be killed.
+	Empty bool
+}
+
+// Stats are cumulative counters, for the exporter.
+type Stats struct {
+	Sessions           uint64 // End calls
+	Killed             uint64
+	ExitedBeforeSignal uint64
+	Spared             uint64
+	WouldKill          uint64
+	Refused            uint64
+	Failed             uint64
+	Survivors          uint64
+	Escalated          uint64 // SIGKILL sent after the SIGTERM grace ran out
+	Timeouts           uint64 // sessions that ended with survivors
+	DoomErrors         uint64
+}
+
+// Enforcer ends sessions. Safe for concurrent use; End may run
+// concurrently for different sessions.
+type Enforcer struct {
+	cfg  Config
+	doom Doomer
+	log  *slog.Logger
+	os   osState
+
+	mu    sync.Mutex
+	ring  []KillRecord
+	next  int
+	full  bool
+	stats Stats
+}
+
+// New returns an Enforcer. doom may be nil (no in-kernel help: the sweep
+// alone catches forks). log may be nil (slog.Default()).
+func New(cfg Config, doom Doomer, log *slog.Logger) *Enforcer {
+	if log == nil {
+		log = slog.Default()
+	}
+	e := &Enforcer{cfg: cfg.withDefaults(log), doom: doom, log: log}
+	e.os = newOSState(log)
+	return e
+}
+
+// Config returns the configuration in force, defaults filled in.
+func (e *Enforcer) Config() Config { return e.cfg }
+
+// Records returns up to RecordLimit most recent records, oldest first.
+func (e *Enforcer) Records() []KillRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []KillRecord
+	if e.full {
+		out = append(out, e.ring[e.next:]...)
+	}
+	out = append(out, e.ring[:e.next]...)
+	for i := range out {
+		out[i].Argv = append([]string(nil), out[i].Argv...)
+	}
+	return out
+}
+
+// Stats returns the counters.
+func (e *Enforcer) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stats
+}
+
+// finish counts a report, stores its records and logs its summary.
+func (e *Enforcer) finish(r *Report, escalated, doomErrs int) {
+	for _, rec := range r.Records {
+		switch {
+		case rec.Result == ResultKilled:
+			r.Killed++
+		case rec.Result == ResultExitedBeforeSignal:
+			r.ExitedBeforeSignal++
+		case rec.Result == ResultSpared:
+			r.Spared++
+		case rec.Result == ResultWouldKill:
+			r.WouldKill++
+		case strings.HasPrefix(rec.Result, ResultRefused):
+			r.Refused++
+		case strings.HasPrefix(rec.Result, ResultFailed):
+			r.Failed++
+		}
+	}
+	e.mu.Lock()
+	if e.ring == nil {
+		e.ring = make([]KillRecord, RecordLimit)
+	}
+	for _, rec := range r.Records {
+		rec.Argv = append([]string(nil), rec.Argv...)
+		e.ring[e.next] = rec
+		e.next++
+		if e.next == len(e.ring) {
+			e.next, e.full = 0, true
+		}
+	}
+	s := &e.stats
+	s.Sessions++
+	s.Killed += uint64(r.Killed)
+	s.ExitedBeforeSignal += uint64(r.ExitedBeforeSignal)
+	s.Spared += uint64(r.Spared)
+	s.WouldKill += uint64(r.WouldKill)
+	s.Refused += uint64(r.Refused)
+	s.Failed += uint64(r.Failed)
+	s.Survivors += uint64(r.Survivors)
+	s.Escalated += uint64(escalated)
+	s.DoomErrors += uint64(doomErrs)
+	if r.Survivors > 0 {
+		s.Timeouts++
+	}
+	e.mu.Unlock()
+
+	attrs := []any{
+		"session", r.Session, "reason", r.Reason, "mode", string(r.Mode),
+		"killed", r.Killed, "exited", r.ExitedBeforeSignal, "spared", r.Spared,
+		"refused", r.Refused, "failed", r.Failed, "would_kill", r.WouldKill,
+		"survivors", r.Survivors, "empty", r.Empty, "duration", r.Duration,
+	}
+	if r.Survivors > 0 {
+		e.log.Error("enforcer: session members survived the sweep", attrs...)
+		for _, rec := range r.Records {
+			if rec.Result == ResultKilled || rec.Result == ResultExitedBeforeSignal ||
+				rec.Result == ResultSpared || strings.HasPrefix(rec.Result, ResultRefused) {
+				continue
+			}
+			e.log.Error("enforcer: survivor", recordAttrs(rec)...)
+		}
+		return
+	}
+	e.log.Info("enforcer: session ended", attrs...)
+}
+
+// logRecord logs one decided record at a level that fits its result.
+func (e *Enforcer) logRecord(rec KillRecord, extra ...any) {
+	attrs := append(recordAttrs(rec), extra...)
+	switch {
+	case strings.HasPrefix(rec.Result, ResultFailed):
+		e.log.Error("enforcer: signal failed", attrs...)
+	case strings.HasPrefix(rec.Result, ResultRefused):
+		e.log.Warn("enforcer: refused to signal", attrs...)
+	case rec.Result == ResultSpared:
+		e.log.Info("enforcer: spared", attrs...)
+	case rec.Result == ResultWouldKill:
+		e.log.Info("enforcer: would kill (audit)", attrs...)
+	default:
+		e.log.Debug("enforcer: "+rec.Result, attrs...)
+	}
+}
+
+// recordAttrs are the log attributes of a record. Argv is already redacted
+// in a record; it is rendered through redact.String again, which is
+// idempotent, so a record built elsewhere cannot leak either.
+func recordAttrs(rec KillRecord) []any {
+	return []any{
+		"session", rec.Session, "pid", rec.Process.PID, "start_ns", rec.Process.Start,
+		"comm", rec.Comm, "argv", redact.String(rec.Argv, 256),
+		"signal", rec.Signal, "result", rec.Result, "latency", rec.Latency,
+	}
+}
+
+// spareRule returns the first rule matching comm/exe/argv, or nil.
+func (e *Enforcer) spareRule(comm, exe string, argv []string) *SpareRule {
+	for i := range e.cfg.Spare {
+		if e.cfg.Spare[i].match(comm, exe, argv) {
+			return &e.cfg.Spare[i]
+		}
+	}
+	return nil
+}
+
+// spareRuleName names a rule for logs.
+func spareRuleName(r *SpareRule) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	switch {
+	case r.Comm != "":
+		return "comm=" + r.Comm
+	case r.Exe != "":
+		return "exe=" + r.Exe
+	}
+	return "argv=" + r.Argv.String()
+}
+
+// newRecord starts a record for p; argv is redacted here, once.
+func newRecord(session string, p lineage.Process) KillRecord {
+	img := p.Current()
+	return KillRecord{
+		Session: session,
+		Process: p.ID,
+		Comm:    p.Comm,
+		Argv:    redact.Argv(img.Argv),
+	}
+}

@@ -1,0 +1,685 @@
+package enforcer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/redact"
+)
+
+const (
+	// userHZ is USER_HZ, the unit of /proc/PID/stat start times.
+	userHZ = 100
+	// tickNS is one USER_HZ tick in ns: identities are compared at this
+	// precision.
+	tickNS = 1_000_000_000 / userHZ
+	// pfKthread is PF_KTHREAD in /proc/PID/stat flags.
+	pfKthread = 0x00200000
+	// kthreaddPID is the parent of every kernel thread.
+	kthreaddPID = 2
+)
+
+// Supported reports whether the enforcer can signal on this OS (nil on Linux).
+func Supported() error { return nil }
+
+// sendSignal sends sig through a pidfd. Tests wrap it to guard that only
+// their own processes are ever signalled; it is never replaced by kill(2).
+var sendSignal = func(fd int, pid uint32, sig unix.Signal) error {
+	return unix.PidfdSendSignal(fd, sig, nil, 0)
+}
+
+// tickID is an identity at tick precision: the key members are tracked by,
+// so a coarse identity the graph later makes exact is the same member.
+type tickID struct {
+	pid  uint32
+	tick uint64
+}
+
+func tickOf(id lineage.ID) tickID { return tickID{id.PID, id.Start / tickNS} }
+
+// osState is what the enforcer knows about itself.
+type osState struct {
+	self int
+	// ancestors are the agent's ancestors at New, by identity.
+	ancestors map[tickID]bool
+}
+
+func newOSState(log *slog.Logger) osState {
+	st := osState{self: os.Getpid(), ancestors: map[tickID]bool{}}
+	pid := uint32(st.self)
+	for range 4096 {
+		s, err := readStat(pid)
+		if err != nil || s.ppid == 0 {
+			break
+		}
+		ps, err := readStat(s.ppid)
+		if err != nil {
+			break
+		}
+		st.ancestors[tickID{s.ppid, ps.startTicks}] = true
+		pid = s.ppid
+	}
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok && len(strings.Fields(rest)) > 1 {
+				log.Warn("enforcer: the agent runs in a nested PID namespace; lineage PIDs are the kernel's initial-namespace PIDs and will not match (identity checks refuse the mismatches, nothing is killed by a foreign PID)")
+			}
+		}
+	}
+	return st
+}
+
+// bootNow is CLOCK_BOOTTIME in ns, the clock of lineage times.
+func bootNow() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
+
+// procStat is the part of /proc/PID/stat the enforcer reads.
+type procStat struct {
+	comm       string
+	state      byte
+	ppid       uint32
+	flags      uint64
+	startTicks uint64
+}
+
+func readStat(pid uint32) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseStat(b)
+}
+
+// parseStat parses /proc/PID/stat. The name is between the first "(" and
+// the last ")" and may contain anything, so fields are counted after it:
+// field 3 (state) is the first, ppid is 4, flags 9, starttime 22.
+func parseStat(b []byte) (procStat, error) {
+	open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || close < open {
+		return procStat{}, errors.New("malformed /proc stat")
+	}
+	f := strings.Fields(string(b[close+1:]))
+	if len(f) < 20 {
+		return procStat{}, errors.New("short /proc stat")
+	}
+	var s procStat
+	s.comm = string(b[open+1 : close])
+	s.state = f[0][0]
+	ppid, err1 := strconv.ParseUint(f[1], 10, 32)
+	flags, err2 := strconv.ParseUint(f[6], 10, 64)
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return procStat{}, fmt.Errorf("malformed /proc stat: %w", err)
+	}
+	s.ppid, s.flags, s.startTicks = uint32(ppid), flags, start
+	return s, nil
+}
+
+// isKernelThread: PF_KTHREAD is set, or the process has no executable and
+// kthreadd is its parent.
+func isKernelThread(s procStat, exeErr error) bool {
+	return s.flags&pfKthread != 0 || (errors.Is(exeErr, fs.ErrNotExist) && s.ppid == kthreaddPID)
+}
+
+func readExe(pid uint32) (string, error) {
+	exe, err := os.Readlink("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/exe")
+	return strings.TrimSuffix(exe, " (deleted)"), err
+}
+
+func readArgv(pid uint32) []string {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// pidfdDead reports whether the process behind fd has exited (the pidfd
+// is readable, or hung up once the process is reaped).
+func pidfdDead(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0 && pfd[0].Revents != 0
+	}
+}
+
+// state of a target within one End call.
+type tstate uint8
+
+const (
+	stReady tstate = iota // identity verified, pidfd held, nothing sent yet
+	stTerm                // SIGTERM sent, waiting for the grace
+	stKill                // SIGKILL sent
+	stRetry               // pidfd_open or the signal failed: retried every round
+	stDone                // decided: dead, refused or spared
+)
+
+// target is one member of the session as the enforcer tracks it.
+type target struct {
+	key    tickID
+	p      lineage.Process
+	fd     int // pidfd, -1 when none
+	state  tstate
+	doomed bool
+	rec    KillRecord
+}
+
+// alive: a pidfd is held and the process has not been seen to exit.
+func (t *target) alive() bool { return t.fd >= 0 && t.state != stDone }
+
+// sweep is the state of one End call.
+type sweep struct {
+	e       *Enforcer
+	session string
+	endedAt uint64 // boottime ns
+	start   time.Time
+
+	targets map[tickID]*target
+	order   []*target
+
+	escalated, doomErrs int
+}
+
+// End kills every live member of session and sweeps until the session has
+// no live member the enforcer may kill, or Config.SweepTimeout passed, or
+// ctx is done. It runs synchronously; call it in a goroutine. Calls for
+// different sessions may run concurrently.
+//
+// endedAt is when the session ended, in ns since boot on CLOCK_BOOTTIME
+// (the clock of lineage event times, so the exit event of the session's
+// root can be passed as is); 0 means now. Latencies count from it.
+//
+// Only Process values members returns are ever signalled, each through a
+// pidfd whose identity was checked against the Process's lineage ID.
+func (e *Enforcer) End(ctx context.Context, session string, endedAt uint64, reason string, members MembersFunc) Report {
+	start := time.Now()
+	if now := bootNow(); endedAt == 0 || endedAt > now {
+		endedAt = now
+	}
+	s := &sweep{e: e, session: session, endedAt: endedAt, start: start, targets: map[tickID]*target{}}
+	r := Report{Session: session, Reason: reason, Mode: e.cfg.Mode}
+	e.log.Info("enforcer: ending session", "session", session, "reason", reason,
+		"mode", string(e.cfg.Mode), "policy", string(e.cfg.Policy))
+	if e.cfg.Mode == ModeAudit {
+		s.audit(members, &r)
+	} else {
+		s.enforce(ctx, members, &r)
+	}
+	s.release()
+	for _, t := range s.order {
+		r.Records = append(r.Records, t.rec)
+	}
+	r.Duration = time.Since(start)
+	e.finish(&r, s.escalated, s.doomErrs)
+	return r
+}
+
+// call runs members, turning a panic into an error.
+func (s *sweep) call(members MembersFunc) (ms []lineage.Process, err error) {
+	if members == nil {
+		return nil, errors.New("no members function")
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("members function panicked: %v", v)
+		}
+	}()
+	return members(), nil
+}
+
+// admitAll creates targets for the live members not yet tracked and
+// returns them.
+func (s *sweep) admitAll(ms []lineage.Process) []*target {
+	var news []*target
+	for _, p := range ms {
+		if p.Exited {
+			continue
+		}
+		k := tickOf(p.ID)
+		if s.targets[k] != nil {
+			continue
+		}
+		t := &target{key: k, p: p, fd: -1, rec: newRecord(s.session, p)}
+		s.targets[k] = t
+		s.order = append(s.order, t)
+		news = append(news, t)
+		s.check(t)
+	}
+	return news
+}
+
+// refusal is why p may never be signalled whatever /proc says, or "".
+func (s *sweep) refusal(p lineage.Process) string {
+	o := &s.e.os
+	switch {
+	case p.ID.PID == 0:
+		return "pid 0 (the idle task)"
+	case p.ID.PID == 1:
+		return "pid 1 (init)"
+	case p.Kernel:
+		return "kernel thread"
+	case int(p.ID.PID) == o.self:
+		return "the agent itself"
+	case p.ID.Start == 0:
+		return "start time unknown: identity cannot be checked"
+	case o.ancestors[tickOf(p.ID)]:
+		return "an ancestor of the agent"
+	}
+	if _, err := os.Lstat(fmt.Sprintf("/proc/self/task/%d", p.ID.PID)); err == nil {
+		return "a thread of the agent"
+	}
+	return ""
+}
+
+// check decides a new target: refused, spared, exited, or verified (pidfd
+// held, state stReady). It is also the retry of a target whose pidfd could
+// not be opened.
+func (s *sweep) check(t *target) {
+	p := t.p
+	if why := s.refusal(p); why != "" {
+		s.decide(t, ResultRefused+": "+why, false)
+		return
+	}
+	img := p.Current()
+	if rule := s.e.spareRule(p.Comm, img.Filename, img.Argv); rule != nil {
+		s.decide(t, ResultSpared, false, "rule", spareRuleName(rule))
+		return
+	}
+	// The member's start must not be later than now: the pidfd opened next
+	// then refers to a process that was alive when the member already was,
+	// so a start-time match below proves it is the member.
+	if p.ID.Start/tickNS > bootNow()/tickNS {
+		s.decide(t, ResultRefused+": member start time is in the future", false)
+		return
+	}
+	fd, err := unix.PidfdOpen(int(p.ID.PID), 0)
+	switch {
+	case err == unix.ESRCH:
+		s.decide(t, ResultExitedBeforeSignal, true)
+		return
+	case err == unix.EINVAL:
+		s.decide(t, ResultRefused+": pid is not a process (thread id?)", false)
+		return
+	case err != nil:
+		t.state = stRetry
+		t.rec.Result = fmt.Sprintf("%s: pidfd_open: %v", ResultFailed, err)
+		return
+	}
+	// The pidfd pins the process from here on: it cannot be recycled under
+	// fd, so what /proc/PID says now is about the process fd refers to.
+	st, err := readStat(p.ID.PID)
+	if err != nil {
+		if pidfdDead(fd) {
+			unix.Close(fd)
+			s.decide(t, ResultExitedBeforeSignal, true)
+			return
+		}
+		unix.Close(fd)
+		t.state = stRetry
+		t.rec.Result = fmt.Sprintf("%s: reading /proc: %v", ResultFailed, err)
+		return
+	}
+	if st.startTicks != t.key.tick {
+		unix.Close(fd)
+		why := "pid reused: the member is gone"
+		if st.startTicks < t.key.tick {
+			why = "the process is older than the member: wrong identity"
+		}
+		s.decide(t, fmt.Sprintf("%s: identity mismatch: pid %d belongs to a process started at tick %d, the member started at tick %d (%s)",
+			ResultRefused, p.ID.PID, st.startTicks, t.key.tick, why), false)
+		return
+	}
+	exe, exeErr := readExe(p.ID.PID)
+	if isKernelThread(st, exeErr) {
+		unix.Close(fd)
+		s.decide(t, ResultRefused+": kernel thread", false)
+		return
+	}
+	argv := readArgv(p.ID.PID)
+	if t.rec.Comm == "" {
+		t.rec.Comm = st.comm
+	}
+	if len(t.rec.Argv) == 0 && len(argv) > 0 {
+		t.rec.Argv = redact.Argv(argv)
+	}
+	if rule := s.e.spareRule(st.comm, exe, argv); rule != nil {
+		unix.Close(fd)
+		s.decide(t, ResultSpared, false, "rule", spareRuleName(rule))
+		return
+	}
+	if st.state == 'Z' || pidfdDead(fd) {
+		unix.Close(fd)
+		s.decide(t, ResultExitedBeforeSignal, true)
+		return
+	}
+	t.fd, t.state, t.rec.Result = fd, stReady, ""
+}
+
+// decide sets a final result; observed says a death was just observed.
+func (s *sweep) decide(t *target, result string, observed bool, extra ...any) {
+	if t.fd >= 0 {
+		unix.Close(t.fd)
+		t.fd = -1
+	}
+	t.state = stDone
+	t.rec.Result = result
+	t.rec.At = time.Now()
+	if observed {
+		t.rec.Latency = s.latency()
+	}
+	s.e.logRecord(t.rec, extra...)
+}
+
+func (s *sweep) latency() time.Duration {
+	now := bootNow()
+	if now < s.endedAt {
+		return 0
+	}
+	return time.Duration(now - s.endedAt)
+}
+
+// dead records the observed death of a signalled (or verified) target.
+func (s *sweep) dead(t *target) {
+	if t.rec.Signal == "" {
+		s.decide(t, ResultExitedBeforeSignal, true)
+		return
+	}
+	s.decide(t, ResultKilled, true)
+}
+
+// doomAll marks the verified targets doomed in the kernel, before any of
+// them is signalled, so a fork or exec racing the signal dies too.
+func (s *sweep) doomAll(ts []*target) {
+	if s.e.doom == nil {
+		return
+	}
+	for _, t := range ts {
+		if t.state != stReady || t.doomed {
+			continue
+		}
+		if err := s.e.doom.Doom(t.p.ID); err != nil {
+			s.doomErrs++
+			s.e.log.Warn("enforcer: doom failed; the sweep still catches forks", "session", s.session,
+				"pid", t.p.ID.PID, "start_ns", t.p.ID.Start, "err", err)
+			continue
+		}
+		t.doomed = true
+	}
+}
+
+// signal sends sig to t through its pidfd.
+func (s *sweep) signal(t *target, sig unix.Signal) {
+	if pidfdDead(t.fd) {
+		s.dead(t)
+		return
+	}
+	// Identity again, before every signal. The pidfd already pins the
+	// process (its PID cannot be reused while it is alive or a zombie), so
+	// a different start here means it has been reaped: nothing to signal.
+	if st, err := readStat(t.p.ID.PID); err != nil || st.startTicks != t.key.tick {
+		if pidfdDead(t.fd) {
+			s.dead(t)
+			return
+		}
+		if err != nil {
+			err = fmt.Errorf("reading /proc: %w", err)
+		} else {
+			err = fmt.Errorf("identity changed under a live pidfd (start tick %d, member %d)", st.startTicks, t.key.tick)
+		}
+		s.decide(t, fmt.Sprintf("%s: %v", ResultRefused, err), false)
+		return
+	}
+	name := unix.SignalName(sig)
+	err := sendSignal(t.fd, t.p.ID.PID, sig)
+	switch {
+	case err == unix.ESRCH:
+		s.dead(t)
+		return
+	case err != nil:
+		if !strings.HasPrefix(t.rec.Result, ResultFailed) {
+			t.rec.Result = fmt.Sprintf("%s: %s: %v", ResultFailed, name, err)
+			s.e.logRecord(t.rec)
+		}
+		t.state = stRetry
+		return
+	}
+	switch {
+	case t.rec.Signal == "":
+		t.rec.Signal = name
+	case t.rec.Signal != name && !strings.HasSuffix(t.rec.Signal, "+"+name):
+		t.rec.Signal += "+" + name
+	}
+	t.rec.Result = ""
+	if sig == unix.SIGKILL {
+		t.state = stKill
+	} else {
+		t.state = stTerm
+	}
+}
+
+// reap polls every live pidfd once and records the deaths.
+func (s *sweep) reap() {
+	for _, t := range s.order {
+		if t.alive() && pidfdDead(t.fd) {
+			s.dead(t)
+		}
+	}
+}
+
+// wait polls the live pidfds until all are dead or until passes. With no
+// live pidfd it sleeps until then (or ctx is done).
+func (s *sweep) wait(ctx context.Context, until time.Time) {
+	for {
+		var (
+			pfds []unix.PollFd
+			ts   []*target
+		)
+		for _, t := range s.order {
+			if t.alive() {
+				pfds = append(pfds, unix.PollFd{Fd: int32(t.fd), Events: unix.POLLIN})
+				ts = append(ts, t)
+			}
+		}
+		d := time.Until(until)
+		if len(pfds) == 0 {
+			if d > 0 {
+				tm := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+				case <-tm.C:
+				}
+				tm.Stop()
+			}
+			return
+		}
+		if d < 0 {
+			d = 0
+		}
+		ms := int((d + time.Millisecond - 1) / time.Millisecond)
+		n, err := unix.Poll(pfds, ms)
+		if err != nil && err != unix.EINTR {
+			s.e.log.Error("enforcer: poll on pidfds failed", "session", s.session, "err", err)
+			return
+		}
+		if n > 0 {
+			for i := range pfds {
+				if pfds[i].Revents != 0 {
+					s.dead(ts[i])
+				}
+			}
+		}
+		if ctx.Err() != nil || !time.Now().Before(until) {
+			return
+		}
+	}
+}
+
+// enforce is the sweep: admit, doom, signal, wait; until two rounds one
+// interval apart find nothing new and nothing alive.
+func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
+	cfg := s.e.cfg
+	graceful := cfg.Policy == PolicyGraceful
+	graceEnd := s.start.Add(cfg.Grace)
+	deadline := s.start.Add(cfg.SweepTimeout)
+	quiet := 0
+	var stop string
+	for {
+		ms, err := s.call(members)
+		if err != nil {
+			stop = err.Error()
+			s.e.log.Error("enforcer: reading the session's members failed; giving up", "session", s.session, "err", err)
+			break
+		}
+		news := s.admitAll(ms)
+		// Retry what failed before: reopen, or resend SIGKILL.
+		var retried []*target
+		for _, t := range s.order {
+			if t.state != stRetry {
+				continue
+			}
+			if t.fd < 0 {
+				s.check(t)
+				if t.state == stReady {
+					retried = append(retried, t)
+				}
+				continue
+			}
+			s.signal(t, unix.SIGKILL)
+		}
+		ready := append(news, retried...)
+		s.doomAll(ready)
+		sig := unix.SIGKILL
+		if graceful && time.Now().Before(graceEnd) {
+			sig = unix.SIGTERM
+		}
+		for _, t := range ready {
+			if t.state == stReady {
+				s.signal(t, sig)
+			}
+		}
+		s.reap()
+
+		if len(news) > 0 || s.busy() {
+			quiet = 0
+		} else if quiet++; quiet >= 2 {
+			r.Empty = true
+			return
+		}
+		if ctx.Err() != nil {
+			stop = "canceled: " + context.Cause(ctx).Error()
+			break
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			stop = fmt.Sprintf("sweep timeout %s", cfg.SweepTimeout)
+			break
+		}
+		next := now.Add(cfg.SweepInterval)
+		if graceful && s.anyIn(stTerm) && graceEnd.After(now) && graceEnd.Before(next) {
+			next = graceEnd
+		}
+		if deadline.Before(next) {
+			next = deadline
+		}
+		s.wait(ctx, next)
+		if graceful && !time.Now().Before(graceEnd) {
+			for _, t := range s.order {
+				if t.state == stTerm && t.alive() {
+					s.escalated++
+					s.signal(t, unix.SIGKILL)
+				}
+			}
+		}
+	}
+	// Gave up: whatever is not provably dead survives.
+	s.reap()
+	for _, t := range s.order {
+		if t.state == stDone {
+			continue
+		}
+		r.Survivors++
+		t.rec.Result = fmt.Sprintf("%s: still alive, %s", ResultFailed, stop)
+		t.rec.At = time.Now()
+	}
+}
+
+// busy: some target is alive or not yet resolved.
+func (s *sweep) busy() bool {
+	for _, t := range s.order {
+		if t.state != stDone {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sweep) anyIn(st tstate) bool {
+	for _, t := range s.order {
+		if t.state == st && t.alive() {
+			return true
+		}
+	}
+	return false
+}
+
+// audit runs every check once and records what enforce would signal.
+func (s *sweep) audit(members MembersFunc, r *Report) {
+	ms, err := s.call(members)
+	if err != nil {
+		s.e.log.Error("enforcer: audit: reading members failed", "session", s.session, "err", err)
+		return
+	}
+	s.admitAll(ms)
+	sig := "SIGKILL"
+	if s.e.cfg.Policy == PolicyGraceful {
+		sig = "SIGTERM"
+	}
+	r.Empty = true
+	for _, t := range s.order {
+		if t.state != stReady {
+			continue
+		}
+		t.rec.Signal = sig
+		s.decide(t, ResultWouldKill, false)
+		r.Empty = false
+	}
+}
+
+// release closes every pidfd and undooms the dead. Survivors stay doomed:
+// they are still members, and the kernel should kill them on their next
+// fork or exec.
+func (s *sweep) release() {
+	for _, t := range s.order {
+		survivor := t.state != stDone
+		if t.fd >= 0 {
+			unix.Close(t.fd)
+			t.fd = -1
+		}
+		if t.doomed && !survivor && s.e.doom != nil {
+			if err := s.e.doom.Undoom(t.p.ID); err != nil {
+				s.e.log.Debug("enforcer: undoom", "pid", t.p.ID.PID, "start_ns", t.p.ID.Start, "err", err)
+			}
+			t.doomed = false
+		}
+	}
+}
