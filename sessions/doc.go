@@ -1,0 +1,56 @@
+// Package sessions groups the processes of a node into agent sessions over
+// the lineage graph, and decides when a session is over.
+//
+// A session is a root process and everything it created, at any depth, by
+// creator edge (lineage.Graph.Descendants): processes that daemonized
+// (setsid, double fork), changed process group, were reparented to init or
+// a subreaper, or whose wrappers (npx → npm exec → sh -c → node, uvx,
+// docker run) already exited all stay members. Only what the graph proves
+// counts: a process whose creator is unknown, or only stood in for by the
+// graph (lineage.GapUnknownCreator), is not a member, nor is anything it
+// created. Processes seeded from /proc at agent start are taken with the
+// creator the graph guessed from their parent at that time
+// (lineage.GapSeeded).
+//
+// # Declaring roots
+//
+//   - Rules (Rule, DefaultRules, Config) recognise agent hosts — Claude Code,
+//     Codex, Copilot CLI and the Copilot SDK server, Cursor, VS Code's
+//     extension host, goose, the OpenClaw gateway — by the image they exec.
+//     A match inside an active session of the same rule begins nothing (a
+//     wrapper and the binary it starts are one session). The zero Config has
+//     no rules.
+//   - `mcptrace run [--session ID] -- CMD…`: the process that execs it is
+//     the root (it then execs CMD).
+//   - `mcptrace exec --session ID -- SERVER…`: the process is the root of a
+//     sub-session nested in the session containing it. A host that runs
+//     many logical sessions in one process (the Copilot SDK server) starts
+//     each session's MCP servers this way so that each set ends on its own.
+//     Servers started with the same ID get IDs ID, ID.2, ID.3…, all tagged
+//     ID.
+//   - Tracker.Begin, behind `mcptrace session begin --pid PID [--id ID]`.
+//
+// A session found inside another is nested in it (Session.Parent).
+//
+// # Ending
+//
+// A session ends when its root exits (or the graph finds it gone: lost exit
+// event, PID reused, missing on repair), or on a destroy marker (`mcptrace
+// mark destroy [--session ID]`, seen as an exec or sent through the API;
+// see Tracker.Mark for who may end what). Ending a session ends the
+// sessions nested in it, never its parent or siblings. Ended sessions stay
+// listed for Config.Retention, at most Config.MaxEnded of them.
+//
+// Each end is returned as an Action; Tracker.Members gives the processes
+// to end.
+//
+// # What it does not do
+//
+// The package never signals, kills or otherwise touches a process, and
+// makes no system call: it reads the graph and answers. It does not read
+// /proc or load BPF (the agent feeds the graph), does not know the time
+// (events carry it; Config.Now or Sweep's argument give it otherwise),
+// runs no goroutine or timer, and does not authenticate API callers (the
+// API resolves SO_PEERCRED to a process and uid and passes them in).
+// Ending the members of a session is the enforcer's job.
+package sessions

@@ -1,0 +1,382 @@
+package sessions
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Rule recognises the process of an agent host by the image it executes.
+//
+// A rule matches a process image when ANY of its Comm, Exe or Argv patterns
+// matches and NONE of its Not patterns does. Matching looks at one image:
+// the filename and argv the kernel captured at exec (or, for processes that
+// predate the agent, what /proc shows: the resolved /proc/PID/exe, the
+// current cmdline and comm, which a program may have rewritten with
+// process.title). An image whose argv[0] or filename has the basename
+// "mcptrace" never matches any rule: the mcptrace CLI is tags and markers,
+// never a host.
+//
+// Rules that share a Name describe the same host: they give the same
+// origin ("rule:<name>"), and a process inside an active session of a rule
+// never becomes the root of a second session of that rule (a wrapper that
+// starts the real binary as a child is one session, not two).
+type Rule struct {
+	// Name identifies the host in origins ("rule:<name>") and generated
+	// session IDs ("<name>-<pid>"): lower case letters, digits, '.', '_'
+	// and '-'.
+	Name string `json:"name"`
+	// Comm lists exact process names (the kernel's comm, at most 15 bytes;
+	// longer patterns are compared on their first 15 bytes).
+	Comm []string `json:"comm,omitempty"`
+	// Exe lists globs (path.Match syntax) on the executed file. A pattern
+	// without '/' is matched against the file's basename; one starting
+	// with '/' against the whole path; any other against the trailing
+	// components of the path ("claude/versions/*" matches
+	// "/home/u/.local/share/claude/versions/2.0.14").
+	Exe []string `json:"exe,omitempty"`
+	// Argv lists regular expressions (RE2) matched against argv joined
+	// with single spaces. Anchor them: an unanchored pattern matches any
+	// process that merely names the host in an argument (grep, an editor).
+	Argv []string `json:"argv,omitempty"`
+	// Not lists regular expressions on the joined argv that veto the rule,
+	// for instance the host's own MCP-server mode.
+	Not []string `json:"not,omitempty"`
+}
+
+// Image is what a rule is matched against.
+type Image struct {
+	Filename string
+	Comm     string
+	Argv     []string
+}
+
+// commLen is TASK_COMM_LEN - 1.
+const commLen = 15
+
+var ruleNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// rule is a compiled Rule.
+type rule struct {
+	name string
+	comm []string
+	exe  []string
+	argv []*regexp.Regexp
+	not  []*regexp.Regexp
+}
+
+func compileRule(r Rule) (rule, error) {
+	c := rule{name: r.Name}
+	if !ruleNamePattern.MatchString(r.Name) {
+		return c, fmt.Errorf("rule %q: name must match %s", r.Name, ruleNamePattern)
+	}
+	if len(r.Comm)+len(r.Exe)+len(r.Argv) == 0 {
+		return c, fmt.Errorf("rule %q: no comm, exe or argv pattern: it would match nothing", r.Name)
+	}
+	for _, s := range r.Comm {
+		if s == "" {
+			return c, fmt.Errorf("rule %q: empty comm", r.Name)
+		}
+		c.comm = append(c.comm, truncComm(s))
+	}
+	for _, s := range r.Exe {
+		if _, err := path.Match(s, ""); err != nil || s == "" {
+			return c, fmt.Errorf("rule %q: bad exe glob %q", r.Name, s)
+		}
+		c.exe = append(c.exe, s)
+	}
+	for _, s := range r.Argv {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return c, fmt.Errorf("rule %q: argv: %w", r.Name, err)
+		}
+		c.argv = append(c.argv, re)
+	}
+	for _, s := range r.Not {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return c, fmt.Errorf("rule %q: not: %w", r.Name, err)
+		}
+		c.not = append(c.not, re)
+	}
+	return c, nil
+}
+
+// CompileRules checks rules the way NewTracker does and reports every
+// invalid one; configuration loaders call it to fail early.
+func CompileRules(rules []Rule) error {
+	_, err := compileRules(rules)
+	return err
+}
+
+func compileRules(rules []Rule) ([]rule, error) {
+	out := make([]rule, 0, len(rules))
+	var errs []error
+	for _, r := range rules {
+		c, err := compileRule(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, errors.Join(errs...)
+}
+
+func truncComm(s string) string {
+	if len(s) > commLen {
+		return s[:commLen]
+	}
+	return s
+}
+
+// isMcptrace reports whether the image is the mcptrace CLI.
+func isMcptrace(filename string, argv []string) bool {
+	if path.Base(filename) == "mcptrace" {
+		return true
+	}
+	return len(argv) > 0 && path.Base(argv[0]) == "mcptrace"
+}
+
+func (r *rule) match(im Image, joined string) bool {
+	if !r.matchAny(im, joined) {
+		return false
+	}
+	for _, re := range r.not {
+		if re.MatchString(joined) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *rule) matchAny(im Image, joined string) bool {
+	if im.Comm != "" {
+		comm := truncComm(im.Comm)
+		for _, c := range r.comm {
+			if c == comm {
+				return true
+			}
+		}
+	}
+	if im.Filename != "" {
+		for _, g := range r.exe {
+			if matchExe(g, im.Filename) {
+				return true
+			}
+		}
+	}
+	if len(im.Argv) > 0 {
+		for _, re := range r.argv {
+			if re.MatchString(joined) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// matchExe applies an Exe glob (see Rule.Exe) to a filename.
+func matchExe(glob, filename string) bool {
+	switch {
+	case !strings.Contains(glob, "/"):
+		ok, _ := path.Match(glob, path.Base(filename))
+		return ok
+	case strings.HasPrefix(glob, "/"):
+		ok, _ := path.Match(glob, filename)
+		return ok
+	}
+	// Trailing components: as many as the glob has.
+	n := strings.Count(glob, "/") + 1
+	parts := strings.Split(filename, "/")
+	if len(parts) < n {
+		return false
+	}
+	ok, _ := path.Match(glob, strings.Join(parts[len(parts)-n:], "/"))
+	return ok
+}
+
+// matchRules returns the first rule matching the image, or nil.
+func matchRules(rules []rule, im Image) *rule {
+	if isMcptrace(im.Filename, im.Argv) {
+		return nil
+	}
+	joined := strings.Join(im.Argv, " ")
+	for i := range rules {
+		if rules[i].match(im, joined) {
+			return &rules[i]
+		}
+	}
+	return nil
+}
+
+// Pattern helpers for DefaultRules. All work on argv joined with spaces.
+
+// argv0 matches an argv whose first element has the given basename.
+func argv0(name string) string {
+	return `^(?:\S*/)?` + regexp.QuoteMeta(name) + `(?: |$)`
+}
+
+// nodeScript matches a JavaScript runtime running script (a regexp for one
+// argv element), directly or through a "#!/usr/bin/env node" shebang, with
+// runtime flags before the script: "node --flag /x/cli.js …",
+// "/usr/bin/env node /usr/local/bin/claude …".
+func nodeScript(script string) string {
+	return `^(?:\S*/)?(?:env(?: -\S+)* (?:\S*/)?)?(?:node|nodejs|bun)(?: -\S+)* (?:` + script + `)(?: |$)`
+}
+
+// DefaultRules returns the built-in rules for the agent hosts mcptrace knows,
+// most specific first (the first matching rule names the session). Each
+// call returns a fresh slice the caller may modify.
+//
+// The rules match the long-lived process that spawns MCP servers, never a
+// launcher that starts an application and exits (`code .`, `cursor .`,
+// `openclaw gateway start`): a launcher's exit would end the session and
+// get the application it started killed.
+func DefaultRules() []Rule {
+	return []Rule{
+		// Claude Code. Native install: ~/.local/bin/claude is a symlink to
+		// ~/.local/share/claude/versions/<version> (an executable), so the
+		// kernel sees filename …/claude and argv[0] "claude", and /proc/PID/exe
+		// resolves into claude/versions/. npm install: /usr/local/bin/claude
+		// links to @anthropic-ai/claude-code/cli.js with a "#!/usr/bin/env node"
+		// shebang: the first exec has filename …/claude (argv "/usr/bin/env
+		// node /usr/local/bin/claude …"), then env execs node in the same
+		// process ("node /usr/local/bin/claude …"); IDE plugins and npx run
+		// "node …/@anthropic-ai/claude-code/cli.js" directly. The node build
+		// sets process.title to "claude", so a host that predates the agent
+		// shows comm and cmdline "claude" in /proc. `claude mcp serve` is
+		// Claude Code acting as an MCP server, not a host.
+		{
+			Name: "claude",
+			Comm: []string{"claude"},
+			Exe:  []string{"claude", "claude/versions/*"},
+			Argv: []string{
+				argv0("claude"),
+				nodeScript(`\S*/@anthropic-ai/claude-code/cli\.m?js|(?:\S*/)?claude`),
+			},
+			Not: []string{`(?:^| )mcp serve(?: |$)`},
+		},
+		// OpenAI Codex CLI. npm's bin/codex.js (node, shebang) spawns the
+		// native binary vendor/<triple>/codex/codex as a CHILD and waits: both
+		// match, and the native child, inside the wrapper's session of this
+		// same rule, becomes no second session. Standalone installs (brew,
+		// release tarball) and the IDE extensions' `codex app-server` run the
+		// native binary directly. `codex mcp-server` (and `codex mcp` of early
+		// versions) is Codex serving MCP to another host. The Linux sandbox
+		// helper runs as argv[0] "codex-linux-sandbox" and does not match.
+		{
+			Name: "codex",
+			Exe:  []string{"codex"},
+			Argv: []string{
+				argv0("codex"),
+				nodeScript(`\S*/@openai/codex/bin/codex\.js|(?:\S*/)?codex`),
+			},
+			Not: []string{`(?:^|[ /])codex(?:\.js)? (?:mcp-server|mcp)(?: |$)`},
+		},
+		// The Copilot CLI started by the GitHub Copilot SDK as a server for
+		// many logical sessions: the SDKs run `<cli> --headless
+		// --no-auto-update … --stdio|--port N`, where <cli> is the copilot
+		// binary they bundle or download (~/.cache/github-copilot-sdk/cli/
+		// <version>/copilot) or `node …/@github/copilot-<os>-<arch>/index.js`.
+		// Listed before "copilot" so the session says which one it is; give
+		// each SDK session its servers through `mcptrace exec --session ID`.
+		{
+			Name: "copilot-sdk",
+			Argv: []string{
+				`^(?:\S*/)?copilot(?: .*)? --headless(?: |$)`,
+				`^(?:\S*/)?(?:node|nodejs|bun)(?: -\S+)* \S*/@github/copilot(?:-[a-z]+-[a-z0-9]+)?/[^/\s]+\.m?js(?: .*)? --headless(?: |$)`,
+			},
+		},
+		// GitHub Copilot CLI (interactive or `copilot -p`). npm's @github/copilot
+		// is a node loader ("#!/usr/bin/env node", so the first exec has
+		// filename …/copilot) for a platform package @github/copilot-<os>-<arch>
+		// holding index.js and a native copilot binary; the install script puts
+		// the native binary in ~/.local/bin/copilot. A loader that starts the
+		// native binary as a child stays one session. The AWS Copilot CLI is
+		// also called copilot; its subcommands veto the rule.
+		{
+			Name: "copilot",
+			Exe:  []string{"copilot"},
+			Argv: []string{
+				argv0("copilot"),
+				nodeScript(`\S*/@github/copilot(?:-(?:linux|linuxmusl|darwin|win32)-(?:x64|arm64))?/[^/\s]+\.m?js|(?:\S*/)?copilot`),
+			},
+			Not: []string{`^(?:\S*/)?copilot (?:app|env|svc|job|pipeline|task|storage|secret|deploy|init|run|docs|completion|version)(?: |$)`},
+		},
+		// Cursor's CLI agent. The installer links ~/.local/bin/cursor-agent to
+		// ~/.local/share/cursor-agent/versions/<version>/cursor-agent, a shell
+		// script that execs the bundled node on index.js in the same process.
+		{
+			Name: "cursor-agent",
+			Exe:  []string{"cursor-agent"},
+			Argv: []string{
+				argv0("cursor-agent"),
+				nodeScript(`\S*/cursor-agent/versions/[^/\s]+/index\.m?js`),
+			},
+		},
+		// The Cursor editor spawns MCP servers from its extension host, a VS
+		// Code extension host run by the cursor binary (/usr/share/cursor/
+		// cursor, or usr/share/cursor/cursor inside the AppImage mount) or, for
+		// remote workspaces, by the node of ~/.cursor-server. The `cursor`
+		// launcher itself is never matched: it starts the app and exits.
+		// Listed before "vscode", which would match the same processes.
+		{
+			Name: "cursor",
+			Argv: []string{
+				`^(?:\S*/)?[Cc]ursor(?: .*)? --(?:type|vscode-utility-kind)=extensionHost(?: |$)`,
+				`^\S*/\.cursor-server/\S*/node(?: .*)? --type=extensionHost(?: |$)`,
+			},
+		},
+		// VS Code's extension host, which runs the stdio MCP servers of VS
+		// Code's MCP support and of extensions. Desktop builds run it as an
+		// Electron utility process ("code --type=utility … --vscode-utility-
+		// kind=extensionHost"); older desktop builds and every server build
+		// (Remote-SSH, WSL, dev containers, code-server) fork "node …/out/
+		// bootstrap-fork --type=extensionHost". Matches VS Code forks too
+		// (Insiders, VSCodium, Windsurf). Not the main `code` process: it
+		// also runs the integrated terminals, and the `code` launcher exits.
+		{
+			Name: "vscode",
+			Argv: []string{
+				`(?:^| )--type=extensionHost(?: |$)`,
+				`(?:^| )--vscode-utility-kind=extensionHost(?: |$)`,
+			},
+		},
+		// Block's goose CLI: a bare `goose` or `goose session|s|run|web|acp`
+		// runs an agent that spawns its extensions' MCP servers. Not the
+		// other subcommands: `goose mcp <name>` is goose's built-in MCP
+		// server, and the pressly/goose database migration tool, also named
+		// goose, runs `goose <driver> <dsn> up|status|…`.
+		{
+			Name: "goose",
+			Argv: []string{`^(?:\S*/)?goose(?: (?:session|s|run|web|acp)(?: .*)?)?$`},
+		},
+		// goosed, the server the goose desktop app starts (`goosed agent`),
+		// which spawns the MCP servers. `goosed mcp <name>` is a built-in
+		// MCP server it starts, not a host.
+		{
+			Name: "goosed",
+			Exe:  []string{"goosed"},
+			Argv: []string{argv0("goosed")},
+			Not:  []string{`^(?:\S*/)?goosed mcp(?: |$)`},
+		},
+		// The OpenClaw gateway, which runs the agents and their MCP servers:
+		// `openclaw gateway [run] [--port N …]` in the foreground, or as the
+		// systemd/launchd service "node …/openclaw/dist/index.js gateway
+		// --port 18789" (also openclaw.mjs, dist/entry.js). `openclaw gateway
+		// start|stop|status|install…` only talk to the service manager. The
+		// gateway renames itself "openclaw-gateway" (process.title), which is
+		// what /proc shows for a gateway that predates the agent.
+		{
+			Name: "openclaw",
+			Comm: []string{"openclaw-gateway"},
+			Argv: []string{
+				`(?:^|[ /])openclaw(?:\.mjs|/dist/(?:index|entry)\.js)? gateway(?: run)?(?: -.*)?$`,
+				argv0("openclaw-gateway"),
+			},
+		},
+	}
+}

@@ -1,0 +1,177 @@
+package sessions
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// State says whether a session is running.
+type State uint8
+
+const (
+	// Active: the session's root was not seen to end and no marker ended it.
+	Active State = iota + 1
+	// Ended: the session is over; its members are what an enforcer ends.
+	Ended
+)
+
+func (s State) String() string {
+	switch s {
+	case Active:
+		return "active"
+	case Ended:
+		return "ended"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// MarshalText gives "active" or "ended".
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads "active" or "ended".
+func (s *State) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "active":
+		*s = Active
+	case "ended":
+		*s = Ended
+	default:
+		return fmt.Errorf("unknown session state %q", b)
+	}
+	return nil
+}
+
+// Origins: how a session was declared. Rule sessions have the origin
+// OriginRule + the rule's name, e.g. "rule:claude".
+const (
+	OriginRule = "rule:"
+	OriginRun  = "run"  // exec of `mcptrace run`
+	OriginExec = "exec" // exec of `mcptrace exec`
+	OriginAPI  = "api"  // Tracker.Begin (`mcptrace session begin`)
+)
+
+// End reasons (Session.EndReason).
+const (
+	// ReasonRootExit: the kernel reported the root's exit.
+	ReasonRootExit = "root-exit"
+	// ReasonRootGone: the graph found the root exited or gone without an
+	// exit event (lost event, PID reused, absent from /proc on repair).
+	ReasonRootGone = "root-gone"
+	// ReasonMarker: a destroy marker ended the session.
+	ReasonMarker = "marker"
+	// ReasonParentEnded: the enclosing session ended.
+	ReasonParentEnded = "parent-ended"
+)
+
+// Session is one agent session: a root process and everything it created,
+// at any depth, by creator edge.
+type Session struct {
+	// ID is unique among active sessions.
+	ID string `json:"id"`
+	// Tag is the ID the session was declared with. It differs from ID only
+	// for `mcptrace exec` sub-sessions whose ID was already taken: servers
+	// started with the same --session get IDs Tag, Tag.2, Tag.3… and a
+	// marker naming Tag ends them all.
+	Tag string `json:"tag"`
+	// Root is the process whose descendants are the session.
+	Root lineage.ID `json:"root"`
+	// Parent is the innermost session enclosing Root when the session
+	// began (or when the graph later learned Root's creator), "" at top
+	// level.
+	Parent string `json:"parent,omitempty"`
+	// Owner is the root's uid.
+	Owner uint32 `json:"owner_uid"`
+	// Origin is "rule:<name>", "run", "exec" or "api".
+	Origin string `json:"origin"`
+	State  State  `json:"state"`
+	// Began and EndedAt are CLOCK_BOOTTIME ns.
+	Began   uint64 `json:"began_ns"`
+	EndedAt uint64 `json:"ended_ns,omitempty"`
+	// EndReason is one of the Reason constants once the session ended.
+	EndReason string `json:"end_reason,omitempty"`
+}
+
+// Action is what the agent must do after an event or call: end the
+// session End (already marked Ended here) by ending its members
+// (Tracker.Members). When a session ends, every active sub-session nested
+// in it ends too, each with its own Action, innermost first and the
+// session itself last; each Action's members include those of the
+// sub-sessions nested in it, so an enforcer may act on each in turn or on
+// the last one only.
+type Action struct {
+	End Session `json:"session"`
+	// Reason says in words why, for logs: who marked it, how the root ended.
+	Reason string `json:"reason"`
+}
+
+// Errors returned by Begin and Mark, wrapped with the details.
+var (
+	ErrNotAuthorized  = errors.New("not authorized")
+	ErrNoSession      = errors.New("no such session")
+	ErrIDInUse        = errors.New("session id in use")
+	ErrBadID          = errors.New("invalid session id")
+	ErrAlreadyRoot    = errors.New("process is already a session root")
+	ErrUnknownProcess = errors.New("process not in the lineage graph")
+	ErrExited         = errors.New("process has exited")
+	ErrNotRootable    = errors.New("process cannot be a session root")
+)
+
+// Defaults for a zero Config.
+const (
+	DefaultRetention = 15 * time.Minute
+	DefaultMaxEnded  = 1000
+)
+
+// Config tunes a Tracker.
+//
+// Rules in effect: DefaultRules() when DefaultRules is set, followed by
+// Rules; the first rule that matches names the session. The zero Config has
+// no rules at all — only `mcptrace run|exec` tags, markers and Begin declare
+// sessions — which is what tests and CI want: nothing on the machine but
+// their own processes becomes a session. The agent sets DefaultRules.
+type Config struct {
+	// DefaultRules puts DefaultRules() before Rules.
+	DefaultRules bool
+	// Rules are matched after the default rules, if any.
+	Rules []Rule
+	// Retention is how long an ended session stays listed. Default 15m.
+	Retention time.Duration
+	// MaxEnded bounds how many ended sessions are kept (oldest dropped
+	// first). Default 1000.
+	MaxEnded int
+	// Now returns CLOCK_BOOTTIME ns, used for Begin, Mark, Scan and Sweep
+	// times. Nil: the newest time seen in an event or passed to Sweep. It
+	// is called with the Tracker's lock held and must not call the Tracker.
+	Now func() uint64
+}
+
+// Stats counts what a Tracker did. Active and Retained are current; the
+// other counters only grow.
+type Stats struct {
+	Active   int `json:"active"`
+	Retained int `json:"retained_ended"` // ended sessions still listed
+	// Begun and Ended count sessions by origin ("rule:claude", "run", …).
+	Begun map[string]uint64 `json:"begun_total"`
+	Ended map[string]uint64 `json:"ended_total"`
+	// EndReasons counts ended sessions by reason.
+	EndReasons map[string]uint64 `json:"end_reasons_total"`
+	// Dropped counts ended sessions forgotten after Retention or MaxEnded.
+	Dropped uint64 `json:"dropped_total"`
+	// Markers: accepted (ended something), duplicate (authorized, but the
+	// session had already ended — a marker arrives both as an exec and as
+	// an API call), refused (not authorized), unmatched (no such session,
+	// or the caller's creator is no session root).
+	MarkersAccepted  uint64 `json:"markers_accepted_total"`
+	MarkersDuplicate uint64 `json:"markers_duplicate_total"`
+	MarkersRefused   uint64 `json:"markers_refused_total"`
+	MarkersUnmatched uint64 `json:"markers_unmatched_total"`
+	// TagsRefused counts `mcptrace run|exec` tags that declared nothing:
+	// invalid or truncated ID, ID in use (run), process already a root.
+	TagsRefused uint64 `json:"tags_refused_total"`
+	// Deduplicated counts rule matches inside an active session of the
+	// same rule, which begin no session.
+	Deduplicated uint64 `json:"deduplicated_total"`
+}

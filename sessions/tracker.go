@@ -1,0 +1,859 @@
+package sessions
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// Tracker keeps the sessions of one node over a lineage graph.
+//
+// It is safe for concurrent use: one mutex guards it and every method takes
+// it for its whole run. Methods call the graph's queries while holding it
+// (lock order tracker → graph; the graph never calls back). Values returned
+// are copies.
+type Tracker struct {
+	g         *lineage.Graph
+	log       *slog.Logger
+	rules     []rule
+	retention uint64
+	maxEnded  int
+	nowFn     func() uint64
+
+	mu    sync.Mutex
+	clock uint64 // newest time seen
+	// active maps the ID of every active session to it.
+	active map[string]*session
+	// ended lists the retained ended sessions, oldest end first.
+	ended []*session
+	// byPID lists active and retained ended sessions by root PID.
+	byPID map[uint32][]*session
+	// refused remembers processes whose tag Scan refused, so that a
+	// rescan does not log and count them again. Pruned on each Scan.
+	refused map[lineage.ID]bool
+	st      counters
+}
+
+type session struct {
+	Session
+	// rule is the name of the rule the root's image matched, if any, even
+	// for a session of another origin (`mcptrace run -- codex`): a process
+	// inside an active session with this rule begins no second one.
+	rule string
+}
+
+type counters struct {
+	begun, ended, reasons map[string]uint64
+	dropped               uint64
+	markersAccepted       uint64
+	markersDuplicate      uint64
+	markersRefused        uint64
+	markersUnmatched      uint64
+	tagsRefused           uint64
+	deduplicated          uint64
+}
+
+// NewTracker returns a tracker over g. It fails only when a rule of
+// cfg.Rules is invalid. A nil log discards.
+func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error) {
+	var all []Rule
+	if cfg.DefaultRules {
+		all = DefaultRules()
+	}
+	all = append(all, cfg.Rules...)
+	rules, err := compileRules(all)
+	if err != nil {
+		return nil, fmt.Errorf("session rules: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := &Tracker{
+		g:         g,
+		log:       log,
+		rules:     rules,
+		retention: uint64(DefaultRetention),
+		maxEnded:  DefaultMaxEnded,
+		nowFn:     cfg.Now,
+		active:    make(map[string]*session),
+		byPID:     make(map[uint32][]*session),
+		refused:   make(map[lineage.ID]bool),
+		st: counters{
+			begun:   make(map[string]uint64),
+			ended:   make(map[string]uint64),
+			reasons: make(map[string]uint64),
+		},
+	}
+	if cfg.Retention > 0 {
+		t.retention = uint64(cfg.Retention)
+	}
+	if cfg.MaxEnded > 0 {
+		t.maxEnded = cfg.MaxEnded
+	}
+	return t, nil
+}
+
+// MatchRule returns the name of the first rule in effect that matches im,
+// for diagnostics ("why is my host not a session?").
+func (t *Tracker) MatchRule(im Image) (string, bool) {
+	if r := matchRules(t.rules, im); r != nil {
+		return r.name, true
+	}
+	return "", false
+}
+
+func (t *Tracker) now() uint64 {
+	if t.nowFn != nil {
+		t.clock = max(t.clock, t.nowFn())
+	}
+	return t.clock
+}
+
+// Observe reacts to one kernel event. Call it after g.Apply(ev), for every
+// event, in the order applied. It
+//   - ends the session whose root ev reports exited (or that the graph
+//     inferred dead because its PID now names another process);
+//   - on exec: takes `mcptrace run|exec` as tags, `mcptrace mark destroy`
+//     as a marker from ev.Proc (authorized as Mark is; a refusal is logged
+//     and counted), and otherwise matches the rules on the new image.
+//
+// A root that the graph already shows exited (events out of order) begins
+// and ends at once, so its members are still reported.
+func (t *Tracker) Observe(ev lineage.Event) []Action {
+	if ev.Proc.PID == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clock = max(t.clock, ev.Time)
+	var acts []Action
+	if len(t.byPID[ev.Proc.PID]) > 0 {
+		acts = t.checkRoots(ev, acts)
+	}
+	if ev.Kind == lineage.KindExec {
+		acts = t.observeExec(ev, acts)
+	}
+	return acts
+}
+
+// checkRoots looks at the active sessions rooted at ev.Proc.PID.
+func (t *Tracker) checkRoots(ev lineage.Event, acts []Action) []Action {
+	for _, s := range slices.Clone(t.byPID[ev.Proc.PID]) {
+		if s.State != Active {
+			continue
+		}
+		p, ok := t.g.Get(s.Root)
+		if !ok {
+			acts = t.end(s, ReasonRootGone, fmt.Sprintf("root %v is no longer in the graph", s.Root), ev.Time, acts)
+			continue
+		}
+		s.Root = p.ID
+		self := p.ID == ev.Proc
+		switch {
+		case self && ev.Kind == lineage.KindExit:
+			acts = t.end(s, ReasonRootExit, exitDetail(p), ev.Time, acts)
+		case p.Exited:
+			acts = t.end(s, rootEndReason(p), exitDetail(p), ev.Time, acts)
+		case self && ev.Kind == lineage.KindFork && s.Parent == "":
+			// The fork arrived after the session began: the root may now
+			// have a creator, and with it an enclosing session.
+			t.reattach(s)
+		}
+	}
+	return acts
+}
+
+func rootEndReason(p lineage.Process) string {
+	if p.Gaps&lineage.GapNoExit != 0 {
+		return ReasonRootGone
+	}
+	return ReasonRootExit
+}
+
+func exitDetail(p lineage.Process) string {
+	switch {
+	case p.Gaps&lineage.GapNoExit != 0:
+		return fmt.Sprintf("root pid %d ended without an exit event (lost, or its PID was reused)", p.ID.PID)
+	case p.Signal != 0:
+		return fmt.Sprintf("root pid %d killed by signal %d", p.ID.PID, p.Signal)
+	}
+	return fmt.Sprintf("root pid %d exited with code %d", p.ID.PID, p.ExitCode)
+}
+
+func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
+	switch cmd := parseCommand(ev.Argv); cmd.kind {
+	case cmdRun, cmdExec:
+		p, ok := t.g.Get(ev.Proc)
+		if !ok {
+			return acts
+		}
+		if err := t.tag(p, cmd, ev.ArgvTruncated, ev.Time, false); err != nil {
+			// Never the argv: what follows "--" may carry secrets.
+			t.log.Warn("session tag refused", "pid", p.ID.PID, "session", cmd.id, "err", err)
+			return acts
+		}
+		return t.endIfExited(p.ID, ev.Time, acts)
+	case cmdMark:
+		if cmd.bad || (cmd.idLast && ev.ArgvTruncated) {
+			t.st.markersUnmatched++
+			t.log.Warn("destroy marker ignored: unusable --session", "pid", ev.Proc.PID, "argv_truncated", ev.ArgvTruncated)
+			return acts
+		}
+		out, err := t.mark(ev.Proc, ev.UID, cmd.id, ev.Time, "exec")
+		if err != nil {
+			t.log.Warn("destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", cmd.id, "err", err)
+		}
+		return append(acts, out...)
+	case cmdOther:
+		return acts
+	}
+	r := matchRules(t.rules, Image{Filename: ev.Filename, Comm: ev.Comm, Argv: ev.Argv})
+	if r == nil {
+		return acts
+	}
+	p, ok := t.g.Get(ev.Proc)
+	if !ok {
+		return acts
+	}
+	if t.ruleRoot(p, r.name, ev.Time, false) {
+		acts = t.endIfExited(p.ID, ev.Time, acts)
+	}
+	return acts
+}
+
+// endIfExited ends the active session rooted at id if the graph already
+// shows id exited.
+func (t *Tracker) endIfExited(id lineage.ID, at uint64, acts []Action) []Action {
+	s := t.rootSession(id, true)
+	if s == nil {
+		return acts
+	}
+	if p, ok := t.g.Get(id); ok && p.Exited {
+		acts = t.end(s, rootEndReason(p), exitDetail(p), at, acts)
+	}
+	return acts
+}
+
+// ruleRoot begins a session for rule on p unless p is already a root or
+// sits inside an active session of the same rule. It reports whether it
+// began one. scan: p was found by Scan, not seen exec'ing.
+func (t *Tracker) ruleRoot(p lineage.Process, name string, at uint64, scan bool) bool {
+	if s := t.rootSession(p.ID, false); s != nil {
+		// Already a root. Remember the host it runs, for deduplication.
+		// The root of an ended session is never re-rooted by a rule: an
+		// enforcer is ending it, or was told not to.
+		if s.State == Active && s.rule == "" {
+			s.rule = name
+		}
+		return false
+	}
+	if !rootable(p) || p.Exited && scan {
+		return false
+	}
+	chain := t.chain(p.ID)
+	if len(chain) == 0 {
+		return false // retired meanwhile
+	}
+	for _, a := range chain[1:] {
+		if s := t.rootSession(a.ID, true); s != nil && s.rule == name {
+			t.st.deduplicated++
+			t.log.Debug("rule match inside a session of the same rule", "rule", name, "pid", p.ID.PID, "session", s.ID)
+			return false
+		}
+	}
+	id := t.uniqueID(name + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
+	t.start(p, chain, id, id, OriginRule+name, name, at)
+	return true
+}
+
+// tag applies a `mcptrace run|exec` command line seen in p's image.
+func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64, scan bool) error {
+	origin := OriginRun
+	if cmd.kind == cmdExec {
+		origin = OriginExec
+	}
+	refuse := func(err error) error {
+		t.st.tagsRefused++
+		return err
+	}
+	if s := t.rootSession(p.ID, false); s != nil {
+		if s.Origin == origin && (cmd.id == "" || s.Tag == cmd.id) || scan {
+			return nil // the same tag seen again (duplicate event, rescan)
+		}
+		if s.State == Active {
+			return refuse(fmt.Errorf("%w: pid %d is the root of session %q", ErrAlreadyRoot, p.ID.PID, s.ID))
+		}
+	}
+	switch {
+	case cmd.bad:
+		return refuse(fmt.Errorf("%w: --session without a value", ErrBadID))
+	case cmd.idLast && truncated:
+		return refuse(fmt.Errorf("%w: argv was truncated at the session id %q", ErrBadID, cmd.id))
+	case cmd.id != "" && !ValidID(cmd.id):
+		return refuse(fmt.Errorf("%w: %q", ErrBadID, cmd.id))
+	case !rootable(p):
+		return refuse(fmt.Errorf("%w: pid %d", ErrNotRootable, p.ID.PID))
+	}
+	tagID := cmd.id
+	if tagID == "" {
+		tagID = t.uniqueID(origin + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
+	}
+	id := tagID
+	if _, taken := t.active[id]; taken {
+		if origin == OriginRun {
+			return refuse(fmt.Errorf("%w: %q", ErrIDInUse, id))
+		}
+		id = t.uniqueID(tagID)
+	}
+	t.start(p, t.chain(p.ID), id, tagID, origin, "", at)
+	return nil
+}
+
+// Begin declares root the root of a session (the API: `mcptrace session begin
+// --pid PID [--id ID]`). id "" generates "<origin>-<pid>"; an ID in use is
+// an error, except for origin "exec", which joins the tag as Tag.N. origin
+// is "api" when empty, else "run", "exec", "api" or "rule:<name>". The
+// session is nested in the innermost active session containing root.
+// Callers authorize the request (root, or the owner of the process).
+func (t *Tracker) Begin(root lineage.ID, id, origin string) (Session, error) {
+	if origin == "" {
+		origin = OriginAPI
+	}
+	host := ""
+	switch {
+	case origin == OriginAPI || origin == OriginRun || origin == OriginExec:
+	case strings.HasPrefix(origin, OriginRule) && ruleNamePattern.MatchString(strings.TrimPrefix(origin, OriginRule)):
+		host = strings.TrimPrefix(origin, OriginRule)
+	default:
+		return Session{}, fmt.Errorf("unknown session origin %q", origin)
+	}
+	if id != "" && !ValidID(id) {
+		return Session{}, fmt.Errorf("%w: %q", ErrBadID, id)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, ok := t.g.Get(root)
+	switch {
+	case !ok:
+		return Session{}, fmt.Errorf("%w: %v", ErrUnknownProcess, root)
+	case !rootable(p):
+		return Session{}, fmt.Errorf("%w: pid %d", ErrNotRootable, p.ID.PID)
+	case p.Exited:
+		return Session{}, fmt.Errorf("%w: pid %d", ErrExited, p.ID.PID)
+	}
+	if s := t.rootSession(p.ID, true); s != nil {
+		return Session{}, fmt.Errorf("%w: pid %d is the root of session %q", ErrAlreadyRoot, p.ID.PID, s.ID)
+	}
+	tagID := id
+	if tagID == "" {
+		prefix := strings.TrimPrefix(origin, OriginRule)
+		tagID = t.uniqueID(prefix + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
+	}
+	sid := tagID
+	if _, taken := t.active[sid]; taken {
+		if origin != OriginExec {
+			return Session{}, fmt.Errorf("%w: %q", ErrIDInUse, sid)
+		}
+		sid = t.uniqueID(tagID)
+	}
+	s := t.start(p, t.chain(p.ID), sid, tagID, origin, host, t.now())
+	return s.Session, nil
+}
+
+// rootable: never PID 1 (it would make the whole node a session) nor a
+// kernel thread.
+func rootable(p lineage.Process) bool { return p.ID.PID > 1 && !p.Kernel }
+
+// start registers a new active session rooted at p. chain is p's creator
+// chain from t.chain (p first).
+func (t *Tracker) start(p lineage.Process, chain []lineage.Process, id, tag, origin, ruleName string, at uint64) *session {
+	s := &session{
+		Session: Session{
+			ID: id, Tag: tag, Root: p.ID, Owner: p.UID, Origin: origin,
+			State: Active, Began: at,
+		},
+		rule: ruleName,
+	}
+	if enc := t.enclosing(chain); enc != nil {
+		s.Parent = enc.ID
+	}
+	// Sessions that began earlier below p now sit inside s.
+	for _, c := range t.active {
+		if c.Parent == s.Parent && t.inChain(p.ID, c.Root) {
+			c.Parent = s.ID
+		}
+	}
+	t.active[id] = s
+	t.byPID[p.ID.PID] = append(t.byPID[p.ID.PID], s)
+	t.st.begun[origin]++
+	t.log.Info("session began", "session", id, "root_pid", p.ID.PID, "owner_uid", p.UID, "origin", origin, "parent", s.Parent)
+	return s
+}
+
+// reattach gives a top-level session the enclosing session its root's
+// creator chain now shows, if any.
+func (t *Tracker) reattach(s *session) {
+	chain := t.chain(s.Root)
+	if len(chain) == 0 {
+		return
+	}
+	if enc := t.enclosing(chain); enc != nil && enc != s {
+		s.Parent = enc.ID
+		t.log.Debug("session nested after its root's creator became known", "session", s.ID, "parent", enc.ID)
+	}
+}
+
+// enclosing returns the innermost active session whose root is a strict
+// ancestor in chain (chain[0] is the process itself).
+func (t *Tracker) enclosing(chain []lineage.Process) *session {
+	for i := 1; i < len(chain); i++ {
+		if s := t.rootSession(chain[i].ID, true); s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// chain returns id's process and its creators, innermost first, as far as
+// the graph proves them: it stops at a process flagged GapUnknownCreator,
+// whose creator the graph only stands in for. Nil when id is unknown.
+func (t *Tracker) chain(id lineage.ID) []lineage.Process {
+	anc := t.g.Ancestors(id)
+	for i, a := range anc {
+		if a.Gaps&lineage.GapUnknownCreator != 0 {
+			return anc[:i+1]
+		}
+	}
+	return anc
+}
+
+// inChain reports whether x is root or one of root's proven creators.
+func (t *Tracker) inChain(x, root lineage.ID) bool {
+	for _, a := range t.chain(root) {
+		if a.ID == x {
+			return true
+		}
+	}
+	return false
+}
+
+// rootSession returns the session rooted at the process id (a current
+// graph identity): the active one, else (unless activeOnly) the newest
+// retained ended one. Session roots are resolved through the graph, so a
+// root seeded with a coarse identity matches its exact one, and a recycled
+// PID never matches.
+func (t *Tracker) rootSession(id lineage.ID, activeOnly bool) *session {
+	var found *session
+	for _, s := range t.byPID[id.PID] {
+		if !t.isRoot(s, id) {
+			continue
+		}
+		if s.State == Active {
+			return s
+		}
+		if !activeOnly && (found == nil || s.EndedAt >= found.EndedAt) {
+			found = s
+		}
+	}
+	return found
+}
+
+func (t *Tracker) isRoot(s *session, id lineage.ID) bool {
+	if s.Root == id {
+		return true
+	}
+	if s.Root.PID != id.PID {
+		return false
+	}
+	p, ok := t.g.Get(s.Root)
+	if ok && p.ID == id {
+		s.Root = id
+		return true
+	}
+	return false
+}
+
+func (t *Tracker) uniqueID(base string) string {
+	if _, taken := t.active[base]; !taken {
+		return base
+	}
+	for n := 2; ; n++ {
+		id := base + "." + strconv.Itoa(n)
+		if _, taken := t.active[id]; !taken {
+			return id
+		}
+	}
+}
+
+// end ends s and, first, every active session nested in it, appending one
+// Action per session, innermost first.
+func (t *Tracker) end(s *session, reason, detail string, at uint64, acts []Action) []Action {
+	if s.State != Active {
+		return acts
+	}
+	for _, c := range t.nested(s.ID) {
+		acts = t.end(c, ReasonParentEnded, fmt.Sprintf("enclosing session %q ended: %s", s.ID, detail), at, acts)
+	}
+	s.State = Ended
+	s.EndedAt = at
+	s.EndReason = reason
+	delete(t.active, s.ID)
+	t.ended = append(t.ended, s)
+	t.st.ended[s.Origin]++
+	t.st.reasons[reason]++
+	t.log.Info("session ended", "session", s.ID, "root_pid", s.Root.PID, "reason", reason, "detail", detail)
+	acts = append(acts, Action{End: s.Session, Reason: detail})
+	for len(t.ended) > t.maxEnded {
+		t.drop(0)
+	}
+	return acts
+}
+
+// nested returns the active sessions whose Parent is id, by Began then ID.
+func (t *Tracker) nested(id string) []*session {
+	var out []*session
+	for _, s := range t.active {
+		if s.Parent == id {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, cmpSessions)
+	return out
+}
+
+func cmpSessions(a, b *session) int {
+	return cmp.Or(
+		cmp.Compare(a.Began, b.Began),
+		cmp.Compare(a.Root.Start, b.Root.Start),
+		cmp.Compare(a.ID, b.ID),
+	)
+}
+
+// drop forgets the i-th retained ended session.
+func (t *Tracker) drop(i int) {
+	s := t.ended[i]
+	t.ended = slices.Delete(t.ended, i, i+1)
+	list := t.byPID[s.Root.PID]
+	if j := slices.Index(list, s); j >= 0 {
+		list = slices.Delete(list, j, j+1)
+	}
+	if len(list) == 0 {
+		delete(t.byPID, s.Root.PID)
+	} else {
+		t.byPID[s.Root.PID] = list
+	}
+	t.st.dropped++
+}
+
+// Mark applies a destroy marker sent through the API by caller (from the
+// socket's SO_PEERCRED pid, resolved in the graph) with uid callerUID.
+//
+// Without sessionID it ends the session whose root created the caller.
+// With it, it ends the active session with that ID and every active one
+// declared with that tag (see Session.Tag) — all or none: each must allow
+// the caller, who must be uid 0, the session's owner, or the session's root
+// or one of the root's creators. A refusal returns an error wrapping
+// ErrNotAuthorized and is counted. A marker for a session that already
+// ended (the same marker seen as an exec first) returns no action and no
+// error. Ending a session ends the sessions nested in it, never its parent
+// or siblings.
+func (t *Tracker) Mark(caller lineage.ID, callerUID uint32, sessionID string) ([]Action, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mark(caller, callerUID, sessionID, t.now(), "api")
+}
+
+func (t *Tracker) mark(caller lineage.ID, uid uint32, sid string, at uint64, via string) ([]Action, error) {
+	cp, known := t.g.Get(caller)
+	if known {
+		caller = cp.ID
+	}
+	who := fmt.Sprintf("pid %d uid %d", caller.PID, uid)
+	if sid == "" {
+		if !known || cp.Creator.IsZero() || cp.Gaps&lineage.GapUnknownCreator != 0 {
+			t.st.markersUnmatched++
+			return nil, fmt.Errorf("%w: the creator of the caller (%s) is not known", ErrNoSession, who)
+		}
+		s := t.rootSession(cp.Creator, false)
+		if s == nil {
+			t.st.markersUnmatched++
+			return nil, fmt.Errorf("%w: the caller (%s) was not created by a session root; name the session with --session", ErrNoSession, who)
+		}
+		if s.State != Active {
+			t.st.markersDuplicate++
+			return nil, nil
+		}
+		t.st.markersAccepted++
+		return t.end(s, ReasonMarker, fmt.Sprintf("destroy marker (%s) from %s, a child of the root", via, who), at, nil), nil
+	}
+
+	var targets []*session
+	for _, s := range t.active {
+		if s.ID == sid || s.Tag == sid {
+			targets = append(targets, s)
+		}
+	}
+	slices.SortFunc(targets, cmpSessions)
+	duplicate := false
+	if len(targets) == 0 {
+		for i := len(t.ended) - 1; i >= 0; i-- {
+			if s := t.ended[i]; s.ID == sid || s.Tag == sid {
+				targets, duplicate = []*session{s}, true
+				break
+			}
+		}
+	}
+	if len(targets) == 0 {
+		t.st.markersUnmatched++
+		return nil, fmt.Errorf("%w: %q", ErrNoSession, sid)
+	}
+	for _, s := range targets {
+		if uid == 0 || uid == s.Owner || known && t.inChain(caller, s.Root) {
+			continue
+		}
+		t.st.markersRefused++
+		return nil, fmt.Errorf("%w: %s may not end session %q (owner uid %d, root pid %d): not root, not the owner, not the root or one of its creators",
+			ErrNotAuthorized, who, s.ID, s.Owner, s.Root.PID)
+	}
+	if duplicate {
+		t.st.markersDuplicate++
+		return nil, nil
+	}
+	t.st.markersAccepted++
+	var acts []Action
+	for _, s := range targets {
+		acts = t.end(s, ReasonMarker, fmt.Sprintf("destroy marker (%s) for %q from %s", via, sid, who), at, acts)
+	}
+	return acts, nil
+}
+
+// Scan matches rules and tags on the processes already in the graph: call it
+// at start-up once the graph is seeded from /proc, and after every repair
+// (it is idempotent). It also ends the active sessions whose root the graph
+// now shows exited or no longer knows (exit events lost), and nests
+// top-level sessions whose root's creator became known.
+//
+// A live process is matched on its images: the last `mcptrace run|exec`
+// image (from a kernel event or /proc) tags it, and the rules are matched
+// on its current image. Images a child only inherited from its creator
+// (forked, not exec'd) are ignored. A process that was the root of a
+// session that ended is never made a root again by Scan or by a rule.
+func (t *Tracker) Scan() []Action {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at := t.now()
+	acts := t.sweepRoots(at, nil)
+	procs := t.g.Processes()
+	alive := make(map[lineage.ID]bool)
+	for _, p := range procs {
+		if p.Exited || !rootable(p) {
+			continue
+		}
+		alive[p.ID] = true
+		if cmd, truncated, ok := lastTag(p.Images); ok && !t.refused[p.ID] {
+			if err := t.tag(p, cmd, truncated, at, true); err != nil {
+				t.refused[p.ID] = true
+				t.log.Warn("session tag refused", "pid", p.ID.PID, "err", err)
+			}
+		}
+		cur := p.Current()
+		if cur.Source == lineage.SourceInherited {
+			continue
+		}
+		if r := matchRules(t.rules, Image{Filename: cur.Filename, Comm: p.Comm, Argv: cur.Argv}); r != nil {
+			t.ruleRoot(p, r.name, at, true)
+		}
+	}
+	for id := range t.refused {
+		if !alive[id] {
+			delete(t.refused, id)
+		}
+	}
+	for _, s := range t.active {
+		if s.Parent == "" {
+			t.reattach(s)
+		}
+	}
+	return acts
+}
+
+// lastTag finds the last `mcptrace run|exec` image a process exec'd or
+// shows in /proc.
+func lastTag(ims []lineage.Image) (command, bool, bool) {
+	for i := len(ims) - 1; i >= 0; i-- {
+		im := ims[i]
+		if im.Source == lineage.SourceInherited {
+			continue
+		}
+		if c := parseCommand(im.Argv); c.kind == cmdRun || c.kind == cmdExec {
+			return c, im.ArgvTruncated, true
+		}
+	}
+	return command{}, false, false
+}
+
+// Sweep ends the active sessions whose root the graph shows exited or no
+// longer knows (exit events lost), and forgets ended sessions older than
+// the retention at now (CLOCK_BOOTTIME ns). Call it periodically, e.g.
+// with Graph.Retire.
+func (t *Tracker) Sweep(now uint64) []Action {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clock = max(t.clock, now)
+	acts := t.sweepRoots(now, nil)
+	if now > t.retention {
+		cutoff := now - t.retention
+		for i := 0; i < len(t.ended); {
+			if t.ended[i].EndedAt < cutoff {
+				t.drop(i)
+				continue
+			}
+			i++
+		}
+	}
+	return acts
+}
+
+func (t *Tracker) sweepRoots(at uint64, acts []Action) []Action {
+	var list []*session
+	for _, s := range t.active {
+		list = append(list, s)
+	}
+	slices.SortFunc(list, cmpSessions)
+	for _, s := range list {
+		if s.State != Active {
+			continue // ended above, nested in another
+		}
+		p, ok := t.g.Get(s.Root)
+		switch {
+		case !ok:
+			acts = t.end(s, ReasonRootGone, fmt.Sprintf("root %v is no longer in the graph", s.Root), at, acts)
+		case p.Exited:
+			s.Root = p.ID
+			acts = t.end(s, rootEndReason(p), exitDetail(p), at, acts)
+		}
+	}
+	return acts
+}
+
+// Get returns the session with this ID: the active one, else the most
+// recently ended one still retained.
+func (t *Tracker) Get(id string) (Session, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.get(id); s != nil {
+		return s.Session, true
+	}
+	return Session{}, false
+}
+
+func (t *Tracker) get(id string) *session {
+	if s, ok := t.active[id]; ok {
+		return s
+	}
+	for i := len(t.ended) - 1; i >= 0; i-- {
+		if t.ended[i].ID == id {
+			return t.ended[i]
+		}
+	}
+	return nil
+}
+
+// Sessions returns the active and retained ended sessions sorted by Began
+// (then root start, then ID).
+func (t *Tracker) Sessions() []Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	all := make([]*session, 0, len(t.active)+len(t.ended))
+	for _, s := range t.active {
+		all = append(all, s)
+	}
+	all = append(all, t.ended...)
+	slices.SortFunc(all, cmpSessions)
+	out := make([]Session, len(all))
+	for i, s := range all {
+		out[i] = s.Session
+	}
+	return out
+}
+
+// Members returns the session's root and everything it created at any
+// depth, alive and exited, in the graph's pre-order (Graph.Descendants):
+// including processes that daemonized, changed process group or were
+// reparented, and those of the sessions nested in it. A process flagged
+// lineage.GapUnknownCreator (the graph only stands in for its creator) is
+// left out with everything below it. Processes seeded from /proc at agent
+// start (lineage.GapSeeded) are taken with the creator the graph gives
+// them: their parent at that time, so one that had already been reparented
+// to init or a subreaper is not a member. For an ended session the list
+// shrinks as the graph retires dead branches. Nil for an unknown ID.
+func (t *Tracker) Members(id string) []lineage.Process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.get(id)
+	if s == nil {
+		return nil
+	}
+	desc := t.g.Descendants(s.Root)
+	if len(desc) == 0 {
+		return nil
+	}
+	out := desc[:1]
+	skipped := make(map[lineage.ID]bool)
+	for _, p := range desc[1:] {
+		if p.Gaps&lineage.GapUnknownCreator != 0 || skipped[p.Creator] {
+			skipped[p.ID] = true
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// SessionOf returns the innermost active session containing p: the session
+// of the nearest process in p's proven creator chain (p included) that is
+// an active root.
+func (t *Tracker) SessionOf(p lineage.ID) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, a := range t.chain(p) {
+		if s := t.rootSession(a.ID, true); s != nil {
+			return s.ID, true
+		}
+	}
+	return "", false
+}
+
+// Stats returns the tracker's counters.
+func (t *Tracker) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return Stats{
+		Active:           len(t.active),
+		Retained:         len(t.ended),
+		Begun:            cloneMap(t.st.begun),
+		Ended:            cloneMap(t.st.ended),
+		EndReasons:       cloneMap(t.st.reasons),
+		Dropped:          t.st.dropped,
+		MarkersAccepted:  t.st.markersAccepted,
+		MarkersDuplicate: t.st.markersDuplicate,
+		MarkersRefused:   t.st.markersRefused,
+		MarkersUnmatched: t.st.markersUnmatched,
+		TagsRefused:      t.st.tagsRefused,
+		Deduplicated:     t.st.deduplicated,
+	}
+}
+
+func cloneMap(m map[string]uint64) map[string]uint64 {
+	out := make(map[string]uint64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
