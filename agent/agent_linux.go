@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
+	"github.com/mcptrace/mcptrace/sessions"
 )
 
 // Options configure an Agent. Zero values take the documented defaults.
@@ -25,7 +27,13 @@ type Options struct {
 	ProcRoot       string        // default /proc
 	Retention      time.Duration // default 5m
 	RepairInterval time.Duration // how often lost counters are checked, default 1s
-	Logger         *slog.Logger
+	// Sessions says which processes are session roots. The zero value
+	// matches no host (no rules): only `mcptrace run`/`exec` tags and the
+	// API declare roots. cmd/mcptrace turns the default rules on.
+	Sessions sessions.Config
+	// Enforcer says what happens to the members of ended sessions.
+	Enforcer enforcer.Config
+	Logger   *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -51,10 +59,20 @@ func (o *Options) defaults() {
 
 // Agent owns the sensor, the graph and the API server.
 type Agent struct {
-	opts   Options
-	log    *slog.Logger
-	graph  *lineage.Graph
-	sensor *sensor.Sensor
+	opts    Options
+	log     *slog.Logger
+	graph   *lineage.Graph
+	sensor  *sensor.Sensor
+	tracker *sessions.Tracker
+	enf     *enforcer.Enforcer
+	// endCtx bounds enforcement; it outlives Run's context by a grace so
+	// that an agent stopping mid-kill finishes the session it was ending.
+	endCtx    context.Context
+	endCancel context.CancelFunc
+	ending    sync.WaitGroup
+	reportsMu sync.Mutex
+	reports   map[string]enforcer.Report
+	order     []string // report keys, oldest first
 
 	events    [4]atomic.Uint64 // applied, by lineage.EventKind
 	decodeErr atomic.Uint64
@@ -63,17 +81,36 @@ type Agent struct {
 	ready     chan struct{}
 }
 
-// New returns an agent that has not started yet.
-func New(opts Options) *Agent {
+// New returns an agent that has not started yet. It fails on invalid
+// session rules or enforcer configuration, never silently falling back.
+func New(opts Options) (*Agent, error) {
 	opts.defaults()
-	return &Agent{
+	if err := opts.Enforcer.Validate(); err != nil {
+		return nil, fmt.Errorf("enforcer configuration: %w", err)
+	}
+	a := &Agent{
 		opts:  opts,
 		log:   opts.Logger.With("component", "agent"),
 		graph: lineage.New(lineage.Config{Retention: opts.Retention, TickNS: procfs.TickNS}),
 		lost:  map[lineage.EventKind]uint64{},
 		ready: make(chan struct{}),
 	}
+	if opts.Sessions.Now == nil {
+		opts.Sessions.Now = procfs.BootTimeNow
+	}
+	var err error
+	a.tracker, err = sessions.NewTracker(a.graph, opts.Sessions, opts.Logger.With("component", "sessions"))
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
 }
+
+// Sessions is the session tracker.
+func (a *Agent) Sessions() *sessions.Tracker { return a.tracker }
+
+// Enforcer is the enforcer; nil before Run.
+func (a *Agent) Enforcer() *enforcer.Enforcer { return a.enf }
 
 // Graph is the live lineage graph.
 func (a *Agent) Graph() *lineage.Graph { return a.graph }
@@ -94,9 +131,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.sensor = s
 	defer s.Close()
+	a.enf = enforcer.New(a.opts.Enforcer, s, a.opts.Logger.With("component", "enforcer"))
+	if cfg := a.enf.Config(); cfg.Mode == enforcer.ModeAudit {
+		a.log.Warn("audit mode: sessions are tracked and ended, nothing is signalled")
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.endCtx, a.endCancel = context.WithCancel(context.Background())
+	defer a.endCancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
 
@@ -117,12 +160,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.graph.Seed(snaps, readAt)
 	a.log.Info("seeded from /proc", "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
+	a.endSessions(a.tracker.Scan())
+	for _, s := range a.tracker.Sessions() {
+		a.log.Info("session found at start", "session", s.ID, "origin", s.Origin, "root", s.Root.PID)
+	}
 
 	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)
 	if err != nil {
 		return err
 	}
-	srv := &api.Server{Graph: a.graph, Status: a.Status, Now: procfs.BootTimeNow, Log: a.opts.Logger.With("component", "api")}
+	srv := &api.Server{
+		Graph:    a.graph,
+		Sessions: a.tracker,
+		Enforcer: a.enf,
+		End:      a.endSessions,
+		Report:   a.Report,
+		Status:   a.Status,
+		Now:      procfs.BootTimeNow,
+		Log:      a.opts.Logger.With("component", "api"),
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -142,6 +198,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	cancel()
 	s.Close() // unblocks consume
 	wg.Wait()
+	a.finishEnding(10 * time.Second)
 	os.Remove(a.opts.Socket)
 	if err != nil && !errors.Is(err, sensor.ErrClosed) {
 		return err
@@ -165,6 +222,9 @@ func (a *Agent) consume() error {
 		}
 		a.graph.Apply(ev)
 		a.events[ev.Kind&3].Add(1)
+		if acts := a.tracker.Observe(ev); len(acts) > 0 {
+			a.endSessions(acts)
+		}
 	}
 }
 
@@ -184,7 +244,9 @@ func (a *Agent) maintain(ctx context.Context) {
 				a.log.Error("lost-event check failed", "err", err)
 			}
 		case <-retire.C:
-			if n := a.graph.Retire(procfs.BootTimeNow()); n > 0 {
+			now := procfs.BootTimeNow()
+			a.endSessions(a.tracker.Sweep(now))
+			if n := a.graph.Retire(now); n > 0 {
 				a.log.Debug("retired dead branches", "processes", n)
 			}
 		}
@@ -216,6 +278,7 @@ func (a *Agent) checkLost() error {
 		return fmt.Errorf("repair from %s: %w", a.opts.ProcRoot, err)
 	}
 	res := a.graph.Repair(snaps, readAt)
+	a.endSessions(a.tracker.Scan())
 	a.log.Warn("kernel lost events; graph repaired from /proc",
 		append(grew, "added", res.Added, "marked_exited", res.MarkedExited)...)
 	return nil
@@ -251,4 +314,76 @@ func gapCounts(gs lineage.Stats) map[string]uint64 {
 		out[g.String()] = n
 	}
 	return out
+}
+
+// endSessions hands ended sessions to the enforcer, each in its own
+// goroutine. A session whose enclosing session ends in the same batch is
+// covered by it: the outer session's members include the inner's.
+func (a *Agent) endSessions(acts []sessions.Action) {
+	ending := map[string]bool{}
+	for _, act := range acts {
+		ending[act.End.ID] = true
+	}
+	for _, act := range acts {
+		covered := false
+		for p := act.End.Parent; p != "" && !covered; {
+			covered = ending[p]
+			s, ok := a.tracker.Get(p)
+			if !ok {
+				break
+			}
+			p = s.Parent
+		}
+		if covered {
+			continue
+		}
+		s := act.End
+		a.log.Info("session ended", "session", s.ID, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
+		a.ending.Add(1)
+		go func() {
+			defer a.ending.Done()
+			rep := a.enf.End(a.endCtx, s.ID, s.EndedAt, s.EndReason, func() []lineage.Process { return a.tracker.Members(s.ID) })
+			a.keepReport(rep)
+		}()
+	}
+}
+
+// finishEnding waits for enforcements under way, at most d, then cancels
+// them (their survivors are reported as such).
+func (a *Agent) finishEnding(d time.Duration) {
+	done := make(chan struct{})
+	go func() { a.ending.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		a.log.Error("stopping with enforcement still under way; cancelling it", "waited", d)
+		a.endCancel()
+		<-done
+	}
+}
+
+const maxReports = 1000
+
+func (a *Agent) keepReport(rep enforcer.Report) {
+	a.reportsMu.Lock()
+	defer a.reportsMu.Unlock()
+	if a.reports == nil {
+		a.reports = map[string]enforcer.Report{}
+	}
+	if _, ok := a.reports[rep.Session]; !ok {
+		a.order = append(a.order, rep.Session)
+	}
+	a.reports[rep.Session] = rep
+	for len(a.order) > maxReports {
+		delete(a.reports, a.order[0])
+		a.order = a.order[1:]
+	}
+}
+
+// Report returns the enforcer's report for a session once it finished.
+func (a *Agent) Report(session string) (enforcer.Report, bool) {
+	a.reportsMu.Lock()
+	defer a.reportsMu.Unlock()
+	r, ok := a.reports[session]
+	return r, ok
 }

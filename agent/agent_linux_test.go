@@ -25,10 +25,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("AGENT_TEST_HELPER") == "threads-exec" {
+	switch os.Getenv("AGENT_TEST_HELPER") {
+	case "threads-exec":
 		threadsThenExec()
+	case "own-pgroup":
+		// A member that moved to its own process group.
+		syscall.Setpgid(0, 0)
+		time.Sleep(time.Hour)
+		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.RemoveBinary()
+	os.Exit(code)
 }
 
 // threadsThenExec starts 50 threads and execs `sh -c 'exit 7'` from one
@@ -57,6 +65,7 @@ func threadsThenExec() {
 type testAgent struct {
 	*agent.Agent
 	client *api.Client
+	socket string
 }
 
 // startAgent runs a private agent (own socket) for one test.
@@ -64,12 +73,23 @@ func startAgent(t *testing.T, opts agent.Options) *testAgent {
 	t.Helper()
 	testenv.Root(t)
 	if opts.Socket == "" {
-		opts.Socket = filepath.Join(t.TempDir(), "mcptrace.sock")
+		// A directory every uid can enter, as /run/mcptrace is: tests
+		// connect as other users too.
+		dir, err := os.MkdirTemp("", "mcptrace-agent-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		os.Chmod(dir, 0o755)
+		opts.Socket = filepath.Join(dir, "mcptrace.sock")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	a := agent.New(opts)
+	a, err := agent.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -92,7 +112,7 @@ func startAgent(t *testing.T, opts agent.Options) *testAgent {
 			t.Errorf("agent stopped with error: %v", err)
 		}
 	})
-	return &testAgent{Agent: a, client: api.NewClient(opts.Socket)}
+	return &testAgent{Agent: a, client: api.NewClient(opts.Socket), socket: opts.Socket}
 }
 
 type testWriter struct{ t *testing.T }
@@ -508,15 +528,8 @@ func asUser(t *testing.T, socket string, uid int, path string) (int, string) {
 }
 
 func TestAPIShowsOtherUsersOnlyTheirOwnProcesses(t *testing.T) {
-	// The socket's directory must be reachable by the other uid.
-	dir, err := os.MkdirTemp("", "mcptrace-api-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	socket := filepath.Join(dir, "mcptrace.sock")
-	a := startAgent(t, agent.Options{Socket: socket})
+	a := startAgent(t, agent.Options{})
+	socket := a.socket
 	const nobody = 65534
 	// A process of uid nobody, with a secret in its argv, and one of root.
 	theirs := exec.Command("/bin/sleep", "30")

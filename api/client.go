@@ -1,14 +1,19 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"syscall"
 	"time"
+
+	"github.com/mcptrace/mcptrace/sessions"
 )
 
 // Client talks to a running agent over its unix socket.
@@ -45,7 +50,19 @@ type StatusError struct {
 func (e *StatusError) Error() string { return e.Message }
 
 func (c *Client) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://mcptrace"+path, nil)
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://mcptrace"+path, body)
 	if err != nil {
 		return err
 	}
@@ -95,4 +112,29 @@ func (c *Client) Ancestors(ctx context.Context, pid uint32) (ProcessList, error)
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var out Status
 	return out, c.get(ctx, "/v1/status", &out)
+}
+
+// Sessions lists the sessions the caller may see.
+func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	var out []SessionInfo
+	return out, c.get(ctx, "/v1/sessions", &out)
+}
+
+// Session returns one session with its members and kill records.
+func (c *Client) Session(ctx context.Context, id string) (SessionDetail, error) {
+	var out SessionDetail
+	return out, c.get(ctx, "/v1/sessions/"+url.PathEscape(id), &out)
+}
+
+// Begin declares the live process pid the root of a session.
+func (c *Client) Begin(ctx context.Context, pid uint32, id string) (sessions.Session, error) {
+	var out sessions.Session
+	return out, c.do(ctx, http.MethodPost, "/v1/sessions", BeginRequest{PID: pid, ID: id}, &out)
+}
+
+// MarkDestroy ends the session named, or with "" the session whose root
+// created the calling process.
+func (c *Client) MarkDestroy(ctx context.Context, session string) (MarkResult, error) {
+	var out MarkResult
+	return out, c.do(ctx, http.MethodPost, "/v1/mark", MarkRequest{Session: session}, &out)
 }

@@ -13,12 +13,20 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sessions"
 )
 
 // Server answers API requests from the graph.
 type Server struct {
-	Graph  *lineage.Graph
+	Graph    *lineage.Graph
+	Sessions *sessions.Tracker
+	Enforcer *enforcer.Enforcer
+	// End hands sessions ended by a marker or the API to the enforcer.
+	End func([]sessions.Action)
+	// Report gives the enforcer's report of a session it finished ending.
+	Report func(session string) (enforcer.Report, bool)
 	Status func() Status // the agent's counters; Now is filled by the server
 	Now    func() uint64 // CLOCK_BOOTTIME ns
 	Log    *slog.Logger
@@ -77,6 +85,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	mux.HandleFunc("GET /v1/tree/{pid}", s.handleTree)
 	mux.HandleFunc("GET /v1/ancestors/{pid}", s.handleAncestors)
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
+	mux.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
+	mux.HandleFunc("POST /v1/sessions", s.handleBegin)
+	mux.HandleFunc("POST /v1/mark", s.handleMark)
 	s.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

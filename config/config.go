@@ -2,7 +2,12 @@ package config
 
 import (
 	"errors"
+	"path"
+	"regexp"
+
 	"fmt"
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/sessions"
 	"io"
 	"log/slog"
 	"os"
@@ -17,10 +22,50 @@ const EnvPrefix = "MCPTRACE"
 
 // Config is the agent's configuration.
 type Config struct {
-	API     API
-	BPF     BPF
-	Lineage Lineage
-	Log     Log
+	API      API
+	BPF      BPF
+	Lineage  Lineage
+	Sessions Sessions
+	Enforcer Enforcer
+	Log      Log
+}
+
+// Sessions configures how session roots are recognised.
+type Sessions struct {
+	// DefaultRules turns on the built-in rules for the real agent hosts
+	// (sessions.default-rules). Tests and CI switch it off so an agent
+	// never matches anything on the machine but their own processes.
+	DefaultRules bool
+	// Rules are extra host rules, matched after the default ones
+	// (sessions.rules; configuration file only).
+	Rules []sessions.Rule
+	// Retention is how long ended sessions stay listed (sessions.retention).
+	Retention time.Duration
+}
+
+// Enforcer configures what happens to the members of an ended session.
+type Enforcer struct {
+	// Mode is enforce (signal) or audit (record what would be killed)
+	// (enforcer.mode).
+	Mode string
+	// Policy is graceful (SIGTERM, the grace period, then SIGKILL) or
+	// immediate (SIGKILL) (enforcer.policy).
+	Policy string
+	// GracePeriod is the wait between SIGTERM and SIGKILL
+	// (enforcer.grace-period).
+	GracePeriod time.Duration
+	// Spare exempts programs from ever being signalled (enforcer.spare;
+	// configuration file only).
+	Spare []SpareRule
+}
+
+// SpareRule names programs the enforcer never signals. Every field given
+// must match.
+type SpareRule struct {
+	Name string `json:"name"`
+	Comm string `json:"comm,omitempty"` // exact process name
+	Exe  string `json:"exe,omitempty"`  // glob on the executable path or base name
+	Argv string `json:"argv,omitempty"` // regular expression on argv joined by spaces
 }
 
 // API configures the local API socket.
@@ -84,6 +129,15 @@ func Default() Config {
 			ProcRoot:       "/proc",
 			RepairInterval: time.Second,
 		},
+		Sessions: Sessions{
+			DefaultRules: true,
+			Retention:    15 * time.Minute,
+		},
+		Enforcer: Enforcer{
+			Mode:        "enforce",
+			Policy:      "graceful",
+			GracePeriod: 2 * time.Second,
+		},
 		Log: Log{
 			Level:  "info",
 			Format: "text",
@@ -95,7 +149,7 @@ func Default() Config {
 type option struct {
 	key   string
 	usage string
-	value any          // *string, *int, *time.Duration or *os.FileMode
+	value any          // *string, *int, *bool, *time.Duration, *os.FileMode, or a list (file only)
 	check func() error // says what is wrong with the value, if anything
 }
 
@@ -118,6 +172,20 @@ func (c *Config) options() []option {
 			func() error { return absPath(c.Lineage.ProcRoot) }},
 		{"lineage.repair-interval", "how often lost events are checked for and the graph repaired", &c.Lineage.RepairInterval,
 			func() error { return atLeast(c.Lineage.RepairInterval, 10*time.Millisecond) }},
+		{"sessions.default-rules", "recognise the real agent hosts (Claude Code, Codex, Copilot, Cursor, goose, OpenClaw, VS Code) as session roots", &c.Sessions.DefaultRules,
+			func() error { return nil }},
+		{"sessions.rules", "extra host rules: a list of {name, comm, exe, argv, not} (configuration file only)", &c.Sessions.Rules,
+			func() error { return sessions.CompileRules(c.Sessions.Rules) }},
+		{"sessions.retention", "how long ended sessions stay listed", &c.Sessions.Retention,
+			func() error { return atLeast(c.Sessions.Retention, time.Second) }},
+		{"enforcer.mode", "enforce (signal the members of ended sessions) or audit (record what would be killed)", &c.Enforcer.Mode,
+			func() error { return oneOf(c.Enforcer.Mode, "enforce", "audit") }},
+		{"enforcer.policy", "graceful (SIGTERM, grace period, SIGKILL) or immediate (SIGKILL)", &c.Enforcer.Policy,
+			func() error { return oneOf(c.Enforcer.Policy, "graceful", "immediate") }},
+		{"enforcer.grace-period", "wait between SIGTERM and SIGKILL", &c.Enforcer.GracePeriod,
+			func() error { return atLeast(c.Enforcer.GracePeriod, time.Millisecond) }},
+		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv} (configuration file only)", &c.Enforcer.Spare,
+			func() error { _, err := c.EnforcerConfig(); return err }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,
@@ -158,4 +226,45 @@ func (c Config) NewLogger(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// SessionsConfig is the sessions part as package sessions takes it.
+func (c Config) SessionsConfig() sessions.Config {
+	return sessions.Config{DefaultRules: c.Sessions.DefaultRules, Rules: c.Sessions.Rules, Retention: c.Sessions.Retention}
+}
+
+// EnforcerConfig is the enforcer part as package enforcer takes it, with
+// the spare rules compiled; errors name the rule.
+func (c Config) EnforcerConfig() (enforcer.Config, error) {
+	ec := enforcer.Config{
+		Mode:   enforcer.Mode(c.Enforcer.Mode),
+		Policy: enforcer.Policy(c.Enforcer.Policy),
+		Grace:  c.Enforcer.GracePeriod,
+	}
+	var errs []error
+	for i, r := range c.Enforcer.Spare {
+		sr := enforcer.SpareRule{Name: r.Name, Comm: r.Comm, Exe: r.Exe}
+		if r.Comm == "" && r.Exe == "" && r.Argv == "" {
+			errs = append(errs, fmt.Errorf("rule %d (%s): give at least one of comm, exe, argv", i, r.Name))
+			continue
+		}
+		if r.Exe != "" {
+			if _, err := path.Match(r.Exe, ""); err != nil {
+				errs = append(errs, fmt.Errorf("rule %d (%s): exe glob %q: %w", i, r.Name, r.Exe, err))
+			}
+		}
+		if r.Argv != "" {
+			re, err := regexp.Compile(r.Argv)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("rule %d (%s): argv: %w", i, r.Name, err))
+				continue
+			}
+			sr.Argv = re
+		}
+		ec.Spare = append(ec.Spare, sr)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return ec, err
+	}
+	return ec, ec.Validate()
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestLoadWithoutFileGivesDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c != Default() {
+		if !reflect.DeepEqual(c, Default()) {
 			t.Errorf("Load = %+v, want the defaults %+v", c, Default())
 		}
 	}
@@ -148,7 +149,7 @@ log:
 			}
 			want := Default()
 			tt.want(&want)
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("Load\n got %+v\nwant %+v", got, want)
 			}
 		})
@@ -258,7 +259,10 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 		t.Fatal("Validate succeeded on a zero Config")
 	}
 	for _, o := range c.options() {
-		if o.key == "api.socket-mode" { // 0000 is a valid mode
+		switch o.key {
+		case "api.socket-mode", // 0000 is a valid mode
+			"sessions.default-rules",           // false is valid
+			"sessions.rules", "enforcer.spare": // no rules is valid
 			continue
 		}
 		if !strings.Contains(err.Error(), o.key+": ") {
@@ -280,6 +284,11 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"lineage.repair-interval": "1s",
 		"log.level":               "info",
 		"log.format":              "text",
+		"sessions.default-rules":  "true",
+		"sessions.retention":      "15m0s",
+		"enforcer.mode":           "enforce",
+		"enforcer.policy":         "graceful",
+		"enforcer.grace-period":   "2s",
 	}
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -338,5 +347,49 @@ func TestNewLoggerHonoursFormatAndLevel(t *testing.T) {
 	c.NewLogger(&buf).Warn("plain")
 	if !strings.Contains(buf.String(), "msg=plain") {
 		t.Errorf("text output %q", buf.String())
+	}
+}
+
+func TestLoadReadsRuleListsFromFile(t *testing.T) {
+	isolate(t)
+	path := writeFile(t, `
+sessions:
+  default-rules: false
+  rules:
+    - name: myhost
+      comm: [myhost]
+enforcer:
+  mode: audit
+  spare:
+    - name: keep-sshd
+      comm: sshd
+`)
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sessions.DefaultRules || len(c.Sessions.Rules) != 1 || c.Sessions.Rules[0].Name != "myhost" {
+		t.Errorf("sessions = %+v", c.Sessions)
+	}
+	ec, err := c.EnforcerConfig()
+	if err != nil || ec.Mode != "audit" || len(ec.Spare) != 1 || ec.Spare[0].Comm != "sshd" {
+		t.Errorf("enforcer = %+v, %v", ec, err)
+	}
+}
+
+func TestLoadRejectsBadRuleLists(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown rule field", "sessions:\n  rules:\n    - name: x\n      command: [x]\n", `unknown field "command"`},
+		{"bad rule regexp", "sessions:\n  rules:\n    - name: x\n      argv: ['(']\n", "sessions.rules"},
+		{"empty spare rule", "enforcer:\n  spare:\n    - name: x\n", "give at least one of comm, exe, argv"},
+		{"bad mode", "enforcer:\n  mode: kill-all\n", "enforcer.mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			isolate(t)
+			_, err := Load(writeFile(t, tc.yaml), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -1,6 +1,10 @@
 package config
 
 import (
+	"encoding/json"
+
+	"github.com/mcptrace/mcptrace/sessions"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -31,8 +35,12 @@ func BindFlags(fs *pflag.FlagSet) {
 			fs.Int(o.key, *v, o.usage)
 		case *time.Duration:
 			fs.Duration(o.key, *v, o.usage)
+		case *bool:
+			fs.Bool(o.key, *v, o.usage)
 		case *os.FileMode:
 			fs.String(o.key, formatMode(*v), o.usage)
+		case *[]sessions.Rule, *[]SpareRule:
+			// Lists are read from the configuration file only.
 		default:
 			panic(fmt.Sprintf("config: option %s has unsupported type %T", o.key, o.value))
 		}
@@ -225,6 +233,23 @@ func set(dst, raw any) error {
 			return err
 		}
 		*dst = d
+	case *bool:
+		switch b := raw.(type) {
+		case bool:
+			*dst = b
+		case string:
+			v, err := strconv.ParseBool(strings.TrimSpace(b))
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", b)
+			}
+			*dst = v
+		default:
+			return fmt.Errorf("want true or false, got %v", raw)
+		}
+	case *[]sessions.Rule:
+		return decodeList(raw, dst)
+	case *[]SpareRule:
+		return decodeList(raw, dst)
 	case *os.FileMode:
 		s, ok := raw.(string)
 		if !ok {
@@ -288,3 +313,21 @@ func parseMode(s string) (os.FileMode, error) {
 }
 
 func formatMode(m os.FileMode) string { return fmt.Sprintf("%04o", uint32(m)) }
+
+// decodeList decodes a YAML list of objects strictly: an unknown field in
+// an entry is an error naming it.
+func decodeList(raw, dst any) error {
+	if _, ok := raw.([]any); !ok {
+		return fmt.Errorf("want a list, got %v", raw)
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return fmt.Errorf("want a list of objects: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return fmt.Errorf("want a list of objects: %w", err)
+	}
+	return nil
+}

@@ -152,6 +152,9 @@ func (r *renderer) kernelThreads(ps []*lineage.Process, lead string) {
 // marks lists what is special about p, in a fixed order.
 func (r *renderer) marks(p *lineage.Process) []string {
 	var m []string
+	if note, ok := r.opts.Notes[p.ID]; ok {
+		m = append(m, "["+printable(note)+"]")
+	}
 	if !p.Parent.IsZero() && !p.Creator.IsZero() && p.Parent != p.Creator {
 		m = append(m, fmt.Sprintf("[reparented to %d]", p.Parent.PID))
 	}

@@ -30,6 +30,10 @@ type Options struct {
 	// HideKernel leaves kernel threads out of Tree. Processes they created
 	// (usermode helpers) become roots.
 	HideKernel bool
+	// Notes adds a mark to the line of each process it names, first among
+	// the marks, e.g. what the enforcer did to it ("killed by mcptrace
+	// SIGTERM after 12ms").
+	Notes map[lineage.ID]string
 }
 
 // Tree writes the forest of nodes along creator edges (Process.Creator): a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -400,4 +401,23 @@ func golden(t *testing.T, name string, got []byte) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("output differs from %s (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
+}
+
+func TestTreeShowsNotesFirstAmongMarks(t *testing.T) {
+	nodes := host()
+	victim := nodes[len(nodes)-1]
+	var b strings.Builder
+	err := Tree(&b, nodes, Options{Now: 100 * sec, Notes: map[lineage.ID]string{victim.ID: "killed by mcptrace SIGTERM"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, fmt.Sprintf(" %d ", victim.ID.PID)) || strings.HasPrefix(strings.TrimLeft(line, "│├└─ "), fmt.Sprintf("%d ", victim.ID.PID)) {
+			if !strings.Contains(line, "[killed by mcptrace SIGTERM]") {
+				t.Errorf("line of %d lacks the note: %q", victim.ID.PID, line)
+			}
+			return
+		}
+	}
+	t.Errorf("no line for %d:\n%s", victim.ID.PID, b.String())
 }

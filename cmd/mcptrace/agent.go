@@ -20,7 +20,11 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			log := cfg.NewLogger(os.Stderr)
-			a := agent.New(agent.Options{
+			ec, err := cfg.EnforcerConfig()
+			if err != nil {
+				return err
+			}
+			a, err := agent.New(agent.Options{
 				Socket:         cfg.API.Socket,
 				SocketMode:     cfg.API.SocketMode,
 				RingBufferSize: cfg.BPF.RingBufferSize,
@@ -29,8 +33,13 @@ func newAgentCmd() *cobra.Command {
 				ProcRoot:       cfg.Lineage.ProcRoot,
 				Retention:      cfg.Lineage.Retention,
 				RepairInterval: cfg.Lineage.RepairInterval,
+				Sessions:       cfg.SessionsConfig(),
+				Enforcer:       ec,
 				Logger:         log,
 			})
+			if err != nil {
+				return err
+			}
 			return a.Run(cmd.Context())
 		},
 	}

@@ -4,6 +4,11 @@
 //	mcptrace tree [PID]            show process lineage from the running agent
 //	mcptrace tree --ancestors PID  show the creator chain of PID
 //	mcptrace status                show the agent's counters
+//	mcptrace run [--session ID] -- CMD        run CMD as a session root
+//	mcptrace exec --session ID -- SERVER      exec SERVER as a tagged sub-session
+//	mcptrace mark destroy [--session ID]      end a session now
+//	mcptrace session begin --pid PID [--id ID]
+//	mcptrace sessions                         list sessions
 //
 // This file only wires packages together; see docs/ARCHITECTURE.md.
 package main
@@ -28,6 +33,10 @@ func main() {
 		if errors.As(err, &ue) {
 			os.Exit(2)
 		}
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -42,7 +51,8 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("config", "", "configuration file (YAML); default /etc/mcptrace/config.yaml when it exists")
-	root.AddCommand(newAgentCmd(), newTreeCmd(), newStatusCmd())
+	root.AddCommand(newAgentCmd(), newTreeCmd(), newStatusCmd(),
+		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

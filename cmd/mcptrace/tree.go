@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/config"
+	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/treeview"
@@ -19,6 +21,7 @@ import (
 func newTreeCmd() *cobra.Command {
 	var (
 		ancestors  uint32
+		session    string
 		asJSON     bool
 		kernel     bool
 		noChain    bool
@@ -35,6 +38,8 @@ func newTreeCmd() *cobra.Command {
                                  including daemons reparented away and the
                                  children of wrappers that already exited
   mcptrace tree --ancestors PID  the creator chain from PID up to init
+  mcptrace tree --session ID     the members of a session, with what the
+                                 enforcer did to each
 
 Exited processes stay in the graph while something they created lives, and
 are shown as exited so the chain is never broken. Secrets in command lines
@@ -48,9 +53,27 @@ are redacted, also in --json.`,
 			c := api.NewClient(cfg.API.Socket)
 			ctx := cmd.Context()
 			var list api.ProcessList
+			var notes map[lineage.ID]string
+			selectors := len(args)
+			for _, f := range []string{"ancestors", "session"} {
+				if cmd.Flags().Changed(f) {
+					selectors++
+				}
+			}
 			switch {
-			case cmd.Flags().Changed("ancestors") && len(args) > 0:
-				return usageError{fmt.Errorf("give either PID or --ancestors PID, not both")}
+			case selectors > 1:
+				return usageError{fmt.Errorf("give one of PID, --ancestors PID, --session ID")}
+			case cmd.Flags().Changed("session"):
+				var d api.SessionDetail
+				d, err = c.Session(ctx, session)
+				list = api.ProcessList{Now: d.Now, Processes: d.Processes}
+				notes = killNotes(d.Kills)
+				if asJSON && err == nil {
+					if !showSecret {
+						redactAll(d.Processes)
+					}
+					return writeJSON(cmd, d)
+				}
 			case cmd.Flags().Changed("ancestors"):
 				list, err = c.Ancestors(ctx, ancestors)
 			case len(args) == 1:
@@ -70,9 +93,7 @@ are redacted, also in --json.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return writeJSON(cmd, list)
 			}
 			isTTY := term.IsTerminal(int(os.Stdout.Fd()))
 			if width == 0 {
@@ -83,7 +104,7 @@ are redacted, also in --json.`,
 					}
 				}
 			}
-			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel}
+			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel, Notes: notes}
 			if cmd.Flags().Changed("ancestors") {
 				return treeview.Chain(out, list.Processes, opts)
 			}
@@ -92,6 +113,7 @@ are redacted, also in --json.`,
 	}
 	f := cmd.Flags()
 	f.Uint32Var(&ancestors, "ancestors", 0, "show the creator chain of `PID` up to init instead of a tree")
+	f.StringVar(&session, "session", "", "show the members of session `ID`, marking what the enforcer did")
 	f.BoolVar(&asJSON, "json", false, "print the processes as JSON for machines")
 	f.BoolVar(&kernel, "kernel-threads", false, "include kernel threads")
 	f.BoolVar(&noChain, "no-chain", false, "show only each process's current program, not its exec chain")
@@ -113,4 +135,27 @@ func redactAll(procs []lineage.Process) {
 			procs[i].Images[j].Argv = redact.Argv(procs[i].Images[j].Argv)
 		}
 	}
+}
+
+func writeJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// killNotes turns enforcer records into tree marks; a process with several
+// records (SIGTERM, then SIGKILL) shows the last.
+func killNotes(kills []api.Kill) map[lineage.ID]string {
+	notes := map[lineage.ID]string{}
+	for _, k := range kills {
+		note := k.Result
+		switch {
+		case k.Result == enforcer.ResultKilled:
+			note = fmt.Sprintf("killed by mcptrace %s after %s", k.Signal, time.Duration(k.LatencyMS*float64(time.Millisecond)).Round(time.Millisecond))
+		case k.Signal != "":
+			note = fmt.Sprintf("%s (%s)", k.Result, k.Signal)
+		}
+		notes[k.Process] = note
+	}
+	return notes
 }

@@ -7,7 +7,11 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -32,5 +36,56 @@ func Root(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		Missing(t, "root", "loading BPF programs needs uid 0")
+	}
+}
+
+// BinaryVar names the environment variable that points tests at a built
+// mcptrace binary (the VM runner ships one into the guest, where there is
+// no Go toolchain).
+const BinaryVar = "MCPTRACE_BIN"
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// Binary returns the path of an mcptrace binary every user may execute:
+// $MCPTRACE_BIN, or one built once per test process from ./cmd/mcptrace.
+// The file is named mcptrace, as the agent recognises its tags by name.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(BinaryVar); p != "" {
+		return p
+	}
+	binOnce.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			binErr = fmt.Errorf("no %s and no go toolchain to build one: %w", BinaryVar, err)
+			return
+		}
+		dir, err := os.MkdirTemp("", "mcptrace-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		binPath = filepath.Join(dir, "mcptrace")
+		cmd := exec.Command(gobin, "build", "-o", binPath, "github.com/mcptrace/mcptrace/cmd/mcptrace")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build ./cmd/mcptrace: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		Missing(t, "the mcptrace binary", binErr.Error())
+	}
+	return binPath
+}
+
+// RemoveBinary deletes the binary Binary built, if any. TestMain calls it
+// after the tests ran.
+func RemoveBinary() {
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
 	}
 }

@@ -1,0 +1,455 @@
+package agent_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/sessions"
+)
+
+// The agents of these tests match no host on the machine: sessions come
+// only from the test's own `mcptrace run` / `exec` tags.
+func enforcingAgent(t *testing.T, mode enforcer.Mode) *testAgent {
+	return startAgent(t, agent.Options{
+		Sessions: sessions.Config{}, // no rules
+		Enforcer: enforcer.Config{Mode: mode, Policy: enforcer.PolicyGraceful, Grace: 500 * time.Millisecond},
+	})
+}
+
+// proc is a process a test started or was told about, with its identity.
+type proc struct {
+	pid  uint32
+	tick uint64 // start time in /proc ticks
+	what string
+}
+
+func procOf(t *testing.T, pid uint32, what string) proc {
+	t.Helper()
+	s, err := procfs.Read("/proc", pid)
+	if err != nil {
+		t.Fatalf("%s (%d): %v", what, pid, err)
+	}
+	return proc{pid: pid, tick: s.ID.Start / procfs.TickNS, what: what}
+}
+
+// alive reports whether the very process p still runs (not a zombie, not
+// a recycled pid).
+func (p proc) alive() bool {
+	s, err := procfs.Read("/proc", p.pid)
+	return err == nil && s.ID.Start/procfs.TickNS == p.tick
+}
+
+func (p proc) kill() { // only ever the test's own processes, checked by identity
+	if p.alive() {
+		syscall.Kill(int(p.pid), syscall.SIGKILL)
+	}
+}
+
+// host runs script as `mcptrace run --session ID -- sh -c script`; the
+// script reports "name pid" lines, then "ready", then reads commands from
+// stdin.
+type host struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Scanner
+	procs map[string]proc
+}
+
+func startHost(t *testing.T, session, script string, want ...string) *host {
+	t.Helper()
+	bin := testenv.Binary(t)
+	cmd := exec.Command(bin, "run", "--session", session, "--", "/bin/sh", "-c", script)
+	cmd.Env = append(os.Environ(), "MCPTRACE_BIN_DIR="+filepath.Dir(bin), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &host{cmd: cmd, in: in, out: bufio.NewScanner(out), procs: map[string]proc{}}
+	h.procs["host"] = procOf(t, uint32(cmd.Process.Pid), "host")
+	t.Cleanup(func() {
+		for _, p := range h.procs {
+			p.kill()
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	ready := false
+	complete := func() bool {
+		for _, w := range want {
+			if _, ok := h.procs[w]; !ok {
+				return false
+			}
+		}
+		return ready
+	}
+	for h.out.Scan() {
+		line := strings.TrimSpace(h.out.Text())
+		if line == "ready" {
+			ready = true
+		} else {
+			name, pidText, ok := strings.Cut(line, " ")
+			pid, err := strconv.ParseUint(pidText, 10, 32)
+			if !ok || err != nil {
+				t.Fatalf(`host printed %q, want "name pid" or "ready"`, line)
+			}
+			h.procs[name] = procOf(t, uint32(pid), name)
+		}
+		if complete() {
+			// Later lines (none expected) must not block the host.
+			go io.Copy(io.Discard, stdoutRest(h.out))
+			return h
+		}
+	}
+	t.Fatalf("host ended before ready: %v", h.out.Err())
+	return nil
+}
+
+// stdoutRest drains what the scanner has not read.
+func stdoutRest(sc *bufio.Scanner) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		for sc.Scan() {
+		}
+		pw.Close()
+	}()
+	return pr
+}
+
+func (h *host) say(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(h.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitDead(t *testing.T, ps ...proc) {
+	t.Helper()
+	waitFor(t, "processes to die", func() (bool, string) {
+		var alive []string
+		for _, p := range ps {
+			if p.alive() {
+				alive = append(alive, fmt.Sprintf("%s(%d)", p.what, p.pid))
+			}
+		}
+		return len(alive) == 0, "alive: " + strings.Join(alive, " ")
+	})
+}
+
+func mustAlive(t *testing.T, ps ...proc) {
+	t.Helper()
+	for _, p := range ps {
+		if !p.alive() {
+			t.Errorf("%s (%d) was killed, but it is outside the ended session", p.what, p.pid)
+		}
+	}
+}
+
+// bystander is an unrelated process started beside the session.
+func bystander(t *testing.T) proc {
+	t.Helper()
+	cmd := exec.Command("/bin/sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return procOf(t, uint32(cmd.Process.Pid), "bystander")
+}
+
+// escapees spawns the ways a member tries to outlive its session.
+func escapees(t *testing.T) string {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return `
+setsid sh -c 'sleep 300 & echo daemon $!' </dev/null
+AGENT_TEST_HELPER=own-pgroup ` + self + ` -test.run=^$ </dev/null >/dev/null & echo pgroup $!
+nohup sleep 300 </dev/null >/dev/null 2>&1 & echo nohup $!
+sh -c 'trap "" TERM; exec sleep 300' </dev/null & echo ignores-term $!
+sh -c 'sh -c "sleep 300 </dev/null & echo grandchild \$!"'
+echo ready
+`
+}
+
+func TestRootExitEndsEveryDescendant(t *testing.T) {
+	a := enforcingAgent(t, enforcer.ModeEnforce)
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, h *host)
+	}{
+		{"root exits", func(t *testing.T, h *host) { h.say(t, "exit") }},
+		{"root killed", func(t *testing.T, h *host) { h.cmd.Process.Signal(syscall.SIGKILL) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			other := bystander(t)
+			session := "t-" + strings.ReplaceAll(tc.name, " ", "-")
+			h := startHost(t, session, escapees(t)+"read line; exit 0")
+			var members []proc
+			for name, p := range h.procs {
+				if name != "host" {
+					members = append(members, p)
+				}
+			}
+			waitFor(t, "session active", func() (bool, string) {
+				s, ok := a.Sessions().Get(session)
+				return ok && s.State == sessions.Active, fmt.Sprintf("%+v", s)
+			})
+			tc.end(t, h)
+			h.cmd.Wait()
+			waitDead(t, members...)
+			mustAlive(t, other)
+
+			var sig string
+			waitFor(t, "kill record of the SIGTERM-ignoring member", func() (bool, string) {
+				for _, r := range a.Enforcer().Records() {
+					if r.Session == session && r.Process.PID == h.procs["ignores-term"].pid && r.Result == enforcer.ResultKilled {
+						sig = r.Signal
+						return true, ""
+					}
+				}
+				return false, ""
+			})
+			if sig != "SIGTERM+SIGKILL" {
+				t.Errorf("the SIGTERM-ignoring member died by %q, want SIGTERM+SIGKILL after the grace", sig)
+			}
+		})
+	}
+}
+
+// tagged is a host with three sub-sessions a, b, c, each a server that
+// started a child of its own; on "mark X" it runs an exec marker for X
+// against a socket it cannot reach (a sandbox).
+func tagged(t *testing.T, session string) *host {
+	srv := func(id string) string {
+		return fmt.Sprintf(`mcptrace exec --session %[1]s -- sh -c 'sleep 300 </dev/null & echo %[1]s-child $!; exec sleep 300' </dev/null & echo %[1]s $!
+`, id)
+	}
+	var want []string
+	for _, x := range []string{"-a", "-b", "-c"} {
+		want = append(want, session+x, session+x+"-child")
+	}
+	return startHost(t, session, srv(session+"-a")+srv(session+"-b")+srv(session+"-c")+`echo ready
+while read cmd id; do
+  if [ "$cmd" = mark ]; then mcptrace mark destroy --session "$id" --api.socket /nonexistent/mcptrace.sock </dev/null >/dev/null 2>&1; fi
+done`, want...)
+}
+
+func TestDestroyMarkerEndsOnlyTheNamedSubSession(t *testing.T) {
+	a := enforcingAgent(t, enforcer.ModeEnforce)
+	for _, tc := range []struct {
+		name string
+		mark func(t *testing.T, h *host, id string)
+	}{
+		{"through the API", func(t *testing.T, h *host, id string) {
+			out, err := exec.Command(testenv.Binary(t), "mark", "destroy", "--session", id, "--api.socket", a.socket).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "session "+id+" ended") {
+				t.Fatalf("mark destroy: %v: %s", err, out)
+			}
+		}},
+		{"by exec only, socket unreachable", func(t *testing.T, h *host, id string) {
+			h.say(t, "mark "+id)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			session := "h" + strconv.Itoa(len(tc.name))
+			h := tagged(t, session)
+			id := func(x string) string { return session + "-" + x }
+			waitFor(t, "three sub-sessions", func() (bool, string) {
+				n := 0
+				for _, x := range []string{"a", "b", "c"} {
+					if s, ok := a.Sessions().Get(id(x)); ok && s.State == sessions.Active && s.Parent == session {
+						n++
+					}
+				}
+				return n == 3, fmt.Sprint(a.Sessions().Sessions())
+			})
+			tc.mark(t, h, id("b"))
+			waitDead(t, h.procs[id("b")], h.procs[id("b")+"-child"])
+			time.Sleep(300 * time.Millisecond) // anything wrongly killed would be dead by now
+			mustAlive(t, h.procs["host"], h.procs[id("a")], h.procs[id("a")+"-child"], h.procs[id("c")], h.procs[id("c")+"-child"])
+			for _, x := range []string{"a", "c"} {
+				if s, _ := a.Sessions().Get(id(x)); s.State != sessions.Active {
+					t.Errorf("sibling %s ended: %+v", x, s)
+				}
+			}
+			if s, _ := a.Sessions().Get(session); s.State != sessions.Active {
+				t.Errorf("host session ended: %+v", s)
+			}
+		})
+	}
+}
+
+func TestForkingMemberLeavesNoSurvivor(t *testing.T) {
+	a := enforcingAgent(t, enforcer.ModeEnforce)
+	trials := 50
+	if testing.Short() {
+		trials = 10
+	}
+	killed := 0
+	for i := 0; i < trials; i++ {
+		session := fmt.Sprintf("fork-%d", i)
+		marker := fmt.Sprintf("MCPTRACE_FORK_TRIAL=%d-%d", os.Getpid(), i)
+		h := startHost(t, session, marker+` sh -c 'while :; do sleep 100 </dev/null & done' </dev/null >/dev/null 2>&1 &
+echo ready; read line`)
+		time.Sleep(100 * time.Millisecond) // let the loop build up
+		h.cmd.Process.Signal(syscall.SIGKILL)
+		h.cmd.Wait()
+		var rep enforcer.Report
+		waitFor(t, "enforcer report for "+session, func() (bool, string) {
+			var ok bool
+			rep, ok = a.Report(session)
+			return ok, ""
+		})
+		if !rep.Empty || rep.Survivors != 0 {
+			t.Fatalf("trial %d: enforcer reports empty=%v survivors=%d", i, rep.Empty, rep.Survivors)
+		}
+		// Checked apart from the graph and the enforcer: no process of the
+		// trial is alive, now or a moment later. (The /proc scan is taken
+		// twice: pids wrap around during a fork storm and a scan can miss
+		// a process created behind it.)
+		for _, wait := range []time.Duration{0, 50 * time.Millisecond} {
+			time.Sleep(wait)
+			if left := withEnv(marker); len(left) != 0 {
+				t.Fatalf("trial %d: %d survivors after the enforcer reported the session empty: %v", i, len(left), left)
+			}
+		}
+		killed += rep.Killed
+	}
+	t.Logf("%d trials, 0 survivors, %d processes killed", trials, killed)
+}
+
+// withEnv lists live processes whose environment holds kv: the test's
+// own, found independently of the graph.
+func withEnv(kv string) []uint32 {
+	ents, _ := os.ReadDir("/proc")
+	var out []uint32
+	for _, e := range ents {
+		pid, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, []byte(kv+"\x00")) {
+			continue
+		}
+		if s, err := procfs.Read("/proc", uint32(pid)); err == nil && !s.Kernel {
+			out = append(out, uint32(pid))
+		}
+	}
+	return out
+}
+
+func TestRecycledPIDOfAMemberIsNotKilled(t *testing.T) {
+	a := enforcingAgent(t, enforcer.ModeEnforce)
+	h := startHost(t, "reuse", `sh -c 'echo member $$' </dev/null; echo ready; read line`)
+	member := h.procs["member"]
+	waitFor(t, "member exited", func() (bool, string) {
+		p, ok := a.Graph().Lookup(member.pid)
+		return ok && p.Exited, ""
+	})
+	unrelated := forkAt(t, member.pid, "/bin/sleep", "300")
+	u := procOf(t, uint32(unrelated.Process.Pid), "unrelated")
+	h.say(t, "exit")
+	h.cmd.Wait()
+	waitFor(t, "session ended and enforced", func() (bool, string) {
+		s, _ := a.Sessions().Get("reuse")
+		return s.State == sessions.Ended && a.Enforcer().Stats().Sessions > 0, fmt.Sprintf("%+v", s)
+	})
+	time.Sleep(300 * time.Millisecond)
+	mustAlive(t, u)
+	for _, r := range a.Enforcer().Records() {
+		if r.Process.PID == u.pid && r.Result == enforcer.ResultKilled {
+			t.Errorf("the recycled pid's new process was killed: %+v", r)
+		}
+	}
+}
+
+func TestUnauthorizedMarkerIsRefused(t *testing.T) {
+	a := enforcingAgent(t, enforcer.ModeEnforce)
+	bin := testenv.Binary(t)
+	h := startHost(t, "guarded", `sleep 300 </dev/null & echo server $!; echo ready; read line`)
+	for _, tc := range []struct {
+		name   string
+		socket string
+	}{
+		{"through the API", a.socket},
+		{"by exec", "/nonexistent/mcptrace.sock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := a.Sessions().Stats().MarkersRefused
+			cmd := exec.Command(bin, "mark", "destroy", "--session", "guarded", "--api.socket", tc.socket)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			out, err := cmd.CombinedOutput()
+			if tc.socket == a.socket && (err == nil || !strings.Contains(string(out), "refused")) {
+				t.Errorf("marker from uid 65534: %v: %s, want refused", err, out)
+			}
+			waitFor(t, "refusal counted", func() (bool, string) {
+				return a.Sessions().Stats().MarkersRefused > before, ""
+			})
+			time.Sleep(200 * time.Millisecond)
+			mustAlive(t, h.procs["host"], h.procs["server"])
+			if s, _ := a.Sessions().Get("guarded"); s.State != sessions.Active {
+				t.Errorf("session ended by an unauthorized marker: %+v", s)
+			}
+		})
+	}
+}
+
+func TestAuditModeKillsNothingAndListsWhatItWould(t *testing.T) {
+	a := enforcingAgent(t, enforcer.ModeAudit)
+	h := startHost(t, "audited", escapees(t)+"read line; exit 0")
+	var want []uint32
+	var members []proc
+	for name, p := range h.procs {
+		if name != "host" {
+			want = append(want, p.pid)
+			members = append(members, p)
+		}
+	}
+	h.say(t, "exit")
+	h.cmd.Wait()
+	var got []uint32
+	waitFor(t, "audit records", func() (bool, string) {
+		got = got[:0]
+		for _, r := range a.Enforcer().Records() {
+			if r.Session == "audited" && r.Result == enforcer.ResultWouldKill {
+				got = append(got, r.Process.PID)
+			}
+		}
+		return a.Enforcer().Stats().Sessions > 0, ""
+	})
+	slices.Sort(got)
+	slices.Sort(want)
+	// The escapee shells that exec'd or exited are not members any more;
+	// every live member must be listed, and nothing else.
+	var live []uint32
+	for _, p := range members {
+		if p.alive() {
+			live = append(live, p.pid)
+		}
+	}
+	slices.Sort(live)
+	if !slices.Equal(got, live) {
+		t.Errorf("would-kill %v, want exactly the live members %v", got, live)
+	}
+	if len(live) != len(members) {
+		t.Errorf("audit mode killed something: %d of %d members alive", len(live), len(members))
+	}
+}
