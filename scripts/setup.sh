@@ -5,7 +5,8 @@
 #
 #   scripts/setup.sh agent   what `make run` needs (nothing beyond Go today)
 #   scripts/setup.sh test    + clang-19/libbpf (make generate), qemu and
-#                            busybox (VM kernel matrix)
+#                            busybox (VM kernel matrix), Node.js and the
+#                            MCP host's npm packages (end-to-end test)
 set -euo pipefail
 
 want=()
@@ -29,5 +30,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ "${1:-test}" = test ]; then
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		echo "setup: installing nodejs npm" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+	fi
+	host="$(dirname "$0")/../e2e/testdata/mcphost"
+	if [ ! -d "$host/node_modules/@modelcontextprotocol/sdk" ] || [ "$host/package-lock.json" -nt "$host/node_modules/.package-lock.json" ]; then
+		echo "setup: npm ci in e2e/testdata/mcphost" >&2
+		(cd "$host" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	fi
 fi
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "setup: Go is not installed (expected on PATH or /usr/local/go)" >&2; exit 1; }
