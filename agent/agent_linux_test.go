@@ -84,7 +84,10 @@ func startAgent(t *testing.T, opts agent.Options) *testAgent {
 		opts.Socket = filepath.Join(dir, "mcptrace.sock")
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		// MCPTRACE_TEST_LOG=debug shows every agent log line in test output.
+		level := slog.LevelWarn
+		level.UnmarshalText([]byte(os.Getenv("MCPTRACE_TEST_LOG")))
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
 	}
 	a, err := agent.New(opts)
 	if err != nil {
@@ -475,56 +478,24 @@ func TestLostEventsAreCountedAndRepaired(t *testing.T) {
 	t.Logf("status after repair: lost %v, repairs %d, gaps %v", st.Lost, st.Repairs, st.Gaps)
 }
 
-// asUser connects to the socket from a thread running as uid, so the
-// agent's SO_PEERCRED check sees that uid, and returns the answer body.
-func asUser(t *testing.T, socket string, uid int, path string) (int, string) {
+// asUser runs the real CLI as uid against the agent's socket and returns
+// its exit code and output. (Switching a thread of the test process
+// instead would leave the process's own credentials changed when the
+// thread is the group leader.)
+func asUser(t *testing.T, socket string, uid int, args ...string) (int, string) {
 	t.Helper()
-	type result struct {
-		code int
-		body string
-		err  error
+	cmd := exec.Command(testenv.Binary(t), append(args, "--api.socket", socket, "--show-secrets", "--json")...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
 	}
-	res := make(chan result, 1)
-	go func() {
-		// This thread's credentials change; it is never unlocked, so the
-		// runtime discards it when the goroutine ends.
-		runtime.LockOSThread()
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
-			res <- result{err: fmt.Errorf("setresuid: %v", e)}
-			return
-		}
-		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-		if err != nil {
-			res <- result{err: err}
-			return
-		}
-		if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: socket}); err != nil {
-			syscall.Close(fd)
-			res <- result{err: fmt.Errorf("connect: %w", err)}
-			return
-		}
-		f := os.NewFile(uintptr(fd), "api")
-		defer f.Close()
-		fmt.Fprintf(f, "GET %s HTTP/1.0\r\nHost: mcptrace\r\n\r\n", path)
-		r := bufio.NewReader(f)
-		status, _ := r.ReadString('\n')
-		var code int
-		fmt.Sscanf(status, "HTTP/1.0 %d", &code)
-		var body strings.Builder
-		for {
-			line, err := r.ReadString('\n')
-			body.WriteString(line)
-			if err != nil {
-				break
-			}
-		}
-		res <- result{code: code, body: body.String()}
-	}()
-	r := <-res
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return r.code, r.body
+	t.Fatalf("run mcptrace as uid %d: %v", uid, err)
+	return 0, ""
 }
 
 func TestAPIShowsOtherUsersOnlyTheirOwnProcesses(t *testing.T) {
@@ -547,18 +518,18 @@ func TestAPIShowsOtherUsersOnlyTheirOwnProcesses(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		path     string
+		args     []string
 		wantCode int
 		want     string
 		notWant  string
 	}{
-		{"processes lists own", "/v1/processes", 200, fmt.Sprintf(`"pid":%d,`, theirs.Process.Pid), "hunter2"},
-		{"tree of own process", fmt.Sprintf("/v1/tree/%d", theirs.Process.Pid), 200, `"uid":65534`, ""},
-		{"tree of root's process is not found", fmt.Sprintf("/v1/tree/%d", mine.Process.Pid), 404, "not in the lineage graph", "hunter2"},
-		{"ancestors of root's process is not found", fmt.Sprintf("/v1/ancestors/%d", mine.Process.Pid), 404, "", "hunter2"},
+		{"processes lists own", []string{"tree"}, 0, fmt.Sprintf(`"pid": %d,`, theirs.Process.Pid), "hunter2"},
+		{"tree of own process", []string{"tree", strconv.Itoa(theirs.Process.Pid)}, 0, `"uid": 65534`, ""},
+		{"tree of root's process is not found", []string{"tree", strconv.Itoa(mine.Process.Pid)}, 1, "not in the lineage graph", "hunter2"},
+		{"ancestors of root's process is not found", []string{"tree", "--ancestors", strconv.Itoa(mine.Process.Pid)}, 1, "not in the lineage graph", "hunter2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := asUser(t, socket, nobody, tc.path)
+			code, body := asUser(t, socket, nobody, tc.args...)
 			if code != tc.wantCode {
 				t.Fatalf("code %d, want %d: %s", code, tc.wantCode, body)
 			}
@@ -568,7 +539,7 @@ func TestAPIShowsOtherUsersOnlyTheirOwnProcesses(t *testing.T) {
 			if tc.notWant != "" && strings.Contains(body, tc.notWant) {
 				t.Errorf("body shows another user's %q", tc.notWant)
 			}
-			if strings.Contains(body, `"uid":0,`) {
+			if strings.Contains(body, `"uid": 0,`) {
 				t.Errorf("body shows root's processes to uid %d", nobody)
 			}
 		})

@@ -109,7 +109,12 @@ func startHost(t *testing.T, session, script string, want ...string) *host {
 			if !ok || err != nil {
 				t.Fatalf(`host printed %q, want "name pid" or "ready"`, line)
 			}
-			h.procs[name] = procOf(t, uint32(pid), name)
+			// A member may be gone already (it exits at once): keep its pid.
+			p := proc{pid: uint32(pid), what: name}
+			if snap, err := procfs.Read("/proc", p.pid); err == nil {
+				p.tick = snap.ID.Start / procfs.TickNS
+			}
+			h.procs[name] = p
 		}
 		if complete() {
 			// Later lines (none expected) must not block the host.

@@ -72,9 +72,6 @@ func (g *Graph) newFork(ev *Event, creator *node, placeholder bool) {
 		if n.p.Comm == "" {
 			n.p.Comm = creator.p.Comm
 		}
-		if n.p.UID == 0 {
-			n.p.UID = creator.p.UID
-		}
 		if n.p.CgroupID == 0 {
 			n.p.CgroupID = creator.p.CgroupID
 		}
@@ -214,11 +211,13 @@ func (g *Graph) eventNode(ev *Event) (n *node, created bool) {
 
 // updateFields takes Comm, UID and CgroupID from an event when it carries
 // them and is not older than what set them (or they are still empty).
+// Every kernel event carries the real uid of the process, and 0 is root's,
+// not "unknown": the uid is taken whenever the event is not older.
 func (g *Graph) updateFields(n *node, ev *Event) {
 	if ev.Comm != "" && (ev.Time >= n.commAt || n.p.Comm == "") {
 		n.p.Comm, n.commAt = ev.Comm, ev.Time
 	}
-	if ev.UID != 0 && (ev.Time >= n.uidAt || n.p.UID == 0) {
+	if ev.Time >= n.uidAt {
 		n.p.UID, n.uidAt = ev.UID, ev.Time
 	}
 	if ev.CgroupID != 0 && (ev.Time >= n.cgroupAt || n.p.CgroupID == 0) {

@@ -422,3 +422,23 @@ func TestApplyKernelThreadsStayKernelUntilExec(t *testing.T) {
 		t.Errorf("usermode helper still a kernel thread after exec")
 	}
 }
+
+func TestApplyUIDZeroIsRootNotUnknown(t *testing.T) {
+	creator := id(2000, 5*sec)
+	child := id(2001, 6*sec)
+	g := newGraph()
+	ex := execEv(5*sec+1, creator, "sh")
+	ex.UID = 1000
+	fk := forkEv(child, creator)
+	fk.Time, fk.UID = 6*sec, 0
+	apply(g, forkEv(creator, id(1, sec)), ex, fk)
+	if got := mustGet(t, g, child).UID; got != 0 {
+		t.Errorf("child of a fork reported as uid 0 has uid %d: 0 must not mean unknown", got)
+	}
+	su := execEv(7*sec, creator, "su")
+	su.UID = 0
+	apply(g, su)
+	if got := mustGet(t, g, creator).UID; got != 0 {
+		t.Errorf("uid after an exec reported as uid 0 = %d, want 0", got)
+	}
+}
