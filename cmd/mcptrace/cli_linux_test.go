@@ -39,7 +39,8 @@ func startAgent(t *testing.T, bin string) string {
 	testenv.Root(t)
 	socket := filepath.Join(filepath.Dir(bin), "agent.sock")
 	var logs bytes.Buffer
-	cmd := exec.Command(bin, "agent", "--api.socket", socket)
+	// No host rules: this agent ends only the test's own sessions.
+	cmd := exec.Command(bin, "agent", "--api.socket", socket, "--sessions.default-rules=false", "--enforcer.grace-period=500ms")
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -175,6 +176,52 @@ func TestAgentWithoutPrivilegeNamesWhatItNeeds(t *testing.T) {
 	for _, want := range []string{"CAP_BPF", "root"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("error %q does not name %s", out, want)
+		}
+	}
+}
+
+func TestSessionsAndTreeShowWhatTheEnforcerDid(t *testing.T) {
+	bin := build(t)
+	socket := startAgent(t, bin)
+	host := exec.Command(bin, "run", "--session", "cli-test", "--", "/bin/sh", "-c", "sleep 300 & echo $!; wait")
+	stdout, _ := host.StdoutPipe()
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		t.Fatal("no pid from the host")
+	}
+	server, _ := strconv.Atoi(sc.Text())
+	t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) })
+
+	out, errOut, err := run(t, bin, "sessions", "--api.socket", socket)
+	if err != nil || !strings.Contains(out, "cli-test") || !strings.Contains(out, "active") {
+		t.Fatalf("sessions while active: %v %s\n%s", err, errOut, out)
+	}
+	host.Process.Signal(syscall.SIGKILL)
+	host.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, errOut, err = run(t, bin, "tree", "--session", "cli-test", "--api.socket", socket)
+		if err == nil && strings.Contains(out, "killed by mcptrace SIGTERM") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tree --session never showed the kill: %v %s\n%s", err, errOut, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("\n%s", out)
+	if !strings.Contains(out, strconv.Itoa(server)) || !strings.Contains(out, "killed SIGKILL") {
+		t.Errorf("tree --session lacks the killed server %d or the killed root:\n%s", server, out)
+	}
+	out, _, _ = run(t, bin, "sessions", "--api.socket", socket)
+	t.Logf("\n%s", out)
+	for _, want := range []string{"cli-test", "ended", "run", "root-exit", "0/2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sessions lacks %q:\n%s", want, out)
 		}
 	}
 }
