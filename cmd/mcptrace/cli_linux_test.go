@@ -17,27 +17,30 @@ import (
 	"github.com/mcptrace/mcptrace/internal/testenv"
 )
 
-// build compiles mcptrace into a directory every user can read.
+// build returns the mcptrace binary under test (built once, or the one
+// MCPTRACE_BIN names, as in the VM guests), runnable by every user.
 func build(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "mcptrace-cli-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "mcptrace")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.Binary(t)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveBinary()
+	os.Exit(code)
 }
 
 // startAgent runs the real binary as the agent on a private socket.
 func startAgent(t *testing.T, bin string) string {
 	t.Helper()
 	testenv.Root(t)
-	socket := filepath.Join(filepath.Dir(bin), "agent.sock")
+	dir, err := os.MkdirTemp("", "mcptrace-cli-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "agent.sock")
 	var logs bytes.Buffer
 	// No host rules: this agent ends only the test's own sessions.
 	cmd := exec.Command(bin, "agent", "--api.socket", socket, "--sessions.default-rules=false", "--enforcer.grace-period=500ms")
@@ -167,7 +170,7 @@ func TestClientErrorsSayWhatToDo(t *testing.T) {
 func TestAgentWithoutPrivilegeNamesWhatItNeeds(t *testing.T) {
 	testenv.Root(t) // to switch to an unprivileged uid
 	bin := build(t)
-	cmd := exec.Command(bin, "agent", "--api.socket", filepath.Join(filepath.Dir(bin), "nobody.sock"))
+	cmd := exec.Command(bin, "agent", "--api.socket", filepath.Join(t.TempDir(), "nobody.sock"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err == nil {
