@@ -69,7 +69,7 @@ type testAgent struct {
 }
 
 // startAgent runs a private agent (own socket) for one test.
-func startAgent(t *testing.T, opts agent.Options) *testAgent {
+func startAgent(t testing.TB, opts agent.Options) *testAgent {
 	t.Helper()
 	testenv.Root(t)
 	if opts.Socket == "" {
@@ -118,7 +118,7 @@ func startAgent(t *testing.T, opts agent.Options) *testAgent {
 	return &testAgent{Agent: a, client: api.NewClient(opts.Socket), socket: opts.Socket}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
