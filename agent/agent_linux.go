@@ -112,6 +112,9 @@ func (a *Agent) Sessions() *sessions.Tracker { return a.tracker }
 // Enforcer is the enforcer; nil before Run.
 func (a *Agent) Enforcer() *enforcer.Enforcer { return a.enf }
 
+// Socket is the API socket path.
+func (a *Agent) Socket() string { return a.opts.Socket }
+
 // Graph is the live lineage graph.
 func (a *Agent) Graph() *lineage.Graph { return a.graph }
 

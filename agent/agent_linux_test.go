@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
@@ -27,7 +26,7 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("AGENT_TEST_HELPER") {
 	case "threads-exec":
-		threadsThenExec()
+		agenttest.ThreadsThenExec()
 	case "own-pgroup":
 		// A member that moved to its own process group.
 		syscall.Setpgid(0, 0)
@@ -39,90 +38,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// threadsThenExec starts 50 threads and execs `sh -c 'exit 7'` from one
-// that is not the group leader.
-func threadsThenExec() {
-	runtime.LockOSThread()
-	ready := make(chan struct{})
-	for i := 0; i < 50; i++ {
-		go func() {
-			runtime.LockOSThread()
-			ready <- struct{}{}
-			select {}
-		}()
-	}
-	for i := 0; i < 50; i++ {
-		<-ready
-	}
-	go func() {
-		runtime.LockOSThread()
-		syscall.Exec("/bin/sh", []string{"sh", "-c", "exit 7"}, os.Environ())
-		os.Exit(99)
-	}()
-	select {}
-}
-
 type testAgent struct {
 	*agent.Agent
 	client *api.Client
 	socket string
 }
 
-// startAgent runs a private agent (own socket) for one test.
+// startAgent runs a private agent for one test (see agenttest.Start).
 func startAgent(t testing.TB, opts agent.Options) *testAgent {
 	t.Helper()
-	testenv.Root(t)
-	if opts.Socket == "" {
-		// A directory every uid can enter, as /run/mcptrace is: tests
-		// connect as other users too.
-		dir, err := os.MkdirTemp("", "mcptrace-agent-test-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		os.Chmod(dir, 0o755)
-		opts.Socket = filepath.Join(dir, "mcptrace.sock")
-	}
-	if opts.Logger == nil {
-		// MCPTRACE_TEST_LOG=debug shows every agent log line in test output.
-		level := slog.LevelWarn
-		level.UnmarshalText([]byte(os.Getenv("MCPTRACE_TEST_LOG")))
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
-	}
-	a, err := agent.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		cancel()
-		var ferr *sensor.FeatureError
-		if errors.As(err, &ferr) {
-			testenv.Missing(t, ferr.Feature, ferr.Error())
-		}
-		t.Fatalf("agent did not start: %v", err)
-	case <-time.After(30 * time.Second):
-		cancel()
-		t.Fatal("agent not ready after 30s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent stopped with error: %v", err)
-		}
-	})
-	return &testAgent{Agent: a, client: api.NewClient(opts.Socket), socket: opts.Socket}
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	a := agenttest.Start(t, opts)
+	return &testAgent{Agent: a, client: api.NewClient(a.Socket()), socket: a.Socket()}
 }
 
 // waitFor polls cond until it holds or 10s pass.

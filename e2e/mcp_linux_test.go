@@ -3,10 +3,8 @@ package e2e_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/procfs"
 )
@@ -55,27 +54,9 @@ func servers(marker string) []string {
 
 func startAgent(t *testing.T) *agent.Agent {
 	t.Helper()
-	testenv.Root(t)
-	dir := t.TempDir()
-	a, err := agent.New(agent.Options{
-		Socket:   filepath.Join(dir, "mcptrace.sock"),
+	return agenttest.Start(t, agent.Options{
 		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyGraceful, Grace: time.Second},
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("agent: %v", err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
-	return a
 }
 
 type mcpHost struct {

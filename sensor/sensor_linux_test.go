@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sensor"
@@ -21,34 +20,9 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("SENSOR_TEST_HELPER") {
 	case "threads-exec":
-		threadsThenExec()
+		agenttest.ThreadsThenExec()
 	}
 	os.Exit(m.Run())
-}
-
-// threadsThenExec starts 50 threads and execs from one that is not the
-// group leader.
-func threadsThenExec() {
-	runtime.LockOSThread() // the main goroutine keeps the leader thread
-	ready := make(chan struct{})
-	for i := 0; i < 50; i++ {
-		go func() {
-			runtime.LockOSThread()
-			ready <- struct{}{}
-			select {}
-		}()
-	}
-	for i := 0; i < 50; i++ {
-		<-ready
-	}
-	go func() {
-		runtime.LockOSThread()
-		if err := syscall.Exec("/bin/sh", []string{"sh", "-c", "exit 7"}, os.Environ()); err != nil {
-			fmt.Fprintln(os.Stderr, "exec:", err)
-			os.Exit(99)
-		}
-	}()
-	select {}
 }
 
 func openSensor(t *testing.T, opts sensor.Options) *sensor.Sensor {

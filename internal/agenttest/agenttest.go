@@ -1,0 +1,108 @@
+// Package agenttest starts real agents for tests: the real sensor and BPF
+// programs, a private socket every uid can reach, no host rules (so the
+// agent ends only sessions the test declares), and logs into the test's
+// output. It also holds helper-process bodies several test packages spawn.
+package agenttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/sensor"
+)
+
+// Start runs an agent with opts until the test ends. An empty Socket gets a
+// private one; a nil Logger writes warnings (or the level named by
+// MCPTRACE_TEST_LOG, e.g. debug) into the test log. The zero
+// opts.Sessions has no host rules. A missing kernel feature skips the test
+// naming it (a failure under MCPTRACE_REQUIRE_ALL=1).
+func Start(t testing.TB, opts agent.Options) *agent.Agent {
+	t.Helper()
+	testenv.Root(t)
+	if opts.Socket == "" {
+		// A directory every uid can enter, as /run/mcptrace is: tests
+		// connect as other users too.
+		dir, err := os.MkdirTemp("", "mcptrace-agent-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		os.Chmod(dir, 0o755)
+		opts.Socket = filepath.Join(dir, "mcptrace.sock")
+	}
+	if opts.Logger == nil {
+		level := slog.LevelWarn
+		level.UnmarshalText([]byte(os.Getenv("MCPTRACE_TEST_LOG")))
+		opts.Logger = slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: level}))
+	}
+	a, err := agent.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		cancel()
+		var ferr *sensor.FeatureError
+		if errors.As(err, &ferr) {
+			testenv.Missing(t, ferr.Feature, ferr.Error())
+		}
+		t.Fatalf("agent did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("agent not ready after 30s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent stopped with error: %v", err)
+		}
+	})
+	return a
+}
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// ThreadsThenExec is the body of a helper process: it starts 50 threads
+// and execs `sh -c 'exit 7'` from one that is not the group leader. It
+// never returns.
+func ThreadsThenExec() {
+	runtime.LockOSThread() // the main goroutine keeps the leader thread
+	ready := make(chan struct{})
+	for i := 0; i < 50; i++ {
+		go func() {
+			runtime.LockOSThread()
+			ready <- struct{}{}
+			select {}
+		}()
+	}
+	for i := 0; i < 50; i++ {
+		<-ready
+	}
+	go func() {
+		runtime.LockOSThread()
+		err := syscall.Exec("/bin/sh", []string{"sh", "-c", "exit 7"}, os.Environ())
+		fmt.Fprintln(os.Stderr, "exec:", err)
+		os.Exit(99)
+	}()
+	select {}
+}
