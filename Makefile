@@ -6,7 +6,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test check clean
+.PHONY: all build run setup setup-test generate check-generate vet test vmtest check clean
 
 all: build
 
@@ -42,6 +42,19 @@ test:
 # Everything CI runs: formatting, vet, generated code, host tests, the VM
 # kernel matrix.
 check: setup-test vet check-generate test vmtest
+
+# VM kernel matrix: every package's tests in QEMU guests booted with real
+# Debian kernels (vmtests/README.md). `make vmtest KERNELS=6.1`,
+# `make vmtest PKGS=./lineage/`. e2e needs Node.js and runs on the host only.
+KERNELS ?= 5.10 6.1 6.12 7
+PKGS ?= ./...
+VMTEST_EXCLUDE ?= ./e2e/...
+vmtest: setup-test build
+	CGO_ENABLED=0 $(GO) build -o bin/vmexec ./vmtests/cmd/vmexec
+	CGO_ENABLED=0 $(GO) build -o bin/vmmatrix ./vmtests/cmd/vmmatrix
+	MCPTRACE_BIN=$(CURDIR)/bin/mcptrace bin/vmmatrix -vmexec bin/vmexec \
+		-kernels "$(KERNELS)" -pkgs "$(PKGS)" -exclude "$(VMTEST_EXCLUDE)" \
+		-vmexec-flags "-file $(CURDIR)/bin/mcptrace"
 
 clean:
 	rm -rf bin

@@ -12,7 +12,7 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
-test) want+=(clang-19 llvm-19 libbpf-dev bpftool qemu-system-x86 busybox-static util-linux procps) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps) ;;
 *) echo "usage: $0 [agent|test]" >&2; exit 2 ;;
 esac
 
@@ -32,6 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if [ "${1:-test}" = test ]; then
+	"$(dirname "$0")/../vmtests/setup.sh"
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 		echo "setup: installing nodejs npm" >&2
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
