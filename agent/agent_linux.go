@@ -178,6 +178,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Enforcer: a.enf,
 		End:      a.endSessions,
 		Report:   a.Report,
+		Refresh:  a.refreshParents,
 		Status:   a.Status,
 		Now:      procfs.BootTimeNow,
 		Log:      a.opts.Logger.With("component", "api"),
@@ -389,4 +390,28 @@ func (a *Agent) Report(session string) (enforcer.Report, bool) {
 	defer a.reportsMu.Unlock()
 	r, ok := a.reports[session]
 	return r, ok
+}
+
+// refreshParents updates the current parent of live processes from /proc:
+// the kernel reparents the children of an exiting process without an
+// event, so the graph learns the reaper only when asked. The creator edge
+// is untouched. A process whose /proc entry belongs to another identity
+// (a recycled pid) is left as it is.
+func (a *Agent) refreshParents(procs []lineage.Process) {
+	now := procfs.BootTimeNow()
+	for i := range procs {
+		p := &procs[i]
+		if p.Exited || p.Kernel {
+			continue
+		}
+		snap, err := procfs.Read(a.opts.ProcRoot, p.ID.PID)
+		if err != nil || snap.ID.Start/procfs.TickNS != p.ID.Start/procfs.TickNS || snap.PPID == p.Parent.PID {
+			continue
+		}
+		if a.graph.SetParent(p.ID, snap.PPID, now) {
+			if q, ok := a.graph.Get(p.ID); ok {
+				p.Parent = q.Parent
+			}
+		}
+	}
 }

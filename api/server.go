@@ -25,6 +25,9 @@ type Server struct {
 	Enforcer *enforcer.Enforcer
 	// End hands sessions ended by a marker or the API to the enforcer.
 	End func([]sessions.Action)
+	// Refresh brings what the graph cannot learn from events (the current
+	// parent after a reparenting) up to date in answers, in place. Optional.
+	Refresh func([]lineage.Process)
 	// Report gives the enforcer's report of a session it finished ending.
 	Report func(session string) (enforcer.Report, bool)
 	Status func() Status // the agent's counters; Now is filled by the server
@@ -137,7 +140,11 @@ func visible(c Caller, procs []lineage.Process) []lineage.Process {
 }
 
 func (s *Server) list(w http.ResponseWriter, c Caller, procs []lineage.Process) {
-	writeJSON(w, http.StatusOK, ProcessList{Now: s.Now(), Processes: visible(c, procs)})
+	procs = visible(c, procs)
+	if s.Refresh != nil {
+		s.Refresh(procs)
+	}
+	writeJSON(w, http.StatusOK, ProcessList{Now: s.Now(), Processes: procs})
 }
 
 func (s *Server) handleProcesses(w http.ResponseWriter, r *http.Request) {

@@ -143,10 +143,14 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	members := s.Sessions.Members(sess.ID)
 	kills := s.kills(sess.ID)
+	procs := visible(c, members)
+	if s.Refresh != nil {
+		s.Refresh(procs)
+	}
 	writeJSON(w, http.StatusOK, SessionDetail{
 		Now:       s.Now(),
 		Session:   s.info(sess, members, kills),
-		Processes: visible(c, members),
+		Processes: procs,
 		Kills:     kills,
 	})
 }

@@ -180,3 +180,24 @@ func TestConcurrentApplyAndQueries(t *testing.T) {
 	wg.Wait()
 	checkInvariants(t, g)
 }
+
+func TestSetParentRecordsReparentingButNotTheCreator(t *testing.T) {
+	g := newGraph()
+	root := id(1, sec)
+	wrapper := id(100, 2*sec)
+	daemon := id(101, 3*sec)
+	apply(g, forkEv(root, ID{}), forkEv(wrapper, root), forkEv(daemon, wrapper), exitEv(4*sec, wrapper, 0))
+	if !g.SetParent(daemon, 1, 5*sec) {
+		t.Fatal("SetParent did not find the live daemon")
+	}
+	p := mustGet(t, g, daemon)
+	if p.Parent != root || p.Creator != wrapper {
+		t.Errorf("parent %v creator %v, want parent %v (reaper) and creator %v (unchanged)", p.Parent, p.Creator, root, wrapper)
+	}
+	if g.SetParent(wrapper, 1, 6*sec) {
+		t.Error("SetParent changed an exited process")
+	}
+	if !g.SetParent(daemon, 100, 4*sec) || mustGet(t, g, daemon).Parent != root {
+		t.Error("an older observation overwrote a newer parent")
+	}
+}

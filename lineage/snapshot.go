@@ -153,3 +153,27 @@ func (g *Graph) setProcImage(n *node, s *Snapshot, readAt uint64) {
 	n.procRead = true
 	n.procReadAt = readAt
 }
+
+// SetParent records that the live process id now has the process with
+// pid ppid as its parent, as /proc showed at time at: the kernel
+// reparents the children of an exited process to a reaper and reports no
+// event for it, so callers refresh the current parent from /proc (the
+// agent does when it answers a query). The creator never changes. It
+// reports whether the node was found alive.
+func (g *Graph) SetParent(id ID, ppid uint32, at uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.findQuery(id)
+	if n == nil || n.p.Exited {
+		return false
+	}
+	if n.hasParent() && at < n.parentAt {
+		return true
+	}
+	p := g.lookupPID(ppid)
+	if p != nil && p.p.Exited {
+		p = nil
+	}
+	n.setParent(p, ID{PID: ppid}, at)
+	return true
+}
