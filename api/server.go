@@ -85,8 +85,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/processes", s.handleProcesses)
-	mux.HandleFunc("GET /v1/tree/{pid}", s.handleTree)
-	mux.HandleFunc("GET /v1/ancestors/{pid}", s.handleAncestors)
+	mux.HandleFunc("GET /v1/tree/{pid}", s.handleRelatives((*lineage.Graph).Descendants))
+	mux.HandleFunc("GET /v1/ancestors/{pid}", s.handleRelatives((*lineage.Graph).Ancestors))
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	mux.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
@@ -173,28 +173,20 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request, c Caller) (lineage
 	return p, true
 }
 
-func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
-	c, ok := s.caller(w, r)
-	if !ok {
-		return
+// handleRelatives answers with the processes query returns for the {pid}
+// node: its descendants (tree) or its ancestors.
+func (s *Server) handleRelatives(query func(*lineage.Graph, lineage.ID) []lineage.Process) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ok := s.caller(w, r)
+		if !ok {
+			return
+		}
+		p, ok := s.node(w, r, c)
+		if !ok {
+			return
+		}
+		s.list(w, c, query(s.Graph, p.ID))
 	}
-	p, ok := s.node(w, r, c)
-	if !ok {
-		return
-	}
-	s.list(w, c, s.Graph.Descendants(p.ID))
-}
-
-func (s *Server) handleAncestors(w http.ResponseWriter, r *http.Request) {
-	c, ok := s.caller(w, r)
-	if !ok {
-		return
-	}
-	p, ok := s.node(w, r, c)
-	if !ok {
-		return
-	}
-	s.list(w, c, s.Graph.Ancestors(p.ID))
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -230,6 +230,24 @@ func TestKernelPanicIsAFailure(t *testing.T) {
 	mustContain(t, "stderr", r.stderr, "kernel panicked", "Kernel panic")
 }
 
+func TestBootFailureBeforeTheTestIsRetriedThenFails(t *testing.T) {
+	t.Parallel()
+	prepare(t)
+	// No init in the initramfs at that path: the kernel panics before the
+	// test binary could start, on every boot.
+	r := runVM(t, []string{"-append", "rdinit=/nonexistent", "-boot-tries", "2"}, "-test.v")
+	if r.code != 125 {
+		t.Errorf("exit code %d, want 125", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "boot 1 of 2 failed before the test started", "the test binary never started")
+	if strings.Contains(r.stderr, "boot 2 of 2 failed") {
+		t.Errorf("booted more than -boot-tries times")
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout %q: nothing of the test may appear", r.stdout)
+	}
+}
+
 // TestGoTestJSON runs the fixture through go test -json -exec, as the
 // matrix does, and checks the event stream: every line is JSON, statuses
 // are the tests' own, output bytes arrive unchanged, failure propagates.

@@ -55,48 +55,47 @@ func tagArgs(cmd *cobra.Command, args []string, id string, idRequired bool) erro
 	return nil
 }
 
-func newRunCmd() *cobra.Command {
+// newTagCmd makes run and exec: both exec into the command after "--",
+// leaving their own command line, with the tag, in the kernel's exec event.
+func newTagCmd(use, short, long, idUsage string, idRequired bool) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
-		Use:   "run [--session ID] -- CMD [ARGS…]",
-		Short: "Run CMD as the root of a session: when it exits, everything it started is ended",
-		Long: `Run CMD as the root of a new session. mcptrace execs CMD in the same
-process; the agent recognises the session from this command line, which the
-kernel reports at exec, so no connection to the agent is needed (CMD may run
-in a sandbox without the socket). When CMD exits, or a destroy marker names
-the session, every process CMD created, at any depth, is ended.`,
+		Use:   use,
+		Short: short,
+		Long:  long,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tagArgs(cmd, args, id, false); err != nil {
+			if err := tagArgs(cmd, args, id, idRequired); err != nil {
 				return err
 			}
 			return execInto(args)
 		},
 	}
-	cmd.Flags().StringVar(&id, "session", "", "session `ID` (default: generated, run-PID)")
+	cmd.Flags().StringVar(&id, "session", "", idUsage)
 	return cmd
 }
 
+func newRunCmd() *cobra.Command {
+	return newTagCmd("run [--session ID] -- CMD [ARGS…]",
+		"Run CMD as the root of a session: when it exits, everything it started is ended",
+		`Run CMD as the root of a new session. mcptrace execs CMD in the same
+process; the agent recognises the session from this command line, which the
+kernel reports at exec, so no connection to the agent is needed (CMD may run
+in a sandbox without the socket). When CMD exits, or a destroy marker names
+the session, every process CMD created, at any depth, is ended.`,
+		"session `ID` (default: generated, run-PID)", false)
+}
+
 func newExecCmd() *cobra.Command {
-	var id string
-	cmd := &cobra.Command{
-		Use:   "exec --session ID -- SERVER [ARGS…]",
-		Short: "Exec SERVER tagged as sub-session ID of the session that runs it (for hosts with many logical sessions)",
-		Long: `Exec SERVER as the root of sub-session ID, nested in the session of the
+	return newTagCmd("exec --session ID -- SERVER [ARGS…]",
+		"Exec SERVER tagged as sub-session ID of the session that runs it (for hosts with many logical sessions)",
+		`Exec SERVER as the root of sub-session ID, nested in the session of the
 process that started it. Use it in an MCP server configuration
 ("command": "mcptrace", "args": ["exec", "--session", "s1", "--", "npx", …]) when one
 host process runs many logical sessions: "mcptrace mark destroy --session s1"
 then ends that session's servers and everything below them, and nothing else.
 The tag is read by the agent from this command line at exec; there is no
 connection to the agent and no race with the server's own children.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tagArgs(cmd, args, id, true); err != nil {
-				return err
-			}
-			return execInto(args)
-		},
-	}
-	cmd.Flags().StringVar(&id, "session", "", "sub-session `ID` (required)")
-	return cmd
+		"sub-session `ID` (required)", true)
 }
 
 func newMarkCmd() *cobra.Command {

@@ -84,6 +84,7 @@ func run() int {
 		noPVH      = fs.Bool("no-pvh", os.Getenv("MCPTRACE_VM_NO_PVH") != "", "boot the compressed bzImage instead of the cached uncompressed vmlinux ($MCPTRACE_VM_NO_PVH)")
 		guestDir   = fs.String("guest-dir", "", "working directory in the guest (default /src/<package path in its module>)")
 		hostTools  = fs.String("host-tools", envOr("MCPTRACE_VM_HOST_TOOLS", strings.Join(vm.DefaultHostTools, " ")), "host commands copied into the guest's /bin with their libraries, replacing busybox's; \"none\" for busybox only ($MCPTRACE_VM_HOST_TOOLS)")
+		bootTries  = fs.Int("boot-tries", 3, "boot again, up to this many boots in all, when the guest fails BEFORE the test binary started (TCG sometimes panics a kernel during early boot); a failure after the start is never retried")
 		files      multiFlag
 		envs       multiFlag
 		needTools  multiFlag
@@ -178,7 +179,7 @@ func run() int {
 		}
 	}
 
-	r, err := vm.Run(ctx, vm.Options{
+	opts := vm.Options{
 		Kernel:            k,
 		CPU:               *cpuModel,
 		Memory:            *mem,
@@ -199,7 +200,18 @@ func run() int {
 		Keep:              *keep,
 		Append:            *appendArgs,
 		NoPVH:             *noPVH,
-	})
+	}
+	r, err := vm.Run(ctx, opts)
+	// A guest that died before the test binary started produced no test
+	// output and no result: booting again swallows nothing. Each retry is
+	// said on stderr with the reason and the console's last lines.
+	for try := 2; err == nil && try <= *bootTries && r.Status == vm.NoStatus && !r.Started && ctx.Err() == nil; try++ {
+		fmt.Fprintf(os.Stderr, "vmexec: warning: boot %d of %d failed before the test started (%s, kernel %s); booting again\n", try-1, *bootTries, r.Detail, k.Release)
+		for _, l := range r.ConsoleTail[max(0, len(r.ConsoleTail)-5):] {
+			fmt.Fprintf(os.Stderr, "vmexec: | %s\n", l)
+		}
+		r, err = vm.Run(ctx, opts)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmexec: FAIL: %v\n", err)
 		return 125
