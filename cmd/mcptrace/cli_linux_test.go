@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,17 +92,18 @@ func TestTreeShowsDeadWrapperChainWithSecretsRedacted(t *testing.T) {
 	}
 	server, _ := strconv.Atoi(sc.Text())
 	t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) })
-	time.Sleep(200 * time.Millisecond)
 
-	out, errOut, err := run(t, bin, "tree", "--api.socket", socket, strconv.Itoa(host.Process.Pid))
-	if err != nil {
-		t.Fatalf("tree: %v: %s", err, errOut)
-	}
+	// The agent applies events asynchronously: ask until the whole chain,
+	// with the wrapper's exit, has arrived.
+	var out string
+	var lines []string
+	eventually(t, "tree of the host with the exited wrapper", func() (bool, string) {
+		o, errOut, err := run(t, bin, "tree", "--api.socket", socket, strconv.Itoa(host.Process.Pid))
+		out = o
+		lines = strings.Split(strings.TrimSpace(out), "\n")
+		return err == nil && len(lines) == 3 && strings.Contains(lines[1], "exited"), fmt.Sprintf("%v %s\n%s", err, errOut, out)
+	})
 	t.Logf("\n%s", out)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("want 3 lines (host that exec'd sleep, dead wrapper, server), got %d", len(lines))
-	}
 	for _, want := range []struct {
 		line int
 		has  []string
@@ -199,23 +201,19 @@ func TestSessionsAndTreeShowWhatTheEnforcerDid(t *testing.T) {
 	server, _ := strconv.Atoi(sc.Text())
 	t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) })
 
-	out, errOut, err := run(t, bin, "sessions", "--api.socket", socket)
-	if err != nil || !strings.Contains(out, "cli-test") || !strings.Contains(out, "active") {
-		t.Fatalf("sessions while active: %v %s\n%s", err, errOut, out)
-	}
+	var out string
+	eventually(t, "the session listed as active", func() (bool, string) {
+		o, errOut, err := run(t, bin, "sessions", "--api.socket", socket)
+		out = o
+		return err == nil && strings.Contains(out, "cli-test") && strings.Contains(out, "active"), fmt.Sprintf("%v %s\n%s", err, errOut, out)
+	})
 	host.Process.Signal(syscall.SIGKILL)
 	host.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, errOut, err = run(t, bin, "tree", "--session", "cli-test", "--api.socket", socket)
-		if err == nil && strings.Contains(out, "killed by mcptrace SIGTERM") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tree --session never showed the kill: %v %s\n%s", err, errOut, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually(t, "tree --session to show the kill", func() (bool, string) {
+		o, errOut, err := run(t, bin, "tree", "--session", "cli-test", "--api.socket", socket)
+		out = o
+		return err == nil && strings.Contains(out, "killed by mcptrace SIGTERM"), fmt.Sprintf("%v %s\n%s", err, errOut, out)
+	})
 	t.Logf("\n%s", out)
 	if !strings.Contains(out, strconv.Itoa(server)) || !strings.Contains(out, "killed SIGKILL") {
 		t.Errorf("tree --session lacks the killed server %d or the killed root:\n%s", server, out)
@@ -226,5 +224,22 @@ func TestSessionsAndTreeShowWhatTheEnforcerDid(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("sessions lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// eventually polls cond until it holds, or fails the test after 10 s with
+// cond's last detail.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, detail)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
