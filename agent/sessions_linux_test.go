@@ -375,7 +375,8 @@ func TestRecycledPIDOfAMemberIsNotKilled(t *testing.T) {
 	h.cmd.Wait()
 	waitFor(t, "session ended and enforced", func() (bool, string) {
 		s, _ := a.Sessions().Get("reuse")
-		return s.State == sessions.Ended && a.Enforcer().Stats().Sessions > 0, fmt.Sprintf("%+v", s)
+		_, done := a.Report("reuse")
+		return s.State == sessions.Ended && done, fmt.Sprintf("%+v", s)
 	})
 	time.Sleep(300 * time.Millisecond)
 	mustAlive(t, u)
@@ -431,15 +432,15 @@ func TestAuditModeKillsNothingAndListsWhatItWould(t *testing.T) {
 	h.say(t, "exit")
 	h.cmd.Wait()
 	var got []uint32
-	waitFor(t, "audit records", func() (bool, string) {
-		got = got[:0]
-		for _, r := range a.Enforcer().Records() {
-			if r.Session == "audited" && r.Result == enforcer.ResultWouldKill {
-				got = append(got, r.Process.PID)
-			}
-		}
-		return a.Enforcer().Stats().Sessions > 0, ""
+	waitFor(t, "audit report", func() (bool, string) {
+		_, done := a.Report("audited")
+		return done, ""
 	})
+	for _, r := range a.Enforcer().Records() {
+		if r.Session == "audited" && r.Result == enforcer.ResultWouldKill {
+			got = append(got, r.Process.PID)
+		}
+	}
 	slices.Sort(got)
 	slices.Sort(want)
 	// The escapee shells that exec'd or exited are not members any more;
