@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,7 +79,9 @@ type Agent struct {
 	decodeErr atomic.Uint64
 	mu        sync.Mutex
 	lost      map[lineage.EventKind]uint64 // last seen kernel counters
-	ready     chan struct{}
+	// reconciled: the start-up repair ran (see checkLost).
+	reconciled bool
+	ready      chan struct{}
 }
 
 // New returns an agent that has not started yet. It fails on invalid
@@ -212,6 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // consume applies kernel events to the graph until the sensor closes.
 func (a *Agent) consume() error {
+	debug := a.log.Enabled(context.Background(), slog.LevelDebug-4)
 	for {
 		ev, err := a.sensor.Read()
 		if errors.Is(err, sensor.ErrClosed) {
@@ -223,6 +227,9 @@ func (a *Agent) consume() error {
 			a.decodeErr.Add(1)
 			a.log.Error("skipping undecodable record", "err", err)
 			continue
+		}
+		if debug {
+			a.log.Debug("event", "kind", ev.Kind.String(), "pid", ev.Proc.PID, "start_ns", ev.Proc.Start, "comm", ev.Comm, "file", filepath.Base(ev.Filename), "argc", len(ev.Argv))
 		}
 		a.graph.Apply(ev)
 		a.events[ev.Kind&3].Add(1)
@@ -272,8 +279,14 @@ func (a *Agent) checkLost() error {
 		}
 	}
 	a.lost = lost
+	startup := !a.reconciled
+	a.reconciled = true
 	a.mu.Unlock()
-	if len(grew) == 0 {
+	// One repair after start-up even without a loss: a process whose exit
+	// tracepoint fired just before the programs were attached still looks
+	// alive in /proc until exit_notify, so the seed can take it for alive
+	// and no exit event will ever come.
+	if len(grew) == 0 && !startup {
 		return nil
 	}
 	readAt := procfs.BootTimeNow()
@@ -283,8 +296,13 @@ func (a *Agent) checkLost() error {
 	}
 	res := a.graph.Repair(snaps, readAt)
 	a.endSessions(a.tracker.Scan())
-	a.log.Warn("kernel lost events; graph repaired from /proc",
-		append(grew, "added", res.Added, "marked_exited", res.MarkedExited)...)
+	switch {
+	case len(grew) > 0:
+		a.log.Warn("kernel lost events; graph repaired from /proc",
+			append(grew, "added", res.Added, "marked_exited", res.MarkedExited)...)
+	case res.Added+res.MarkedExited > 0:
+		a.log.Info("start-up reconcile with /proc", "added", res.Added, "marked_exited", res.MarkedExited)
+	}
 	return nil
 }
 

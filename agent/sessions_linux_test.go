@@ -283,7 +283,20 @@ func TestDestroyMarkerEndsOnlyTheNamedSubSession(t *testing.T) {
 						n++
 					}
 				}
-				return n == 3, fmt.Sprint(a.Sessions().Sessions())
+				detail := fmt.Sprintf("%v\nagent %+v\ntracker %+v", a.Sessions().Sessions(), a.Status(), a.Sessions().Stats())
+				for _, x := range []string{"a", "b", "c"} {
+					if s, ok := a.Sessions().Get(id(x)); !ok || s.State != sessions.Active {
+						for _, p := range a.Graph().Processes() {
+							if p.ID.PID == h.procs[id(x)].pid {
+								detail += fmt.Sprintf("\nserver %s node: %v creator %v exited %v gaps %v", x, p.ID, p.Creator, p.Exited, p.Gaps)
+								for _, im := range p.Images {
+									detail += fmt.Sprintf("\n   image %d %s %q trunc=%v", im.Time, im.Source, im.Argv[:min(len(im.Argv), 4)], im.ArgvTruncated)
+								}
+							}
+						}
+					}
+				}
+				return n == 3, detail
 			})
 			tc.mark(t, h, id("b"))
 			waitDead(t, h.procs[id("b")], h.procs[id("b")+"-child"])
