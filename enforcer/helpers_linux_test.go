@@ -57,7 +57,22 @@ func TestMain(m *testing.M) {
 	}
 	real := sendSignal
 	sendSignal = func(fd int, pid uint32, sig unix.Signal) error {
+		// A process that already exited (its pidfd is readable) gets no
+		// signal whoever it was: answer as the kernel would, instead of
+		// judging a /proc chain that is gone (a `sleep 0.1` member can end
+		// between the enforcer's check and this one).
+		exited := func() bool {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, 0)
+			return err == nil && n > 0
+		}
+		if exited() {
+			return unix.ESRCH
+		}
 		if !descendantOfTest(pid) {
+			if exited() { // it ended while its chain was read
+				return unix.ESRCH
+			}
 			guardMu.Lock()
 			violations = append(violations, fmt.Sprintf("enforcer tried to send %s to pid %d, which the test did not start (%s)", unix.SignalName(sig), pid, chain(pid)))
 			guardMu.Unlock()
