@@ -231,15 +231,5 @@ func TestSessionsAndTreeShowWhatTheEnforcerDid(t *testing.T) {
 // cond's last detail.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, detail)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, cond)
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // RequireAllVar names the environment variable that turns skips into failures.
@@ -87,5 +88,23 @@ func Binary(t testing.TB) string {
 func RemoveBinary() {
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
+	}
+}
+
+// Eventually polls cond until it holds, or fails the test after 10 s with
+// what and cond's last detail. The agent applies kernel events a moment
+// after they happen, so tests wait for its view instead of assuming it.
+func Eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, detail)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
