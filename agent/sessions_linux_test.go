@@ -187,7 +187,7 @@ func escapees(t *testing.T) string {
 setsid sh -c 'sleep 300 & echo daemon $!' </dev/null
 AGENT_TEST_HELPER=own-pgroup ` + self + ` -test.run=^$ </dev/null >/dev/null & echo pgroup $!
 nohup sleep 300 </dev/null >/dev/null 2>&1 & echo nohup $!
-sh -c 'trap "" TERM; exec sleep 300' </dev/null & echo ignores-term $!
+sh -c 'trap "" TERM; echo ignores-term $$; exec sleep 300' </dev/null &
 sh -c 'sh -c "sleep 300 </dev/null & echo grandchild \$!"'
 echo ready
 `
@@ -205,7 +205,8 @@ func TestRootExitEndsEveryDescendant(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			other := bystander(t)
 			session := "t-" + strings.ReplaceAll(tc.name, " ", "-")
-			h := startHost(t, session, escapees(t)+"read line; exit 0")
+			// ignores-term reports itself once its trap is set.
+			h := startHost(t, session, escapees(t)+"read line; exit 0", "ignores-term")
 			var members []proc
 			for name, p := range h.procs {
 				if name != "host" {
@@ -433,7 +434,7 @@ func TestUnauthorizedMarkerIsRefused(t *testing.T) {
 
 func TestAuditModeKillsNothingAndListsWhatItWould(t *testing.T) {
 	a := enforcingAgent(t, enforcer.ModeAudit)
-	h := startHost(t, "audited", escapees(t)+"read line; exit 0")
+	h := startHost(t, "audited", escapees(t)+"read line; exit 0", "ignores-term")
 	var want []uint32
 	var members []proc
 	for name, p := range h.procs {
