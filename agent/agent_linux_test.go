@@ -56,17 +56,7 @@ func startAgent(t testing.TB, opts agent.Options) *testAgent {
 // waitFor polls cond until it holds or 10s pass.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, detail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, cond)
 }
 
 // spawn starts a shell script whose stdout lines are pids it reports, and
