@@ -11,6 +11,16 @@
  * needs 5.8. Task fields are read with CO-RE so one object loads on every
  * kernel of the matrix. Nothing here calls bpf_get_current_task_btf (5.11+):
  * every hook receives its task as an argument.
+ *
+ * Every hook has two programs, a primary and a backup, attached in that
+ * order. Kernels whose tracepoints are preemptible (seen on 7.2, with
+ * PREEMPT_LAZY) skip a program invoked on a CPU where the same program is
+ * preempted mid-run, counting it only in the program's recursion_misses.
+ * The backup, a program of its own with its own guard, runs the event
+ * when the primary was skipped for it: the primary claims each event in
+ * "claims", the backup runs only for events nobody claimed and counts
+ * them in "recovered". An event is lost only when both runs are skipped;
+ * user space counts those as the primary's misses minus recovered.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -62,6 +72,40 @@ struct {
 	__type(value, __u64);
 } doom_kills SEC(".maps");
 
+/* Events the primary program handled, so the backup knows to stand down.
+ * Keyed by task and event kind; an entry lives from the primary's run to
+ * the backup's on the same task, microseconds. LRU: an entry whose backup
+ * was skipped is pushed out eventually. */
+struct claim_key {
+	__u32 tid;
+	__u32 kind;
+};
+
+struct claim {
+	__u64 start; /* the task's start_boottime: tids are reused */
+	__u64 seq;   /* exec: the task's self_exec_id; 0 otherwise */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct claim_key);
+	__type(value, struct claim);
+} claims SEC(".maps");
+
+/* Events the backup ran because the primary was skipped, by event kind. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EVENT_KIND_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} recovered SEC(".maps");
+
+enum run {
+	RUN_PRIMARY,
+	RUN_BACKUP,
+};
+
 /* Linux 6.13+: signal another task. Weak: resolved to 0 on older kernels,
  * where the branch that calls it is dead code the verifier drops. */
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
@@ -74,8 +118,30 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
 static __always_inline void count(void *map, __u32 key)
 {
 	__u64 *n = bpf_map_lookup_elem(map, &key);
+	/* Atomic: on a preemptible tracepoint another program can update
+	 * the same per-CPU slot in the middle of this one. */
 	if (n)
-		*n += 1;
+		__sync_fetch_and_add(n, 1);
+}
+
+/* should_run decides whether this run handles the event of kind on task
+ * tid (start, seq): the primary always does and claims it; the backup
+ * does only when no claim is there, i.e. the primary was skipped. */
+static __always_inline bool should_run(enum run run, __u32 tid, __u32 kind, __u64 start, __u64 seq)
+{
+	struct claim_key k = { .tid = tid, .kind = kind };
+	if (run == RUN_PRIMARY) {
+		struct claim c = { .start = start, .seq = seq };
+		bpf_map_update_elem(&claims, &k, &c, BPF_ANY);
+		return true;
+	}
+	struct claim *c = bpf_map_lookup_elem(&claims, &k);
+	if (c && c->start == start && c->seq == seq) {
+		bpf_map_delete_elem(&claims, &k);
+		return false;
+	}
+	count(&recovered, kind);
+	return true;
 }
 
 static __always_inline void count_lost(__u32 kind)
@@ -136,11 +202,13 @@ static __always_inline void doom_fork(struct task_struct *parent, struct task_st
 	}
 }
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+static __always_inline int on_fork(enum run run, struct task_struct *parent, struct task_struct *child)
 {
 	/* clone(CLONE_THREAD) makes a thread, not a process. */
-	if (BPF_CORE_READ(child, pid) != BPF_CORE_READ(child, tgid))
+	__u32 tid = BPF_CORE_READ(child, pid);
+	if (tid != BPF_CORE_READ(child, tgid))
+		return 0;
+	if (!should_run(run, tid, EVENT_FORK, BPF_CORE_READ(child, start_boottime), 0))
 		return 0;
 
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -157,9 +225,12 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+static __always_inline int on_exec(enum run run, struct task_struct *p, struct linux_binprm *bprm)
 {
+	/* self_exec_id counts the task's execs: one claim per exec. */
+	if (!should_run(run, BPF_CORE_READ(p, pid), EVENT_EXEC, BPF_CORE_READ(p, start_boottime),
+			BPF_CORE_READ(p, self_exec_id)))
+		return 0;
 	struct exec_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(EVENT_EXEC);
@@ -208,9 +279,13 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sched_process_exit, struct task_struct *p)
+static __always_inline int on_exit(enum run run, struct task_struct *p)
 {
+	/* Claimed before the test below: another thread leaving meanwhile
+	 * could make the backup's reading of live differ from the
+	 * primary's. */
+	if (!should_run(run, BPF_CORE_READ(p, pid), EVENT_EXIT, BPF_CORE_READ(p, start_boottime), 0))
+		return 0;
 	/* Only the last thread of the group reports: signal->live reached
 	 * zero in do_exit before this tracepoint. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
@@ -234,4 +309,42 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 		e->exit_code = BPF_CORE_READ(p, exit_code);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
+}
+
+/* The programs: a primary and a backup per hook (see the top). */
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(RUN_PRIMARY, parent, child);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork_backup, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(RUN_BACKUP, parent, child);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	return on_exec(RUN_PRIMARY, p, bprm);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec_backup, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	return on_exec(RUN_BACKUP, p, bprm);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+	return on_exit(RUN_PRIMARY, p);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit_backup, struct task_struct *p)
+{
+	return on_exit(RUN_BACKUP, p);
 }

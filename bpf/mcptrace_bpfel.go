@@ -13,6 +13,18 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type McptraceClaim struct {
+	_     structs.HostLayout
+	Start uint64
+	Seq   uint64
+}
+
+type McptraceClaimKey struct {
+	_    structs.HostLayout
+	Tid  uint32
+	Kind uint32
+}
+
 type McptraceDoomKill uint32
 
 const (
@@ -85,18 +97,23 @@ type McptraceExecEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	McptraceMapDoomKills         = "doom_kills"
-	McptraceMapDoomed            = "doomed"
-	McptraceMapEvents            = "events"
-	McptraceMapLostEvents        = "lost_events"
-	McptraceProgSchedProcessExec = "sched_process_exec"
-	McptraceProgSchedProcessExit = "sched_process_exit"
-	McptraceProgSchedProcessFork = "sched_process_fork"
-	McptraceVarUnusedDoomKill    = "unused_doom_kill"
-	McptraceVarUnusedEvent       = "unused_event"
-	McptraceVarUnusedEventFlags  = "unused_event_flags"
-	McptraceVarUnusedEventKind   = "unused_event_kind"
-	McptraceVarUnusedExecEvent   = "unused_exec_event"
+	McptraceMapClaims                  = "claims"
+	McptraceMapDoomKills               = "doom_kills"
+	McptraceMapDoomed                  = "doomed"
+	McptraceMapEvents                  = "events"
+	McptraceMapLostEvents              = "lost_events"
+	McptraceMapRecovered               = "recovered"
+	McptraceProgSchedProcessExec       = "sched_process_exec"
+	McptraceProgSchedProcessExecBackup = "sched_process_exec_backup"
+	McptraceProgSchedProcessExit       = "sched_process_exit"
+	McptraceProgSchedProcessExitBackup = "sched_process_exit_backup"
+	McptraceProgSchedProcessFork       = "sched_process_fork"
+	McptraceProgSchedProcessForkBackup = "sched_process_fork_backup"
+	McptraceVarUnusedDoomKill          = "unused_doom_kill"
+	McptraceVarUnusedEvent             = "unused_event"
+	McptraceVarUnusedEventFlags        = "unused_event_flags"
+	McptraceVarUnusedEventKind         = "unused_event_kind"
+	McptraceVarUnusedExecEvent         = "unused_exec_event"
 )
 
 // LoadMcptrace returns the embedded CollectionSpec for Mcptrace.
@@ -141,19 +158,24 @@ type McptraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceProgramSpecs struct {
-	SchedProcessExec *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
-	SchedProcessExit *ebpf.ProgramSpec `ebpf:"sched_process_exit"`
-	SchedProcessFork *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
+	SchedProcessExec       *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
+	SchedProcessExecBackup *ebpf.ProgramSpec `ebpf:"sched_process_exec_backup"`
+	SchedProcessExit       *ebpf.ProgramSpec `ebpf:"sched_process_exit"`
+	SchedProcessExitBackup *ebpf.ProgramSpec `ebpf:"sched_process_exit_backup"`
+	SchedProcessFork       *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
+	SchedProcessForkBackup *ebpf.ProgramSpec `ebpf:"sched_process_fork_backup"`
 }
 
 // McptraceMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceMapSpecs struct {
+	Claims     *ebpf.MapSpec `ebpf:"claims"`
 	DoomKills  *ebpf.MapSpec `ebpf:"doom_kills"`
 	Doomed     *ebpf.MapSpec `ebpf:"doomed"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	LostEvents *ebpf.MapSpec `ebpf:"lost_events"`
+	Recovered  *ebpf.MapSpec `ebpf:"recovered"`
 }
 
 // McptraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -187,18 +209,22 @@ func (o *McptraceObjects) Close() error {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptraceMaps struct {
+	Claims     *ebpf.Map `ebpf:"claims"`
 	DoomKills  *ebpf.Map `ebpf:"doom_kills"`
 	Doomed     *ebpf.Map `ebpf:"doomed"`
 	Events     *ebpf.Map `ebpf:"events"`
 	LostEvents *ebpf.Map `ebpf:"lost_events"`
+	Recovered  *ebpf.Map `ebpf:"recovered"`
 }
 
 func (m *McptraceMaps) Close() error {
 	return _McptraceClose(
+		m.Claims,
 		m.DoomKills,
 		m.Doomed,
 		m.Events,
 		m.LostEvents,
+		m.Recovered,
 	)
 }
 
@@ -217,16 +243,22 @@ type McptraceVariables struct {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptracePrograms struct {
-	SchedProcessExec *ebpf.Program `ebpf:"sched_process_exec"`
-	SchedProcessExit *ebpf.Program `ebpf:"sched_process_exit"`
-	SchedProcessFork *ebpf.Program `ebpf:"sched_process_fork"`
+	SchedProcessExec       *ebpf.Program `ebpf:"sched_process_exec"`
+	SchedProcessExecBackup *ebpf.Program `ebpf:"sched_process_exec_backup"`
+	SchedProcessExit       *ebpf.Program `ebpf:"sched_process_exit"`
+	SchedProcessExitBackup *ebpf.Program `ebpf:"sched_process_exit_backup"`
+	SchedProcessFork       *ebpf.Program `ebpf:"sched_process_fork"`
+	SchedProcessForkBackup *ebpf.Program `ebpf:"sched_process_fork_backup"`
 }
 
 func (p *McptracePrograms) Close() error {
 	return _McptraceClose(
 		p.SchedProcessExec,
+		p.SchedProcessExecBackup,
 		p.SchedProcessExit,
+		p.SchedProcessExitBackup,
 		p.SchedProcessFork,
+		p.SchedProcessForkBackup,
 	)
 }
 

@@ -54,15 +54,7 @@ type DoomKills struct {
 // DoomKills returns the kernel's doom kill counters since Open.
 func (s *Sensor) DoomKills() (DoomKills, error) {
 	sum := func(k bpf.McptraceDoomKill) (uint64, error) {
-		var perCPU []uint64
-		if err := s.objs.DoomKills.Lookup(uint32(k), &perCPU); err != nil {
-			return 0, fmt.Errorf("read doom_kills[%d]: %w", k, err)
-		}
-		var n uint64
-		for _, v := range perCPU {
-			n += v
-		}
-		return n, nil
+		return sumPerCPU(s.objs.DoomKills, "doom_kills", uint32(k))
 	}
 	var d DoomKills
 	var err error

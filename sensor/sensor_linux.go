@@ -106,20 +106,15 @@ func Open(opts Options) (*Sensor, error) {
 		}
 		return nil, loadError(err)
 	}
-	for _, p := range []struct {
-		name string
-		prog *ebpf.Program
-	}{
-		{"sched_process_fork", s.objs.SchedProcessFork},
-		{"sched_process_exec", s.objs.SchedProcessExec},
-		{"sched_process_exit", s.objs.SchedProcessExit},
-	} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog, AttachType: ebpf.AttachTraceRawTp})
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("attach %s tracepoint: %w", p.name, err)
+	for _, h := range s.hooks() {
+		for _, p := range []*ebpf.Program{h.primary, h.backup} {
+			l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("attach %s tracepoint: %w", h.name, err)
+			}
+			s.links = append(s.links, l)
 		}
-		s.links = append(s.links, l)
 	}
 	s.reader, err = ringbuf.NewReader(s.objs.Events)
 	if err != nil {
@@ -209,22 +204,81 @@ func (s *Sensor) Read() (lineage.Event, error) {
 	return Decode(s.rec.RawSample)
 }
 
+// hooks are the tracepoints with their primary and backup programs, in
+// attach order: a primary must run before its backup.
+func (s *Sensor) hooks() []hook {
+	return []hook{
+		{"sched_process_fork", lineage.KindFork, s.objs.SchedProcessFork, s.objs.SchedProcessForkBackup},
+		{"sched_process_exec", lineage.KindExec, s.objs.SchedProcessExec, s.objs.SchedProcessExecBackup},
+		{"sched_process_exit", lineage.KindExit, s.objs.SchedProcessExit, s.objs.SchedProcessExitBackup},
+	}
+}
+
+type hook struct {
+	name            string
+	kind            lineage.EventKind
+	primary, backup *ebpf.Program
+}
+
 // Lost returns, per event kind, how many records the kernel could not send
-// since Open.
+// since Open: records no ring buffer space was left for (lost_events),
+// plus events both programs of a hook were skipped for. The kernel skips a
+// tracing program invoked on a CPU where it is already running
+// (recursion_misses, Linux 5.12+), which happens when tracepoints are
+// preemptible; the backup program runs the events its primary was skipped
+// for and counts them (recovered), so the events nobody ran are the
+// primary's misses minus those.
 func (s *Sensor) Lost() (map[lineage.EventKind]uint64, error) {
 	out := make(map[lineage.EventKind]uint64, 3)
-	for _, k := range []lineage.EventKind{lineage.KindFork, lineage.KindExec, lineage.KindExit} {
-		var perCPU []uint64
-		if err := s.objs.LostEvents.Lookup(uint32(k), &perCPU); err != nil {
-			return nil, fmt.Errorf("read lost_events[%s]: %w", k, err)
+	for _, h := range s.hooks() {
+		full, err := sumPerCPU(s.objs.LostEvents, "lost_events", uint32(h.kind))
+		if err != nil {
+			return nil, err
 		}
-		var sum uint64
-		for _, n := range perCPU {
-			sum += n
+		stats, err := h.primary.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("read %s program stats: %w", h.name, err)
 		}
-		out[k] = sum
+		rec, err := sumPerCPU(s.objs.Recovered, "recovered", uint32(h.kind))
+		if err != nil {
+			return nil, err
+		}
+		// A primary can also run after its backup stood in (an evicted
+		// claim): never let that hide a loss of another event.
+		var skipped uint64
+		if stats.RecursionMisses > rec {
+			skipped = stats.RecursionMisses - rec
+		}
+		out[h.kind] = full + skipped
 	}
 	return out, nil
+}
+
+// Recovered returns, per event kind, how many events the backup programs
+// ran because the kernel skipped the primary (see Lost).
+func (s *Sensor) Recovered() (map[lineage.EventKind]uint64, error) {
+	out := make(map[lineage.EventKind]uint64, 3)
+	for _, h := range s.hooks() {
+		n, err := sumPerCPU(s.objs.Recovered, "recovered", uint32(h.kind))
+		if err != nil {
+			return nil, err
+		}
+		out[h.kind] = n
+	}
+	return out, nil
+}
+
+// sumPerCPU adds up the per-CPU values of key in a per-CPU array.
+func sumPerCPU(m *ebpf.Map, name string, key uint32) (uint64, error) {
+	var perCPU []uint64
+	if err := m.Lookup(key, &perCPU); err != nil {
+		return 0, fmt.Errorf("read %s[%d]: %w", name, key, err)
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n, nil
 }
 
 // Close detaches the programs and releases the ring buffer. A Read blocked

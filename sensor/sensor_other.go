@@ -18,4 +18,5 @@ type Sensor struct{}
 func Open(Options) (*Sensor, error)                         { return nil, ErrNotSupported }
 func (*Sensor) Read() (lineage.Event, error)                { return lineage.Event{}, ErrNotSupported }
 func (*Sensor) Lost() (map[lineage.EventKind]uint64, error) { return nil, ErrNotSupported }
+func (*Sensor) Recovered() (map[lineage.EventKind]uint64, error) { return nil, ErrNotSupported }
 func (*Sensor) Close() error                                { return nil }
