@@ -15,8 +15,8 @@ type Options struct{}
 
 type Sensor struct{}
 
-func Open(Options) (*Sensor, error)                         { return nil, ErrNotSupported }
-func (*Sensor) Read() (lineage.Event, error)                { return lineage.Event{}, ErrNotSupported }
-func (*Sensor) Lost() (map[lineage.EventKind]uint64, error) { return nil, ErrNotSupported }
+func Open(Options) (*Sensor, error)                              { return nil, ErrNotSupported }
+func (*Sensor) Read() (lineage.Event, error)                     { return lineage.Event{}, ErrNotSupported }
+func (*Sensor) Lost() (map[lineage.EventKind]uint64, error)      { return nil, ErrNotSupported }
 func (*Sensor) Recovered() (map[lineage.EventKind]uint64, error) { return nil, ErrNotSupported }
-func (*Sensor) Close() error                                { return nil }
+func (*Sensor) Close() error                                     { return nil }
