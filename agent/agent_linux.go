@@ -79,6 +79,7 @@ type Agent struct {
 	decodeErr atomic.Uint64
 	mu        sync.Mutex
 	lost      map[lineage.EventKind]uint64 // last seen kernel counters
+	recovered map[lineage.EventKind]uint64 // events the backup programs delivered
 	// reconciled: the start-up repair ran (see checkLost).
 	reconciled bool
 	ready      chan struct{}
@@ -271,7 +272,12 @@ func (a *Agent) checkLost() error {
 	if err != nil {
 		return err
 	}
+	recovered, err := a.sensor.Recovered()
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
+	a.recovered = recovered
 	var grew []any
 	for k, n := range lost {
 		if n > a.lost[k] {
@@ -318,6 +324,8 @@ func (a *Agent) Status() api.Status {
 		Events:  map[string]uint64{},
 		Lost:    map[string]uint64{},
 		Gaps:    gapCounts(gs),
+
+		Recovered: map[string]uint64{},
 	}
 	for _, k := range []lineage.EventKind{lineage.KindFork, lineage.KindExec, lineage.KindExit} {
 		st.Events[k.String()] = a.events[k].Load()
@@ -325,6 +333,9 @@ func (a *Agent) Status() api.Status {
 	a.mu.Lock()
 	for k, n := range a.lost {
 		st.Lost[k.String()] = n
+	}
+	for k, n := range a.recovered {
+		st.Recovered[k.String()] = n
 	}
 	a.mu.Unlock()
 	return st

@@ -20,6 +20,10 @@ type Status struct {
 	// Events applied and events the kernel could not send, per kind.
 	Events map[string]uint64 `json:"events_total"`
 	Lost   map[string]uint64 `json:"lost_events_total"`
+	// Recovered counts events the kernel skipped the primary program for
+	// and the backup program delivered (preemptible tracepoints): not
+	// lost, shown so a rising number is visible.
+	Recovered map[string]uint64 `json:"recovered_events_total"`
 	// Gaps counts what the graph had to fill in, per gap kind.
 	Gaps map[string]uint64 `json:"gaps_total"`
 }
