@@ -27,6 +27,10 @@ type Options struct {
 	// /sys/kernel/tracing and /sys/fs/bpf.
 	TraceFS, BPFFS string
 	Logger         *slog.Logger
+
+	// skipBackups attaches the primary programs only; the benchmark
+	// uses it to price the backups.
+	skipBackups bool
 }
 
 // Sensor holds the loaded programs, their links and the ring buffer reader.
@@ -107,7 +111,11 @@ func Open(opts Options) (*Sensor, error) {
 		return nil, loadError(err)
 	}
 	for _, h := range s.hooks() {
-		for _, p := range []*ebpf.Program{h.primary, h.backup} {
+		progs := []*ebpf.Program{h.primary, h.backup}
+		if opts.skipBackups {
+			progs = progs[:1]
+		}
+		for _, p := range progs {
 			l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 			if err != nil {
 				s.Close()
