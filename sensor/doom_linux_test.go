@@ -1,6 +1,7 @@
 package sensor_test
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"os/exec"
@@ -18,8 +19,15 @@ import (
 // start: doom compares at tick precision).
 func startBlocked(t *testing.T, script string) (*exec.Cmd, io.WriteCloser, lineage.ID) {
 	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", "read go; "+script)
+	// The shell says it runs before it blocks: cmd.Start returns once the
+	// exec passed its point of no return, before the exec tracepoint has
+	// fired, and a process doomed that early is killed at its own exec.
+	cmd := exec.Command("/bin/sh", "-c", "echo running; read go; "+script)
 	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +35,10 @@ func startBlocked(t *testing.T, script string) (*exec.Cmd, io.WriteCloser, linea
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if line != "running\n" {
+		t.Fatalf("shell printed %q (%v), want running", line, err)
+	}
 	snap, err := procfs.Read("/proc", uint32(cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
