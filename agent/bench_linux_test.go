@@ -1,12 +1,11 @@
 package agent_test
 
 import (
-	"os/exec"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/internal/testenv"
 )
 
 // BenchmarkForkExecOverhead measures what the agent costs every process on
@@ -21,15 +20,7 @@ import (
 // on/off (their ratio); ns/op sums all rounds and means nothing here.
 func BenchmarkForkExecOverhead(b *testing.B) {
 	const rounds = 7
-	run := func() time.Duration {
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			if err := exec.Command("/bin/true").Run(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return time.Since(start) / time.Duration(b.N)
-	}
+	run := func() time.Duration { return testenv.ForkExecTrue(b) }
 	var off, on []time.Duration
 	for r := 0; r < rounds; r++ {
 		b.StopTimer()
@@ -40,10 +31,7 @@ func BenchmarkForkExecOverhead(b *testing.B) {
 		b.StopTimer()
 		a()
 	}
-	median := func(d []time.Duration) float64 {
-		slices.Sort(d)
-		return float64(d[len(d)/2])
-	}
+	median := testenv.Median
 	b.ReportMetric(median(off), "off-ns/op")
 	b.ReportMetric(median(on), "on-ns/op")
 	b.ReportMetric(median(on)/median(off), "on/off")

@@ -2,8 +2,6 @@ package sensor
 
 import (
 	"log/slog"
-	"os/exec"
-	"slices"
 	"testing"
 	"time"
 
@@ -22,15 +20,7 @@ import (
 func BenchmarkExecCostOfBackups(b *testing.B) {
 	testenv.Root(b)
 	const rounds = 7
-	run := func() time.Duration {
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			if err := exec.Command("/bin/true").Run(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return time.Since(start) / time.Duration(b.N)
-	}
+	run := func() time.Duration { return testenv.ForkExecTrue(b) }
 	with := func(opts Options) time.Duration {
 		s, err := Open(opts)
 		if err != nil {
@@ -58,10 +48,7 @@ func BenchmarkExecCostOfBackups(b *testing.B) {
 		primary = append(primary, with(Options{skipBackups: true, Logger: quiet}))
 		both = append(both, with(Options{Logger: quiet}))
 	}
-	median := func(d []time.Duration) float64 {
-		slices.Sort(d)
-		return float64(d[len(d)/2])
-	}
+	median := testenv.Median
 	b.ReportMetric(median(off), "off-ns/op")
 	b.ReportMetric(median(primary), "primary-ns/op")
 	b.ReportMetric(median(both), "both-ns/op")
