@@ -501,6 +501,22 @@ func skipReason(out string) string {
 	return r
 }
 
+// note is one row of the report's skip and failure tables.
+type note struct{ kernel, pkg, test, text string }
+
+// printRows prints a titled table of notes, nothing when there are none.
+func printRows(w io.Writer, title string, rows []note) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.kernel, r.pkg, r.test, r.text)
+	}
+	tw.Flush()
+}
+
 func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total time.Duration) (failed bool) {
 	fmt.Fprintf(w, "\n==== VM kernel matrix ====\n\nKernels:\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -523,7 +539,6 @@ func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total tim
 		fmt.Fprintf(tw, "%s\t", kr.spec)
 	}
 	fmt.Fprintln(tw)
-	type note struct{ kernel, pkg, test, text string }
 	var skips, fails []note
 	noTests := map[string]bool{}
 	var noTestList []string
@@ -574,25 +589,11 @@ func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total tim
 	}
 	tw.Flush()
 
-	if len(skips) > 0 {
-		fmt.Fprintf(w, "\nSkips:\n")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, s := range skips {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.kernel, s.pkg, s.test, s.text)
-		}
-		tw.Flush()
-	}
+	printRows(w, "Skips", skips)
 	if len(noTestList) > 0 {
 		fmt.Fprintf(w, "\nNo test files: %s\n", strings.Join(noTestList, " "))
 	}
-	if len(fails) > 0 {
-		fmt.Fprintf(w, "\nFailures:\n")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, s := range fails {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.kernel, s.pkg, s.test, s.text)
-		}
-		tw.Flush()
-	}
+	printRows(w, "Failures", fails)
 	for _, kr := range runs {
 		if kr.info == nil {
 			continue

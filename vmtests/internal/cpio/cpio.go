@@ -100,6 +100,24 @@ func (w *Writer) mkparents(name string) {
 	w.header(dir, modeDir|0o755, 0, 0, 0)
 }
 
+// entry claims the archive name of a new non-directory entry, after its
+// missing parent directories.
+func (w *Writer) entry(name string) (string, error) {
+	c, err := clean(name)
+	if err != nil {
+		return "", err
+	}
+	if c == "" {
+		return "", errors.New("cpio: empty file name")
+	}
+	if w.entries[c] {
+		return "", fmt.Errorf("cpio: duplicate entry %q", c)
+	}
+	w.mkparents(c)
+	w.entries[c] = true
+	return c, nil
+}
+
 // Dir adds a directory (and its missing parents).
 func (w *Writer) Dir(name string, perm uint32) error {
 	c, err := clean(name)
@@ -117,18 +135,10 @@ func (w *Writer) Dir(name string, perm uint32) error {
 
 // File adds a regular file whose content is the size bytes read from r.
 func (w *Writer) File(name string, perm uint32, size int64, r io.Reader) error {
-	c, err := clean(name)
+	c, err := w.entry(name)
 	if err != nil {
 		return err
 	}
-	if c == "" {
-		return errors.New("cpio: empty file name")
-	}
-	if w.entries[c] {
-		return fmt.Errorf("cpio: duplicate entry %q", c)
-	}
-	w.mkparents(c)
-	w.entries[c] = true
 	w.header(c, modeRegular|perm&0o7777, size, 0, 0)
 	if w.err != nil {
 		return w.err
@@ -150,15 +160,10 @@ func (w *Writer) Bytes(name string, perm uint32, data []byte) error {
 
 // Symlink adds a symbolic link name -> target.
 func (w *Writer) Symlink(name, target string) error {
-	c, err := clean(name)
+	c, err := w.entry(name)
 	if err != nil {
 		return err
 	}
-	if w.entries[c] {
-		return fmt.Errorf("cpio: duplicate entry %q", c)
-	}
-	w.mkparents(c)
-	w.entries[c] = true
 	w.header(c, modeSymlink|0o777, int64(len(target)), 0, 0)
 	w.write([]byte(target))
 	w.pad()
@@ -167,15 +172,10 @@ func (w *Writer) Symlink(name, target string) error {
 
 // CharDev adds a character device node.
 func (w *Writer) CharDev(name string, perm, major, minor uint32) error {
-	c, err := clean(name)
+	c, err := w.entry(name)
 	if err != nil {
 		return err
 	}
-	if w.entries[c] {
-		return fmt.Errorf("cpio: duplicate entry %q", c)
-	}
-	w.mkparents(c)
-	w.entries[c] = true
 	w.header(c, modeCharDev|perm&0o7777, 0, major, minor)
 	return w.err
 }
