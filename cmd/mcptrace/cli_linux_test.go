@@ -93,31 +93,39 @@ func TestTreeShowsDeadWrapperChainWithSecretsRedacted(t *testing.T) {
 	server, _ := strconv.Atoi(sc.Text())
 	t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) })
 
-	// The agent applies events asynchronously: ask until the whole chain,
-	// with the wrapper's exit, has arrived.
-	var out string
-	var lines []string
-	eventually(t, "tree of the host with the exited wrapper", func() (bool, string) {
-		o, errOut, err := run(t, bin, "tree", "--api.socket", socket, strconv.Itoa(host.Process.Pid))
-		out = o
-		lines = strings.Split(strings.TrimSpace(out), "\n")
-		return err == nil && len(lines) == 3 && strings.Contains(lines[1], "exited"), fmt.Sprintf("%v %s\n%s", err, errOut, out)
-	})
-	t.Logf("\n%s", out)
-	for _, want := range []struct {
+	wants := []struct {
 		line int
 		has  []string
 	}{
 		{0, []string{strconv.Itoa(host.Process.Pid), "alive", "→ sleep 30"}},
 		{1, []string{"exited 0", "sh -c"}},
 		{2, []string{strconv.Itoa(server), "alive", "GITHUB_PERSONAL_ACCESS_TOKEN=<redacted>", "→ sleep 30", "reparented to 1"}},
-	} {
-		for _, s := range want.has {
-			if !strings.Contains(lines[want.line], s) {
-				t.Errorf("line %d %q lacks %q", want.line, lines[want.line], s)
+	}
+	// missing lists what the tree does not show yet.
+	missing := func(lines []string) []string {
+		var m []string
+		for _, want := range wants {
+			for _, s := range want.has {
+				if want.line >= len(lines) || !strings.Contains(lines[want.line], s) {
+					m = append(m, fmt.Sprintf("line %d lacks %q", want.line, s))
+				}
 			}
 		}
+		return m
 	}
+	// The agent applies events asynchronously, and the script prints the
+	// server's pid before env has exec'd sleep: ask until the whole chain,
+	// with the wrapper's exit and both execs, has arrived. What is still
+	// missing when time runs out is the failure.
+	var out string
+	eventually(t, "tree of the host with the exited wrapper and both execs", func() (bool, string) {
+		o, errOut, err := run(t, bin, "tree", "--api.socket", socket, strconv.Itoa(host.Process.Pid))
+		out = o
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		m := missing(lines)
+		return err == nil && len(lines) == 3 && len(m) == 0, fmt.Sprintf("%v %s\n%s\n%s", err, errOut, out, strings.Join(m, "\n"))
+	})
+	t.Logf("\n%s", out)
 	jsonOut, errOut, err := run(t, bin, "tree", "--json", "--api.socket", socket, strconv.Itoa(host.Process.Pid))
 	if err != nil {
 		t.Fatalf("tree --json: %v: %s", err, errOut)
