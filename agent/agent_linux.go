@@ -142,6 +142,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if cfg := a.enf.Config(); cfg.Mode == enforcer.ModeAudit {
 		a.log.Warn("audit mode: sessions are tracked and ended, nothing is signalled")
 	}
+	if pid := a.opts.Sessions.WithinPID; pid != 0 {
+		a.log.Info("sessions narrowed to one subtree: processes outside it begin and end no session", "within_pid", pid)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

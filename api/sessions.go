@@ -237,7 +237,7 @@ func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
 
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, sessions.ErrNotAuthorized):
+	case errors.Is(err, sessions.ErrNotAuthorized), errors.Is(err, sessions.ErrOutOfScope):
 		return http.StatusForbidden
 	case errors.Is(err, sessions.ErrNoSession), errors.Is(err, sessions.ErrUnknownProcess):
 		return http.StatusNotFound

@@ -77,3 +77,11 @@ func oneOf(s string, allowed ...string) error {
 	}
 	return errors.New("must be " + strings.Join(allowed, " or ") + fmt.Sprintf(", got %q", s))
 }
+
+// pid accepts 0 (no PID) or a PID the kernel can hand out (at most 2^22).
+func pid(n int) error {
+	if n < 0 || n > 1<<22 {
+		return fmt.Errorf("must be 0 or a PID (1 to %d), got %d", 1<<22, n)
+	}
+	return nil
+}

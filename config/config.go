@@ -2,16 +2,16 @@ package config
 
 import (
 	"errors"
-	"path"
-	"regexp"
-
 	"fmt"
-	"github.com/mcptrace/mcptrace/enforcer"
-	"github.com/mcptrace/mcptrace/sessions"
 	"io"
 	"log/slog"
 	"os"
+	"path"
+	"regexp"
 	"time"
+
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/sessions"
 )
 
 // DefaultFile is read when Load is given no file, if it exists.
@@ -41,6 +41,10 @@ type Sessions struct {
 	Rules []sessions.Rule
 	// Retention is how long ended sessions stay listed (sessions.retention).
 	Retention time.Duration
+	// WithinPID narrows the agent to the processes this PID created, at any
+	// depth, and itself (sessions.within-pid); 0, the default, is the whole
+	// node. Test agents narrow themselves to their test binary with it.
+	WithinPID int
 }
 
 // Enforcer configures what happens to the members of an ended session.
@@ -178,6 +182,8 @@ func (c *Config) options() []option {
 			func() error { return sessions.CompileRules(c.Sessions.Rules) }},
 		{"sessions.retention", "how long ended sessions stay listed", &c.Sessions.Retention,
 			func() error { return atLeast(c.Sessions.Retention, time.Second) }},
+		{"sessions.within-pid", "only this PID and the processes it created begin sessions or send destroy markers; 0: the whole node", &c.Sessions.WithinPID,
+			func() error { return pid(c.Sessions.WithinPID) }},
 		{"enforcer.mode", "enforce (signal the members of ended sessions) or audit (record what would be killed)", &c.Enforcer.Mode,
 			func() error { return oneOf(c.Enforcer.Mode, "enforce", "audit") }},
 		{"enforcer.policy", "graceful (SIGTERM, grace period, SIGKILL) or immediate (SIGKILL)", &c.Enforcer.Policy,
@@ -185,7 +191,7 @@ func (c *Config) options() []option {
 		{"enforcer.grace-period", "wait between SIGTERM and SIGKILL", &c.Enforcer.GracePeriod,
 			func() error { return atLeast(c.Enforcer.GracePeriod, time.Millisecond) }},
 		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv} (configuration file only)", &c.Enforcer.Spare,
-			func() error { _, err := c.EnforcerConfig(); return err }},
+			func() error { _, err := c.spareRules(); return err }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,
@@ -230,7 +236,8 @@ func (c Config) NewLogger(w io.Writer) *slog.Logger {
 
 // SessionsConfig is the sessions part as package sessions takes it.
 func (c Config) SessionsConfig() sessions.Config {
-	return sessions.Config{DefaultRules: c.Sessions.DefaultRules, Rules: c.Sessions.Rules, Retention: c.Sessions.Retention}
+	return sessions.Config{DefaultRules: c.Sessions.DefaultRules, Rules: c.Sessions.Rules, Retention: c.Sessions.Retention,
+		WithinPID: uint32(c.Sessions.WithinPID)}
 }
 
 // EnforcerConfig is the enforcer part as package enforcer takes it, with
@@ -241,6 +248,17 @@ func (c Config) EnforcerConfig() (enforcer.Config, error) {
 		Policy: enforcer.Policy(c.Enforcer.Policy),
 		Grace:  c.Enforcer.GracePeriod,
 	}
+	spare, err := c.spareRules()
+	ec.Spare = spare
+	if err != nil {
+		return ec, err
+	}
+	return ec, ec.Validate()
+}
+
+// spareRules compiles enforcer.spare; errors name the rule.
+func (c Config) spareRules() ([]enforcer.SpareRule, error) {
+	var out []enforcer.SpareRule
 	var errs []error
 	for i, r := range c.Enforcer.Spare {
 		sr := enforcer.SpareRule{Name: r.Name, Comm: r.Comm, Exe: r.Exe}
@@ -261,10 +279,7 @@ func (c Config) EnforcerConfig() (enforcer.Config, error) {
 			}
 			sr.Argv = re
 		}
-		ec.Spare = append(ec.Spare, sr)
+		out = append(out, sr)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return ec, err
-	}
-	return ec, ec.Validate()
+	return out, errors.Join(errs...)
 }

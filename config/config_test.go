@@ -191,6 +191,8 @@ func TestLoadRejects(t *testing.T) {
 		{"relative socket", "api:\n  socket: mcptrace.sock\n", nil, nil, []string{"api.socket (", "must be an absolute path"}},
 		{"socket path too long", "", map[string]string{"MCPTRACE_API_SOCKET": "/" + strings.Repeat("s", 200)}, nil,
 			[]string{"api.socket (MCPTRACE_API_SOCKET): must be at most 107 bytes"}},
+		{"negative within-pid", "", nil, []string{"--sessions.within-pid=-1"},
+			[]string{"sessions.within-pid (flag --sessions.within-pid): must be 0 or a PID", "got -1"}},
 		{"bad log level", "log:\n  level: verbose\n", nil, nil, []string{"log.level (", "must be debug, info, warn or error"}},
 		{"bad log format", "", nil, []string{"--log.format=xml"}, []string{"log.format (flag --log.format): must be text or json"}},
 		{"number for a string", "log:\n  format: 3\n", nil, nil, []string{"log.format (", "want a string"}},
@@ -262,6 +264,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 		switch o.key {
 		case "api.socket-mode", // 0000 is a valid mode
 			"sessions.default-rules",           // false is valid
+			"sessions.within-pid",              // 0 (the whole node) is valid
 			"sessions.rules", "enforcer.spare": // no rules is valid
 			continue
 		}
@@ -286,6 +289,7 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"log.format":              "text",
 		"sessions.default-rules":  "true",
 		"sessions.retention":      "15m0s",
+		"sessions.within-pid":     "0",
 		"enforcer.mode":           "enforce",
 		"enforcer.policy":         "graceful",
 		"enforcer.grace-period":   "2s",

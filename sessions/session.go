@@ -117,6 +117,7 @@ var (
 	ErrUnknownProcess = errors.New("process not in the lineage graph")
 	ErrExited         = errors.New("process has exited")
 	ErrNotRootable    = errors.New("process cannot be a session root")
+	ErrOutOfScope     = errors.New("process is outside the subtree this agent watches (sessions.within-pid)")
 )
 
 // Defaults for a zero Config.
@@ -137,6 +138,13 @@ type Config struct {
 	DefaultRules bool
 	// Rules are matched after the default rules, if any.
 	Rules []Rule
+	// WithinPID, when not 0, narrows the tracker to one subtree: only the
+	// process with this PID (the one alive when the tracker first looks)
+	// and the processes it created, at any depth by creator edge, begin
+	// sessions (rules, tags, Begin) or send destroy markers; everything
+	// else on the node is ignored. Tests narrow their agents to
+	// themselves with it, so an agent never ends another test's session.
+	WithinPID uint32
 	// Retention is how long an ended session stays listed. Default 15m.
 	Retention time.Duration
 	// MaxEnded bounds how many ended sessions are kept (oldest dropped

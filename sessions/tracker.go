@@ -25,6 +25,10 @@ type Tracker struct {
 	retention uint64
 	maxEnded  int
 	nowFn     func() uint64
+	// withinPID and within: Config.WithinPID and, once found in the
+	// graph, that process's identity.
+	withinPID uint32
+	within    lineage.ID
 
 	mu    sync.Mutex
 	clock uint64 // newest time seen
@@ -81,6 +85,7 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		retention: uint64(DefaultRetention),
 		maxEnded:  DefaultMaxEnded,
 		nowFn:     cfg.Now,
+		withinPID: cfg.WithinPID,
 		active:    make(map[string]*session),
 		byPID:     make(map[uint32][]*session),
 		refused:   make(map[lineage.ID]bool),
@@ -187,6 +192,9 @@ func exitDetail(p lineage.Process) string {
 }
 
 func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
+	if !t.inScope(ev.Proc) {
+		return acts
+	}
 	switch cmd := parseCommand(ev.Argv); cmd.kind {
 	case cmdRun, cmdExec:
 		p, ok := t.g.Get(ev.Proc)
@@ -342,6 +350,8 @@ func (t *Tracker) Begin(root lineage.ID, id, origin string) (Session, error) {
 	switch {
 	case !ok:
 		return Session{}, fmt.Errorf("%w: %v", ErrUnknownProcess, root)
+	case !t.inScope(p.ID):
+		return Session{}, fmt.Errorf("%w: pid %d", ErrOutOfScope, p.ID.PID)
 	case !rootable(p):
 		return Session{}, fmt.Errorf("%w: pid %d", ErrNotRootable, p.ID.PID)
 	case p.Exited:
@@ -431,6 +441,38 @@ func (t *Tracker) chain(id lineage.ID) []lineage.Process {
 		}
 	}
 	return anc
+}
+
+// inScope reports whether id is within Config.WithinPID's subtree (always,
+// when it is 0). The scope's identity is fixed the first time its PID is
+// found alive in the graph, so a recycled PID never widens it; a chain
+// the graph cannot prove (unknown creator) is outside.
+func (t *Tracker) inScope(id lineage.ID) bool {
+	if t.withinPID == 0 {
+		return true
+	}
+	if t.within.IsZero() {
+		p, ok := t.g.Lookup(t.withinPID)
+		if !ok || p.Exited {
+			return false
+		}
+		t.within = p.ID
+	}
+	for _, a := range t.chain(id) {
+		if a.ID == t.within {
+			return true
+		}
+		if a.ID.PID == t.within.PID {
+			// The graph may have refined a /proc identity to the kernel's
+			// exact one since: resolve it as session roots are.
+			if p, ok := t.g.Get(t.within); ok && p.ID == a.ID {
+				t.within = a.ID
+				return true
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // inChain reports whether x is root or one of root's proven creators.
@@ -575,6 +617,10 @@ func (t *Tracker) mark(caller lineage.ID, uid uint32, sid string, at uint64, via
 		caller = cp.ID
 	}
 	who := fmt.Sprintf("pid %d uid %d", caller.PID, uid)
+	if !t.inScope(caller) {
+		t.st.markersRefused++
+		return nil, fmt.Errorf("%w: %w: the caller (%s)", ErrNotAuthorized, ErrOutOfScope, who)
+	}
 	if sid == "" {
 		if !known || cp.Creator.IsZero() || cp.Gaps&lineage.GapUnknownCreator != 0 {
 			t.st.markersUnmatched++
@@ -652,7 +698,7 @@ func (t *Tracker) Scan() []Action {
 	procs := t.g.Processes()
 	alive := make(map[lineage.ID]bool)
 	for _, p := range procs {
-		if p.Exited || !rootable(p) {
+		if p.Exited || !rootable(p) || !t.inScope(p.ID) {
 			continue
 		}
 		alive[p.ID] = true

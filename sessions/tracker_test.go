@@ -762,3 +762,88 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("begun = %v", st.Begun)
 	}
 }
+
+func TestWithinPIDIgnoresEverythingOutsideItsSubtree(t *testing.T) {
+	// 500 is a test binary that narrows its agent to itself; 400 is
+	// another test (or anything else) on the same node.
+	setup := func(t *testing.T) (w *world, scope, inside, outside lineage.ID) {
+		w = newWorld(t, Config{WithinPID: 500, DefaultRules: true})
+		scope = w.spawn(initID, 500, 0, "/tmp/go-build/agent.test")
+		outside = w.spawn(initID, 400, 0, "mcptrace", "run", "--session", "theirs", "--", "sh")
+		inside = w.spawn(scope, 501, 0, "mcptrace", "run", "--session", "mine", "--", "sh")
+		return w, scope, inside, outside
+	}
+	t.Run("a tag inside begins a session, one outside nothing", func(t *testing.T) {
+		w, _, _, _ := setup(t)
+		w.wantState("mine", Active)
+		if _, ok := w.tr.Get("theirs"); ok {
+			t.Error("a tag outside the scope began a session")
+		}
+		if st := w.tr.Stats(); st.TagsRefused != 0 || st.Active != 1 {
+			t.Errorf("stats %+v, want 1 active and no refused tag", st)
+		}
+	})
+	t.Run("a host rule matches only inside", func(t *testing.T) {
+		w, scope, _, _ := setup(t)
+		w.spawn(initID, 410, alice, "claude")
+		w.spawn(scope, 510, alice, "claude")
+		var got []string
+		for _, s := range w.tr.Sessions() {
+			if s.Origin == OriginRule+"claude" {
+				got = append(got, fmt.Sprint(s.Root.PID))
+			}
+		}
+		if fmt.Sprint(got) != "[510]" {
+			t.Errorf("claude sessions rooted at %v, want [510]", got)
+		}
+	})
+	t.Run("a destroy marker exec'd outside ends nothing", func(t *testing.T) {
+		w, _, _, outside := setup(t)
+		m := w.fork(outside, 420, 0)
+		if acts := w.exec(m, 0, "mcptrace", "mark", "destroy", "--session", "mine"); len(acts) > 0 {
+			t.Errorf("marker from outside ended %v", ended(acts))
+		}
+		w.wantState("mine", Active)
+	})
+	t.Run("an API marker from outside is refused even for uid 0", func(t *testing.T) {
+		w, _, _, outside := setup(t)
+		acts, err := w.tr.Mark(outside, 0, "mine")
+		wantErr(t, err, ErrOutOfScope)
+		wantErr(t, err, ErrNotAuthorized)
+		wantEnded(t, acts)
+		w.wantState("mine", Active)
+	})
+	t.Run("Begin outside is refused", func(t *testing.T) {
+		w, _, _, outside := setup(t)
+		_, err := w.tr.Begin(outside, "x", "")
+		wantErr(t, err, ErrOutOfScope)
+	})
+	t.Run("Scan skips tagged processes outside", func(t *testing.T) {
+		w, scope, _, _ := setup(t)
+		// Known to the graph only, as a /proc seed or repair finds them.
+		for _, x := range []struct {
+			creator lineage.ID
+			pid     uint32
+			id      string
+		}{{initID, 430, "seeded-out"}, {scope, 530, "seeded-in"}} {
+			p := lineage.ID{PID: x.pid, Start: w.next()}
+			w.g.Apply(lineage.Event{Kind: lineage.KindFork, Time: p.Start, Proc: p, Creator: x.creator, Parent: x.creator})
+			w.g.Apply(lineage.Event{Kind: lineage.KindExec, Time: w.next(), Proc: p, Comm: "mcptrace", Filename: "/usr/bin/mcptrace",
+				Argv: []string{"mcptrace", "run", "--session", x.id, "--", "sh"}})
+		}
+		w.tr.Scan()
+		w.wantState("seeded-in", Active)
+		if _, ok := w.tr.Get("seeded-out"); ok {
+			t.Error("Scan began a session outside the scope")
+		}
+	})
+	t.Run("a recycled scope PID does not widen the scope", func(t *testing.T) {
+		w, scope, _, _ := setup(t)
+		w.exit(scope)
+		again := w.spawn(initID, 500, 0, "sh")
+		w.spawn(again, 540, 0, "mcptrace", "run", "--session", "recycled", "--", "sh")
+		if _, ok := w.tr.Get("recycled"); ok {
+			t.Error("a process under the recycled scope PID began a session")
+		}
+	})
+}
