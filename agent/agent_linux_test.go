@@ -392,7 +392,7 @@ func TestLostEventsAreCountedAndRepaired(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	socket := filepath.Join(dir, "mcptrace.sock")
 	var logs bytes.Buffer
-	ag := exec.Command(bin, "agent", "--api.socket", socket, "--sessions.default-rules=false",
+	ag := exec.Command(bin, "agent", "--api.socket", socket, "--sessions.default-rules=false", agenttest.WithinFlag(),
 		"--bpf.ring-buffer-size", strconv.Itoa(sensor.MinRingBufferSize), "--lineage.repair-interval", "100ms")
 	ag.Stderr = &logs
 	if err := ag.Start(); err != nil {

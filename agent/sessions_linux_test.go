@@ -18,6 +18,7 @@ import (
 	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sessions"
 )
@@ -72,8 +73,27 @@ type host struct {
 
 func startHost(t *testing.T, session, script string, want ...string) *host {
 	t.Helper()
+	h := launchHost(t, false, session, script)
+	h.waitReady(t, want...)
+	return h
+}
+
+// gatedHost is startHost with a gate: a shell that waits for a line on
+// stdin (h.say) before it execs into `mcptrace run`, so that its pid is
+// known before the tag is exec'd. Call waitReady after opening the gate.
+func gatedHost(t *testing.T, session, script string) *host {
+	t.Helper()
+	return launchHost(t, true, session, script)
+}
+
+func launchHost(t *testing.T, gated bool, session, script string) *host {
+	t.Helper()
 	bin := testenv.Binary(t)
-	cmd := exec.Command(bin, "run", "--session", session, "--", "/bin/sh", "-c", script)
+	argv := []string{bin, "run", "--session", session, "--", "/bin/sh", "-c", script}
+	if gated {
+		argv = append([]string{"/bin/sh", "-c", `read gate; exec "$0" "$@"`}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "MCPTRACE_BIN_DIR="+filepath.Dir(bin), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
@@ -90,6 +110,13 @@ func startHost(t *testing.T, session, script string, want ...string) *host {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
+	return h
+}
+
+// waitReady reads the host's "name pid" lines until it has printed every
+// name in want and "ready".
+func (h *host) waitReady(t *testing.T, want ...string) {
+	t.Helper()
 	ready := false
 	complete := func() bool {
 		for _, w := range want {
@@ -119,11 +146,10 @@ func startHost(t *testing.T, session, script string, want ...string) *host {
 		if complete() {
 			// Later lines (none expected) must not block the host.
 			go io.Copy(io.Discard, stdoutRest(h.out))
-			return h
+			return
 		}
 	}
 	t.Fatalf("host ended before ready: %v", h.out.Err())
-	return nil
 }
 
 // stdoutRest drains what the scanner has not read.
@@ -472,4 +498,74 @@ func TestAuditModeKillsNothingAndListsWhatItWould(t *testing.T) {
 	if len(live) != len(members) {
 		t.Errorf("audit mode killed something: %d of %d members alive", len(live), len(members))
 	}
+}
+
+func TestAgentNarrowedToASubtreeLeavesEverythingElseAlone(t *testing.T) {
+	// The scope is a session host started before the agent; a second host
+	// beside it, outside the scope, stands for another test package's
+	// processes (or anything else on the node).
+	inside := gatedHost(t, "inside", `sleep 300 </dev/null & echo member $!; echo ready
+read line; mcptrace exec --session sub -- sleep 300 </dev/null &
+read line; exit 0`)
+	a := startAgent(t, agent.Options{
+		Sessions: sessions.Config{WithinPID: inside.procs["host"].pid},
+		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyImmediate},
+	})
+	inside.say(t, "go")
+	inside.waitReady(t, "member")
+	waitFor(t, "the tag in scope seen at exec", func() (bool, string) {
+		s, ok := a.Sessions().Get("inside")
+		return ok && s.State == sessions.Active, fmt.Sprintf("%v", a.Sessions().Sessions())
+	})
+
+	outside := startHost(t, "outside", `sleep 300 </dev/null & echo member $!; echo ready; read line; exit 0`, "member")
+	inside.say(t, "sub")
+	waitFor(t, "the sub-session's tag seen at exec", func() (bool, string) {
+		s, ok := a.Sessions().Get("sub")
+		return ok && s.State == sessions.Active && s.Parent == "inside", fmt.Sprintf("%v", a.Sessions().Sessions())
+	})
+	waitFor(t, "the outside host's tag in the graph", func() (bool, string) {
+		p, ok := a.Graph().Lookup(outside.procs["host"].pid)
+		for _, im := range p.Images {
+			if im.Source == lineage.SourceKernel && slices.Contains(im.Argv, "outside") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%v %+v", ok, p)
+	})
+	if s, ok := a.Sessions().Get("outside"); ok {
+		t.Errorf("a tag outside the scope began a session: %+v", s)
+	}
+
+	// A marker from outside the scope, by root, through the API and by its
+	// exec: refused, nothing ends.
+	before := a.Sessions().Stats().MarkersRefused
+	out, err := exec.Command(testenv.Binary(t), "mark", "destroy", "--session", "inside", "--api.socket", a.socket).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "sessions.within-pid") {
+		t.Errorf("marker from outside the scope: %v: %s, want refused naming sessions.within-pid", err, out)
+	}
+	waitFor(t, "refusal counted", func() (bool, string) {
+		return a.Sessions().Stats().MarkersRefused > before, ""
+	})
+	if s, _ := a.Sessions().Get("inside"); s.State != sessions.Active {
+		t.Errorf("a marker from outside the scope ended the session: %+v", s)
+	}
+
+	// The outside host dies: its member is not this agent's to kill.
+	outside.cmd.Process.Signal(syscall.SIGKILL)
+	outside.cmd.Wait()
+	waitFor(t, "the outside host's exit in the graph", func() (bool, string) {
+		p, ok := a.Graph().Get(mustLookup(t, a, outside.procs["member"].pid).Creator)
+		return ok && p.Exited, fmt.Sprintf("%+v", p)
+	})
+	time.Sleep(200 * time.Millisecond)
+	mustAlive(t, outside.procs["member"])
+
+	// The host in scope exits: its members and its sub-session die.
+	sub, _ := a.Sessions().Get("sub")
+	subRoot := procOf(t, sub.Root.PID, "sub-session root")
+	inside.say(t, "exit")
+	inside.cmd.Wait()
+	waitDead(t, inside.procs["member"], subRoot)
+	mustAlive(t, outside.procs["member"])
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 )
 
@@ -43,8 +44,10 @@ func startAgent(t *testing.T, bin string) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	socket := filepath.Join(dir, "agent.sock")
 	var logs bytes.Buffer
-	// No host rules: this agent ends only the test's own sessions.
-	cmd := exec.Command(bin, "agent", "--api.socket", socket, "--sessions.default-rules=false", "--enforcer.grace-period=500ms")
+	// No host rules, and narrowed to this test binary's processes: this
+	// agent ends only the test's own sessions.
+	cmd := exec.Command(bin, "agent", "--api.socket", socket, "--sessions.default-rules=false", agenttest.WithinFlag(),
+		"--enforcer.grace-period=500ms")
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -180,7 +183,9 @@ func TestClientErrorsSayWhatToDo(t *testing.T) {
 func TestAgentWithoutPrivilegeNamesWhatItNeeds(t *testing.T) {
 	testenv.Root(t) // to switch to an unprivileged uid
 	bin := build(t)
-	cmd := exec.Command(bin, "agent", "--api.socket", filepath.Join(t.TempDir(), "nobody.sock"))
+	// Narrowed as every test agent is, should it ever start.
+	cmd := exec.Command(bin, "agent", "--api.socket", filepath.Join(t.TempDir(), "nobody.sock"),
+		"--sessions.default-rules=false", agenttest.WithinFlag())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err == nil {

@@ -1,7 +1,8 @@
 // Package agenttest starts real agents for tests: the real sensor and BPF
-// programs, a private socket every uid can reach, no host rules (so the
-// agent ends only sessions the test declares), and logs into the test's
-// output. It also holds helper-process bodies several test packages spawn.
+// programs, a private socket every uid can reach, no host rules, narrowed
+// to the test binary's own subtree (so the agent ends only sessions the
+// test declares, never another test package's running beside it), and
+// logs into the test's output. It also holds helper-process bodies several test packages spawn.
 package agenttest
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,7 +27,8 @@ import (
 // Start runs an agent with opts until the test ends. An empty Socket gets a
 // private one; a nil Logger writes warnings (or the level named by
 // MCPTRACE_TEST_LOG, e.g. debug) into the test log. The zero
-// opts.Sessions has no host rules. A missing kernel feature skips the test
+// opts.Sessions has no host rules; a zero opts.Sessions.WithinPID becomes
+// the test binary's PID (Within). A missing kernel feature skips the test
 // naming it (a failure under MCPTRACE_REQUIRE_ALL=1).
 func Start(t testing.TB, opts agent.Options) *agent.Agent {
 	t.Helper()
@@ -40,6 +43,9 @@ func Start(t testing.TB, opts agent.Options) *agent.Agent {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		os.Chmod(dir, 0o755)
 		opts.Socket = filepath.Join(dir, "mcptrace.sock")
+	}
+	if opts.Sessions.WithinPID == 0 {
+		opts.Sessions.WithinPID = Within()
 	}
 	if opts.Logger == nil {
 		level := slog.LevelWarn
@@ -74,6 +80,16 @@ func Start(t testing.TB, opts agent.Options) *agent.Agent {
 	})
 	return a
 }
+
+// Within is the PID test agents are narrowed to (sessions.within-pid):
+// the test binary's own, so that only processes the test started can begin
+// or end sessions. Test packages run side by side, each with its own
+// agents, and `mcptrace run` tags are seen by every agent on the node.
+func Within() uint32 { return uint32(os.Getpid()) }
+
+// WithinFlag is Within as a flag of `mcptrace agent`, for tests that run the
+// agent binary.
+func WithinFlag() string { return "--sessions.within-pid=" + strconv.Itoa(os.Getpid()) }
 
 type logWriter struct{ t testing.TB }
 
