@@ -2,7 +2,8 @@
 // programs, a private socket every uid can reach, no host rules, narrowed
 // to the test binary's own subtree (so the agent ends only sessions the
 // test declares, never another test package's running beside it), and
-// logs into the test's output. It also holds helper-process bodies several test packages spawn.
+// logs into the test's output. It also holds helper-process bodies several
+// test packages spawn.
 package agenttest
 
 import (
