@@ -237,6 +237,10 @@ type hook struct {
 // for and counts them (recovered), so the events nobody ran are the
 // primary's misses minus those.
 func (s *Sensor) Lost() (map[lineage.EventKind]uint64, error) {
+	recovered, err := s.Recovered()
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[lineage.EventKind]uint64, 3)
 	for _, h := range s.hooks() {
 		full, err := sumPerCPU(s.objs.LostEvents, "lost_events", uint32(h.kind))
@@ -247,10 +251,7 @@ func (s *Sensor) Lost() (map[lineage.EventKind]uint64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read %s program stats: %w", h.name, err)
 		}
-		rec, err := sumPerCPU(s.objs.Recovered, "recovered", uint32(h.kind))
-		if err != nil {
-			return nil, err
-		}
+		rec := recovered[h.kind]
 		// A primary can also run after its backup stood in (an evicted
 		// claim): never let that hide a loss of another event.
 		var skipped uint64
