@@ -41,6 +41,14 @@ type Graph struct {
 	// a node is marked exited by an event that carries no time.
 	clock uint64
 
+	// repairAt and repaired describe the last Repair's scan: when it
+	// started and the start time of each PID it listed. Events the ring
+	// buffer held during a repair are applied after it; a process they
+	// name that started before repairAt but was not listed had exited by
+	// the scan (goneAtRepair).
+	repairAt uint64
+	repaired map[uint32]uint64
+
 	stats counters
 }
 

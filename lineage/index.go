@@ -98,8 +98,13 @@ func (g *Graph) upgrade(n *node, exact ID) {
 // inferReuse applies "a PID names one live process at a time" to a node
 // just created: every older node of its PID must have died before it
 // started, and if a newer node of its PID exists, this one must be dead.
-// It returns how many older nodes it marked exited.
+// A node created from an event is also dead if the last repair's scan
+// should have listed it and did not (goneAtRepair). It returns how many
+// older nodes it marked exited.
 func (g *Graph) inferReuse(n *node) int {
+	if !n.p.CoarseStart && g.goneAtRepair(n.p.ID) {
+		g.markExited(n, GapNoExit, g.repairAt)
+	}
 	marked := 0
 	for _, m := range g.byPID[n.p.ID.PID] {
 		switch {
@@ -113,6 +118,17 @@ func (g *Graph) inferReuse(n *node) int {
 		}
 	}
 	return marked
+}
+
+// goneAtRepair reports whether the last Repair's scan proves id had exited:
+// it started before the scan and the scan did not list it. Processes
+// started since (every new fork) cost one comparison.
+func (g *Graph) goneAtRepair(id ID) bool {
+	if g.repairAt == 0 || id.Start >= g.repairAt {
+		return false
+	}
+	start, listed := g.repaired[id.PID]
+	return !listed || !g.sameTick(start, id.Start)
 }
 
 // markExited marks n exited without an exit event, at time at.

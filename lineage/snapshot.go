@@ -33,13 +33,20 @@ func (g *Graph) Seed(snaps []Snapshot, readAt uint64) {
 // flagged GapRepaired; known ones get their current parent from the PPID.
 // Processes alive in the graph, started before readAt and absent from the
 // scan are marked exited, flagged GapNoExit, with an unknown ExitTime
-// (retention counts from readAt).
+// (retention counts from readAt). So is a process an event names later
+// (one the ring buffer still held) that started before readAt and is
+// absent from the scan: its exit was among the events lost.
 func (g *Graph) Repair(snaps []Snapshot, readAt uint64) RepairResult {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.stats.repairs++
 	added, reused, seen := g.absorb(snaps, readAt, GapRepaired, true)
 	res := RepairResult{Added: added, MarkedExited: reused}
+	g.repairAt = readAt
+	g.repaired = make(map[uint32]uint64, len(snaps))
+	for _, s := range snaps {
+		g.repaired[s.ID.PID] = s.ID.Start
+	}
 	for _, n := range g.byID {
 		if !seen[n] && !n.p.Exited && n.p.ID.Start < readAt {
 			if g.markExited(n, GapNoExit, readAt) {

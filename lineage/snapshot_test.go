@@ -343,3 +343,50 @@ func TestSeedParentVanishedUntilForkArrives(t *testing.T) {
 		t.Errorf("child = %+v, want creator from the fork, only seeded left", p)
 	}
 }
+
+func TestRepairMarksExitedWhatLateEventsNameAndTheScanMissed(t *testing.T) {
+	// The ring buffer still holds events from before the loss when the
+	// agent repairs: they are applied after the scan.
+	readAt := 20 * sec
+	for _, tc := range []struct {
+		name       string
+		late       func(p ID) []Event
+		p          ID
+		listed     bool
+		wantExited bool
+	}{
+		{"fork of a process that exited before the scan, exit lost",
+			func(p ID) []Event { return []Event{forkEv(p, host)} }, id(1500, 12*sec+3), false, true},
+		{"exec of a process whose fork and exit were lost",
+			func(p ID) []Event { return []Event{execEv(13*sec, p, "node")} }, id(1501, 12*sec+5), false, true},
+		{"fork of a process the scan listed",
+			func(p ID) []Event { return []Event{forkEv(p, host)} }, id(1502, 12*sec+7), true, false},
+		{"fork of a process started after the scan began",
+			func(p ID) []Event { return []Event{forkEv(p, host)} }, id(1503, 21*sec+3), false, false},
+		{"fork whose PID the scan listed with another start",
+			func(p ID) []Event { return []Event{forkEv(p, host)} }, id(1504, 12*sec+3), false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGraph()
+			seedInit(g)
+			apply(g, forkEv(host, initID))
+			snaps := []Snapshot{{ID: coarse(initID)}, snap(host, 1, "bash")}
+			if tc.listed {
+				snaps = append(snaps, snap(tc.p, host.PID, "x"))
+			}
+			if tc.p.PID == 1504 {
+				snaps = append(snaps, snap(id(1504, 15*sec+3), host.PID, "other"))
+			}
+			g.Repair(snaps, readAt)
+			apply(g, tc.late(tc.p)...)
+			checkInvariants(t, g)
+			p := mustGet(t, g, tc.p)
+			if p.Exited != tc.wantExited {
+				t.Errorf("%v exited = %v, want %v: %+v", tc.p, p.Exited, tc.wantExited, p)
+			}
+			if tc.wantExited && p.Gaps&GapNoExit == 0 {
+				t.Errorf("%v gaps %v, want no_exit", tc.p, p.Gaps)
+			}
+		})
+	}
+}
