@@ -278,12 +278,14 @@ func hasKernelImage(n *node) bool {
 // execve; a kernel argv cut at the capture limit matches as a prefix), and
 // the exec is no later than the /proc read of
 // this node, that image already reflected this exec: it is replaced, not
-// followed by a duplicate. A repeated identical exec event is ignored.
+// followed by a duplicate. A repeated exec event (the same kernel time and
+// filename: a process execs once per instant) is ignored, also when its
+// argv differs from the first copy's by redaction (an event applied from a
+// saved journal, argv redacted, and again from the kernel's ring buffer).
 func (g *Graph) addExecImage(n *node, img Image) []Image {
 	ims := n.p.Images
 	for _, im := range ims {
-		if im.Source == SourceKernel && im.Time == img.Time && im.Filename == img.Filename &&
-			im.ArgvTruncated == img.ArgvTruncated && equalStrings(im.Argv, img.Argv) {
+		if im.Source == SourceKernel && im.Time == img.Time && im.Filename == img.Filename {
 			return ims
 		}
 	}

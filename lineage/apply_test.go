@@ -231,6 +231,26 @@ func TestApplyOutOfOrderCompletesNodeWithoutDuplicating(t *testing.T) {
 	}
 }
 
+// An exec delivered twice — from an agent's saved journal, where argv is
+// redacted, and again from the kernel's ring buffer after a crash — is
+// one image.
+func TestApplyDuplicateExecIgnoredEvenWithRedactedArgv(t *testing.T) {
+	child := id(3300, 6*sec+1)
+	raw := execEv(6*sec+2, child, "server", "--token", "s3cret")
+	redacted := execEv(6*sec+2, child, "server", "--token", "<redacted>")
+	g := newGraph()
+	apply(g, forkEv(child, host), redacted, raw, raw)
+	checkInvariants(t, g)
+	if got := argvs(mustGet(t, g, child)); len(got) != 1 {
+		t.Errorf("images %q, want the one exec", got)
+	}
+	// A second exec of the same program at another time is a new image.
+	apply(g, execEv(6*sec+3, child, "server", "--token", "s3cret"))
+	if got := argvs(mustGet(t, g, child)); len(got) != 2 {
+		t.Errorf("images %q, want a second for the exec at another time", got)
+	}
+}
+
 func TestApplyDuplicateExitIgnored(t *testing.T) {
 	child := id(3200, 6*sec+1)
 	tests := []struct {

@@ -53,6 +53,19 @@
 // take it exclusively and queries share it. Every Process returned is a deep
 // copy; callers may keep or modify it freely.
 //
+// # Saving and restoring
+//
+// Dump copies everything a Graph holds into a State: every node with its
+// edges as identities, and the bookkeeping no query shows but later calls
+// depend on (a creator guessed from a snapshot that a fork may still
+// correct, when each field was last set, when an exit was inferred, the
+// last repair's scan, the clock and the counters). Restore builds from a
+// State a Graph that answers every query and takes every later call exactly
+// as the original would, so an agent can continue after a restart. A State
+// round-trips through encoding/json exactly; Restore refuses a State that
+// describes no graph with an error wrapping ErrInvalidState. Writing the
+// State somewhere is the caller's job.
+//
 // # What it does not do
 //
 // The package performs no I/O and makes no system calls: it does not read

@@ -69,6 +69,10 @@ func New(cfg Config) *Graph {
 	return g
 }
 
+// Tick is the precision of /proc start times the graph matches identities
+// at (Config.TickNS).
+func (g *Graph) Tick() uint64 { return g.tick }
+
 // node is the internal form of a Process. Edges are pointers so that
 // upgrading a coarse identity changes one field, not every reference.
 type node struct {
