@@ -8,15 +8,18 @@ import (
 
 // The mcptrace command lines the tracker reacts to when it sees them exec'd:
 //
-//	mcptrace run [--session ID] [--] CMD ARGS…     the process is the root of session ID
-//	mcptrace exec [--session ID] [--] SERVER ARGS… the process is the root of sub-session ID
-//	mcptrace mark destroy [--session ID]           a destroy marker
+//	mcptrace run [--session ID] -- CMD ARGS…     the process is the root of session ID
+//	mcptrace exec --session ID -- SERVER ARGS…   the process is the root of sub-session ID
+//	mcptrace mark destroy [--session ID]         a destroy marker
 //
 // argv[0] must have the basename "mcptrace" and the subcommand must follow
-// it directly (global flags go after the subcommand). Flags are read up to
-// "--" or the first argument that is not a flag; "--session ID" and
-// "--session=ID" are the only flags the tracker reads, any other is skipped
-// as a flag without a value.
+// it directly. The flags are read as the CLI reads them (cobra, see
+// cmd/mcptrace), so that the agent takes a command line for a tag or a
+// marker exactly when the CLI itself goes on to act on it: a flag the
+// command does not have, a missing "--" before CMD, or an argument mark
+// destroy does not take make the CLI fail, and the tracker then takes the
+// line for nothing (cmdOther). "--session" without a value is kept as a
+// bad tag or marker, so that it is counted.
 
 type cmdKind uint8
 
@@ -38,42 +41,87 @@ type command struct {
 	idLast bool
 }
 
-func parseCommand(argv []string) command {
+// cmdFlags are the flags of each command, long names only (none has a
+// shorthand), true when the flag takes a value; --config is the root's.
+var cmdFlags = map[cmdKind]map[string]bool{
+	cmdRun:  {"session": true, "config": true},
+	cmdExec: {"session": true, "config": true},
+	cmdMark: {"session": true, "config": true, "api.socket": true, "kernel-only": false},
+}
+
+// parseCommand reads argv; truncated says the kernel cut it at its capture
+// limit, so a line that ends early (before "--" or a flag's value) is not
+// one the CLI would refuse: it is read as far as it goes.
+func parseCommand(argv []string, truncated bool) command {
 	if len(argv) == 0 || path.Base(argv[0]) != "mcptrace" {
 		return command{}
 	}
 	c := command{kind: cmdOther}
-	flags := 0
+	other := command{kind: cmdOther}
+	start := 0
 	switch {
 	case len(argv) >= 2 && argv[1] == "run":
-		c.kind, flags = cmdRun, 2
+		c.kind, start = cmdRun, 2
 	case len(argv) >= 2 && argv[1] == "exec":
-		c.kind, flags = cmdExec, 2
+		c.kind, start = cmdExec, 2
 	case len(argv) >= 3 && argv[1] == "mark" && argv[2] == "destroy":
-		c.kind, flags = cmdMark, 3
+		c.kind, start = cmdMark, 3
 	default:
 		return c
 	}
-	for i := flags; i < len(argv); i++ {
+	flags := cmdFlags[c.kind]
+	for i := start; i < len(argv); i++ {
 		a := argv[i]
 		switch {
 		case a == "--":
-			return c
-		case a == "--session":
-			if i+1 >= len(argv) {
-				c.id, c.bad, c.idLast = "", true, true
-				return c
+			rest := len(argv) - i - 1
+			if c.kind == cmdMark && rest > 0 || c.kind != cmdMark && rest == 0 {
+				return other // mark destroy takes no argument; run and exec need CMD
 			}
-			i++
-			c.id, c.bad, c.idLast = argv[i], argv[i] == "", i == len(argv)-1
-		case strings.HasPrefix(a, "--session="):
-			c.id = strings.TrimPrefix(a, "--session=")
-			c.bad, c.idLast = c.id == "", i == len(argv)-1
-		case strings.HasPrefix(a, "-") && a != "-":
-			// Another flag: assumed to carry no separate value.
+			return c.checked()
+		case strings.HasPrefix(a, "--"):
+			name, val, hasVal := strings.Cut(a[2:], "=")
+			takesValue, known := flags[name]
+			if !known {
+				return other // the CLI refuses an unknown flag (--help included)
+			}
+			if !takesValue {
+				continue
+			}
+			if !hasVal {
+				if i+1 >= len(argv) {
+					if name == "session" {
+						c.id, c.bad, c.idLast = "", true, true
+						return c
+					}
+					if truncated {
+						return c
+					}
+					return other
+				}
+				i++
+				val = argv[i]
+			}
+			if name == "session" {
+				c.id, c.idLast = val, i == len(argv)-1
+			}
 		default:
-			return c // the command to run starts here
+			// An argument before "--" (run, exec: the CLI wants CMD after
+			// "--") or any argument at all (mark destroy).
+			return other
 		}
+	}
+	if c.kind != cmdMark && !truncated {
+		return other // no "--" and no command to run
+	}
+	return c.checked()
+}
+
+// checked marks an empty --session bad where the CLI refuses it: exec
+// needs an ID; run and mark take "" for "none given".
+func (c command) checked() command {
+	if c.kind == cmdExec && c.id == "" && !c.bad {
+		c.bad = true
 	}
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -155,10 +156,16 @@ func sessionIDs(ss []Session) []string {
 }
 
 // ended lists the sessions the actions end, in order.
+// ended names what each action ends: the session's ID, or "ID#N" for
+// generation N of a session whose root a marker spared.
 func ended(acts []Action) []string {
 	out := make([]string, 0, len(acts))
 	for _, a := range acts {
-		out = append(out, a.End.ID)
+		k := a.End.ID
+		if a.Generation != 0 {
+			k += "#" + strconv.FormatUint(uint64(a.Generation), 10)
+		}
+		out = append(out, k)
 	}
 	return out
 }
@@ -169,7 +176,12 @@ func wantEnded(t *testing.T, acts []Action, want ...string) {
 		t.Errorf("actions end %v, want %v", got, want)
 	}
 	for _, a := range acts {
-		if a.End.State != Ended || a.End.EndReason == "" || a.Reason == "" {
+		switch {
+		case a.Generation != 0:
+			if a.End.State != Active || a.Cutoff == 0 || a.Reason == "" || a.End.Generation != a.Generation+1 {
+				t.Errorf("action %+v: a generation action must leave its session active in the next generation, with a cutoff and a reason", a)
+			}
+		case a.End.State != Ended || a.End.EndReason == "" || a.Reason == "":
 			t.Errorf("action %+v: session not marked ended with a reason", a)
 		}
 	}

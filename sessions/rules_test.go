@@ -214,6 +214,8 @@ func TestExeGlobs(t *testing.T) {
 	}
 }
 
+// The agent reads mcptrace command lines as the CLI does: a line the CLI
+// would refuse is neither a tag nor a marker.
 func TestParseCommand(t *testing.T) {
 	tests := []struct {
 		argv string
@@ -222,23 +224,49 @@ func TestParseCommand(t *testing.T) {
 		{"mcptrace run --session s1 -- node host.js", command{kind: cmdRun, id: "s1"}},
 		{"/usr/local/bin/mcptrace run --session=s1 -- node host.js", command{kind: cmdRun, id: "s1"}},
 		{"mcptrace run -- node host.js --session x", command{kind: cmdRun}},
-		{"mcptrace run node host.js", command{kind: cmdRun}},
-		{"mcptrace run --verbose --session s1 node", command{kind: cmdRun, id: "s1"}},
+		{"mcptrace run --config /etc/c.yaml --session s1 -- node", command{kind: cmdRun, id: "s1"}},
+		{"mcptrace run --session= -- node", command{kind: cmdRun}},
 		{"mcptrace exec --session a -- node server.js", command{kind: cmdExec, id: "a"}},
 		{"mcptrace exec --session", command{kind: cmdExec, bad: true, idLast: true}},
 		{"mcptrace exec --session= -- x", command{kind: cmdExec, bad: true}},
+		{"mcptrace exec -- x", command{kind: cmdExec, bad: true}},
 		{"mcptrace mark destroy", command{kind: cmdMark}},
 		{"mcptrace mark destroy --session b", command{kind: cmdMark, id: "b", idLast: true}},
 		{"mcptrace mark destroy --session=b", command{kind: cmdMark, id: "b", idLast: true}},
+		{"mcptrace mark destroy --config /etc/c.yaml --session foo", command{kind: cmdMark, id: "foo", idLast: true}},
+		{"mcptrace mark destroy --api.socket /x --kernel-only --session foo --", command{kind: cmdMark, id: "foo"}},
+		{"mcptrace mark destroy --kernel-only=true", command{kind: cmdMark}},
 		{"mcptrace mark", command{kind: cmdOther}},
 		{"mcptrace agent --log-level debug", command{kind: cmdOther}},
 		{"mcptrace --socket /x run -- y", command{kind: cmdOther}},
 		{"mcptrace.test run --session s1", command{}},
 		{"node mcptrace run --session s1", command{}},
+		// What the CLI refuses is nothing.
+		{"mcptrace run node host.js", command{kind: cmdOther}},
+		{"mcptrace run --session s1", command{kind: cmdOther}},
+		{"mcptrace run --verbose --session s1 -- node", command{kind: cmdOther}},
+		{"mcptrace run --help", command{kind: cmdOther}},
+		{"mcptrace run -h -- x", command{kind: cmdOther}},
+		{"mcptrace mark destroy extra", command{kind: cmdOther}},
+		{"mcptrace mark destroy -- extra", command{kind: cmdOther}},
+		{"mcptrace mark destroy --config", command{kind: cmdOther}},
+		{"mcptrace mark destroy --bogus --session b", command{kind: cmdOther}},
 	}
+	t.Run("an argv the kernel cut is read as far as it goes", func(t *testing.T) {
+		for argv, want := range map[string]command{
+			"mcptrace run --session tak":  {kind: cmdRun, id: "tak", idLast: true},
+			"mcptrace exec --session a":   {kind: cmdExec, id: "a", idLast: true},
+			"mcptrace run --config":       {kind: cmdRun},
+			"mcptrace mark destroy --ses": {kind: cmdOther},
+		} {
+			if got := parseCommand(strings.Fields(argv), true); got != want {
+				t.Errorf("%s: parseCommand = %+v, want %+v", argv, got, want)
+			}
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.argv, func(t *testing.T) {
-			if got := parseCommand(strings.Fields(tt.argv)); got != tt.want {
+			if got := parseCommand(strings.Fields(tt.argv), false); got != tt.want {
 				t.Errorf("parseCommand = %+v, want %+v", got, tt.want)
 			}
 		})

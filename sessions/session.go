@@ -3,6 +3,7 @@ package sessions
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
@@ -60,8 +61,12 @@ const (
 	// ReasonRootGone: the graph found the root exited or gone without an
 	// exit event (lost event, PID reused, absent from /proc on repair).
 	ReasonRootGone = "root-gone"
-	// ReasonMarker: a destroy marker ended the session.
+	// ReasonMarker: a destroy marker ended the session (a sub-session of
+	// `mcptrace exec`, whose root is the server itself).
 	ReasonMarker = "marker"
+	// ReasonSessionEnd: `mcptrace session end` ended the session, root
+	// included.
+	ReasonSessionEnd = "session-end"
 	// ReasonParentEnded: the enclosing session ended.
 	ReasonParentEnded = "parent-ended"
 )
@@ -92,7 +97,52 @@ type Session struct {
 	EndedAt uint64 `json:"ended_ns,omitempty"`
 	// EndReason is one of the Reason constants once the session ended.
 	EndReason string `json:"end_reason,omitempty"`
+	// Generation is 1 plus the number of destroy markers the session
+	// survived: a marker ends the generation in force and everything
+	// older, and what the root creates from then on is the next one (see
+	// Marker). Sessions of `mcptrace exec` end on a marker instead.
+	Generation uint32 `json:"generation"`
+	// Markers are the destroy markers that ended generations, oldest
+	// first; at most MaxMarkers are kept, MarkersDropped counts the older.
+	Markers        []Marker `json:"markers,omitempty"`
+	MarkersDropped uint32   `json:"markers_dropped,omitempty"`
 }
+
+// SparesRoot reports whether a destroy marker spares the session's root:
+// it does for sessions rooted at a host (`mcptrace run`, `session begin`,
+// host rules), whose marker ends the generation below the root; it does
+// not for a sub-session of `mcptrace exec`, rooted at the server itself,
+// which a marker ends whole.
+func (s Session) SparesRoot() bool { return s.Origin != OriginExec }
+
+// Marker is one destroy marker that ended generations of a session whose
+// root it spared.
+//
+// A marker takes effect at At, a time on the clock of process start times
+// (CLOCK_BOOTTIME ns): the kernel's time of the exec of `mcptrace mark
+// destroy`, or the agent's clock when it applied a marker sent through the
+// API. Every process the root created (forked) before At belongs to the
+// generations the marker ended, together with everything those processes
+// created, then or later; every process the root created at or after At
+// belongs to the next generation, with everything it creates. A start time
+// is fixed when the kernel creates the process, so this order is total and
+// never changes; see Tracker.MembersBefore for how a start time known only
+// to the clock tick is treated.
+type Marker struct {
+	// Ended is the generation the marker ended (older generations still
+	// alive then ended with it).
+	Ended uint32 `json:"ended_generation"`
+	// At is when the marker took effect, CLOCK_BOOTTIME ns.
+	At uint64 `json:"at_ns"`
+	// Via is "exec" (seen as the kernel's exec event) or "api".
+	Via string `json:"via"`
+	// Sender is the process that sent the marker, and SenderUID its uid.
+	Sender    lineage.ID `json:"sender"`
+	SenderUID uint32     `json:"sender_uid"`
+}
+
+// MaxMarkers bounds Session.Markers.
+const MaxMarkers = 64
 
 // Action is what the agent must do after an event or call: end the
 // session End (already marked Ended here) by ending its members
@@ -101,10 +151,47 @@ type Session struct {
 // session itself last; each Action's members include those of the
 // sub-sessions nested in it, so an enforcer may act on each in turn or on
 // the last one only.
+//
+// A destroy marker for a session that spares its root (Session.SparesRoot)
+// leaves the session active: its Action has Generation set, and the
+// processes to end are Tracker.MembersBefore(End.ID, Cutoff), the root
+// excluded. Sessions nested in the ended generations end with their own
+// Actions before it.
 type Action struct {
 	End Session `json:"session"`
 	// Reason says in words why, for logs: who marked it, how the root ended.
 	Reason string `json:"reason"`
+	// Generation, when not 0, says the action ends generations up to this
+	// one of an active session, not the session (see Marker).
+	Generation uint32 `json:"generation,omitempty"`
+	// Cutoff is the marker's time for a generation action: the root's
+	// children started before it, and what they created, are ended.
+	Cutoff uint64 `json:"cutoff_ns,omitempty"`
+	// Sender is the process that sent the marker, zero when none did. It
+	// belongs to what the marker ends; an enforcer may end it last, so
+	// that `mcptrace mark destroy` can report the marker's result.
+	Sender lineage.ID `json:"sender,omitzero"`
+	// Within is the Key of the Action that ended this session because its
+	// enclosing session (or a generation of it) ended, "" otherwise. That
+	// Action's members include this one's: an enforcer that runs it needs
+	// not run this one.
+	Within string `json:"within,omitempty"`
+}
+
+// Key names what an Action ends: one session instance (its ID and when it
+// began: an ID can be declared again once its session ended) and, for a
+// generation action, the generation. Endings and their reports are kept
+// by it. See EndingKey.
+func (a Action) Key() string { return EndingKey(a.End, a.Generation) }
+
+// EndingKey is the Key of the ending of session s (gen 0) or of its
+// generation gen: "ID@began" or "ID@began#gen".
+func EndingKey(s Session, gen uint32) string {
+	k := s.ID + "@" + strconv.FormatUint(s.Began, 10)
+	if gen != 0 {
+		k += "#" + strconv.FormatUint(uint64(gen), 10)
+	}
+	return k
 }
 
 // Errors returned by Begin and Mark, wrapped with the details.
@@ -176,6 +263,13 @@ type Stats struct {
 	MarkersDuplicate uint64 `json:"markers_duplicate_total"`
 	MarkersRefused   uint64 `json:"markers_refused_total"`
 	MarkersUnmatched uint64 `json:"markers_unmatched_total"`
+	// Generations counts generations ended by markers (the root spared).
+	Generations uint64 `json:"generations_ended_total"`
+	// GenerationUnknown counts children of a root whose start time, known
+	// only to the clock tick, fell in the tick of a marker: they are left
+	// to the next generation (never killed on a guess) and end with the
+	// session.
+	GenerationUnknown uint64 `json:"generation_unknown_total"`
 	// TagsRefused counts `mcptrace run|exec` tags that declared nothing:
 	// invalid or truncated ID, ID in use (run), process already a root.
 	TagsRefused uint64 `json:"tags_refused_total"`

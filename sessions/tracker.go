@@ -41,7 +41,9 @@ type Tracker struct {
 	// refused remembers processes whose tag Scan refused, so that a
 	// rescan does not log and count them again. Pruned on each Scan.
 	refused map[lineage.ID]bool
-	st      counters
+	// marks remembers recent markers seen as execs (see markRecord).
+	marks []markRecord
+	st    counters
 }
 
 type session struct {
@@ -61,6 +63,8 @@ type counters struct {
 	markersUnmatched      uint64
 	tagsRefused           uint64
 	deduplicated          uint64
+	generations           uint64
+	generationUnknown     uint64
 }
 
 // NewTracker returns a tracker over g. It fails only when a rule of
@@ -102,6 +106,17 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		t.maxEnded = cfg.MaxEnded
 	}
 	return t, nil
+}
+
+// SetLogger replaces the tracker's logger: an agent that replays a
+// journal through a restored tracker keeps it quiet until it is done.
+func (t *Tracker) SetLogger(log *slog.Logger) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t.log = log
 }
 
 // MatchRule returns the name of the first rule in effect that matches im,
@@ -195,7 +210,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 	if !t.inScope(ev.Proc) {
 		return acts
 	}
-	switch cmd := parseCommand(ev.Argv); cmd.kind {
+	switch cmd := parseCommand(ev.Argv, ev.ArgvTruncated); cmd.kind {
 	case cmdRun, cmdExec:
 		p, ok := t.g.Get(ev.Proc)
 		if !ok {
@@ -213,11 +228,14 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 			t.log.Warn("destroy marker ignored: unusable --session", "pid", ev.Proc.PID, "argv_truncated", ev.ArgvTruncated)
 			return acts
 		}
-		out, err := t.mark(ev.Proc, ev.UID, cmd.id, ev.Time, "exec")
+		res, err := t.mark(ev.Proc, ev.UID, cmd.id, ev.Time, "exec")
 		if err != nil {
 			t.log.Warn("destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", cmd.id, "err", err)
 		}
-		return append(acts, out...)
+		if res.Duplicate {
+			return acts
+		}
+		return append(acts, res.Actions...)
 	case cmdOther:
 		return acts
 	}
@@ -330,6 +348,11 @@ func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64,
 // session is nested in the innermost active session containing root.
 // Callers authorize the request (root, or the owner of the process).
 func (t *Tracker) Begin(root lineage.ID, id, origin string) (Session, error) {
+	_, res, err := t.Do(Op{Kind: OpBegin, Root: root, Session: id, Origin: origin})
+	return res.Session, err
+}
+
+func (t *Tracker) begin(root lineage.ID, id, origin string, at uint64) (Session, error) {
 	if origin == "" {
 		origin = OriginAPI
 	}
@@ -344,8 +367,6 @@ func (t *Tracker) Begin(root lineage.ID, id, origin string) (Session, error) {
 	if id != "" && !ValidID(id) {
 		return Session{}, fmt.Errorf("%w: %q", ErrBadID, id)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	p, ok := t.g.Get(root)
 	switch {
 	case !ok:
@@ -372,8 +393,8 @@ func (t *Tracker) Begin(root lineage.ID, id, origin string) (Session, error) {
 		}
 		sid = t.uniqueID(tagID)
 	}
-	s := t.start(p, t.chain(p.ID), sid, tagID, origin, host, t.now())
-	return s.Session, nil
+	s := t.start(p, t.chain(p.ID), sid, tagID, origin, host, at)
+	return s.snapshot(), nil
 }
 
 // rootable: never PID 1 (it would make the whole node a session) nor a
@@ -386,7 +407,7 @@ func (t *Tracker) start(p lineage.Process, chain []lineage.Process, id, tag, ori
 	s := &session{
 		Session: Session{
 			ID: id, Tag: tag, Root: p.ID, Owner: p.UID, Origin: origin,
-			State: Active, Began: at,
+			State: Active, Began: at, Generation: 1,
 		},
 		rule: ruleName,
 	}
@@ -536,11 +557,18 @@ func (t *Tracker) uniqueID(base string) string {
 // end ends s and, first, every active session nested in it, appending one
 // Action per session, innermost first.
 func (t *Tracker) end(s *session, reason, detail string, at uint64, acts []Action) []Action {
+	return t.endWithin(s, reason, detail, at, "", acts)
+}
+
+// endWithin is end for a session that ends because the ending keyed
+// within ends ("" for a session that ends on its own).
+func (t *Tracker) endWithin(s *session, reason, detail string, at uint64, within string, acts []Action) []Action {
 	if s.State != Active {
 		return acts
 	}
+	key := EndingKey(s.Session, 0)
 	for _, c := range t.nested(s.ID) {
-		acts = t.end(c, ReasonParentEnded, fmt.Sprintf("enclosing session %q ended: %s", s.ID, detail), at, acts)
+		acts = t.endWithin(c, ReasonParentEnded, fmt.Sprintf("enclosing session %q ended: %s", s.ID, detail), at, key, acts)
 	}
 	s.State = Ended
 	s.EndedAt = at
@@ -550,7 +578,7 @@ func (t *Tracker) end(s *session, reason, detail string, at uint64, acts []Actio
 	t.st.ended[s.Origin]++
 	t.st.reasons[reason]++
 	t.log.Info("session ended", "session", s.ID, "root_pid", s.Root.PID, "reason", reason, "detail", detail)
-	acts = append(acts, Action{End: s.Session, Reason: detail})
+	acts = append(acts, Action{End: s.snapshot(), Reason: detail, Within: within})
 	for len(t.ended) > t.maxEnded {
 		t.drop(0)
 	}
@@ -591,92 +619,6 @@ func (t *Tracker) drop(i int) {
 		t.byPID[s.Root.PID] = list
 	}
 	t.st.dropped++
-}
-
-// Mark applies a destroy marker sent through the API by caller (from the
-// socket's SO_PEERCRED pid, resolved in the graph) with uid callerUID.
-//
-// Without sessionID it ends the session whose root created the caller.
-// With it, it ends the active session with that ID and every active one
-// declared with that tag (see Session.Tag) — all or none: each must allow
-// the caller, who must be uid 0, the session's owner, or the session's root
-// or one of the root's creators. A refusal returns an error wrapping
-// ErrNotAuthorized and is counted. A marker for a session that already
-// ended (the same marker seen as an exec first) returns no action and no
-// error. Ending a session ends the sessions nested in it, never its parent
-// or siblings.
-func (t *Tracker) Mark(caller lineage.ID, callerUID uint32, sessionID string) ([]Action, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.mark(caller, callerUID, sessionID, t.now(), "api")
-}
-
-func (t *Tracker) mark(caller lineage.ID, uid uint32, sid string, at uint64, via string) ([]Action, error) {
-	cp, known := t.g.Get(caller)
-	if known {
-		caller = cp.ID
-	}
-	who := fmt.Sprintf("pid %d uid %d", caller.PID, uid)
-	if !t.inScope(caller) {
-		t.st.markersRefused++
-		return nil, fmt.Errorf("%w: %w: the caller (%s)", ErrNotAuthorized, ErrOutOfScope, who)
-	}
-	if sid == "" {
-		if !known || cp.Creator.IsZero() || cp.Gaps&lineage.GapUnknownCreator != 0 {
-			t.st.markersUnmatched++
-			return nil, fmt.Errorf("%w: the creator of the caller (%s) is not known", ErrNoSession, who)
-		}
-		s := t.rootSession(cp.Creator, false)
-		if s == nil {
-			t.st.markersUnmatched++
-			return nil, fmt.Errorf("%w: the caller (%s) was not created by a session root; name the session with --session", ErrNoSession, who)
-		}
-		if s.State != Active {
-			t.st.markersDuplicate++
-			return nil, nil
-		}
-		t.st.markersAccepted++
-		return t.end(s, ReasonMarker, fmt.Sprintf("destroy marker (%s) from %s, a child of the root", via, who), at, nil), nil
-	}
-
-	var targets []*session
-	for _, s := range t.active {
-		if s.ID == sid || s.Tag == sid {
-			targets = append(targets, s)
-		}
-	}
-	slices.SortFunc(targets, cmpSessions)
-	duplicate := false
-	if len(targets) == 0 {
-		for i := len(t.ended) - 1; i >= 0; i-- {
-			if s := t.ended[i]; s.ID == sid || s.Tag == sid {
-				targets, duplicate = []*session{s}, true
-				break
-			}
-		}
-	}
-	if len(targets) == 0 {
-		t.st.markersUnmatched++
-		return nil, fmt.Errorf("%w: %q", ErrNoSession, sid)
-	}
-	for _, s := range targets {
-		if uid == 0 || uid == s.Owner || known && t.inChain(caller, s.Root) {
-			continue
-		}
-		t.st.markersRefused++
-		return nil, fmt.Errorf("%w: %s may not end session %q (owner uid %d, root pid %d): not root, not the owner, not the root or one of its creators",
-			ErrNotAuthorized, who, s.ID, s.Owner, s.Root.PID)
-	}
-	if duplicate {
-		t.st.markersDuplicate++
-		return nil, nil
-	}
-	t.st.markersAccepted++
-	var acts []Action
-	for _, s := range targets {
-		acts = t.end(s, ReasonMarker, fmt.Sprintf("destroy marker (%s) for %q from %s", via, sid, who), at, acts)
-	}
-	return acts, nil
 }
 
 // Scan matches rules and tags on the processes already in the graph: call it
@@ -737,7 +679,7 @@ func lastTag(ims []lineage.Image) (command, bool, bool) {
 		if im.Source == lineage.SourceInherited {
 			continue
 		}
-		if c := parseCommand(im.Argv); c.kind == cmdRun || c.kind == cmdExec {
+		if c := parseCommand(im.Argv, im.ArgvTruncated); c.kind == cmdRun || c.kind == cmdExec {
 			return c, im.ArgvTruncated, true
 		}
 	}
@@ -794,9 +736,36 @@ func (t *Tracker) Get(id string) (Session, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.get(id); s != nil {
-		return s.Session, true
+		return s.snapshot(), true
 	}
 	return Session{}, false
+}
+
+// instance returns the session with this ID that began at began, active
+// or retained ended; nil once it is forgotten. Endings address their
+// session this way: its ID may name a newer session by then.
+func (t *Tracker) instance(id string, began uint64) *session {
+	if s := t.active[id]; s != nil && s.Began == began {
+		return s
+	}
+	for i := len(t.ended) - 1; i >= 0; i-- {
+		if s := t.ended[i]; s.ID == id && s.Began == began {
+			return s
+		}
+	}
+	return nil
+}
+
+// MembersOf is Members of one session instance (see Action.Key): the
+// processes an ending of s kills, never those of a later session that
+// took its ID.
+func (t *Tracker) MembersOf(s Session) []lineage.Process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if x := t.instance(s.ID, s.Began); x != nil {
+		return t.members(x, true, func(lineage.Process) bool { return true })
+	}
+	return nil
 }
 
 func (t *Tracker) get(id string) *session {
@@ -824,7 +793,7 @@ func (t *Tracker) Sessions() []Session {
 	slices.SortFunc(all, cmpSessions)
 	out := make([]Session, len(all))
 	for i, s := range all {
-		out[i] = s.Session
+		out[i] = s.snapshot()
 	}
 	return out
 }
@@ -846,17 +815,29 @@ func (t *Tracker) Members(id string) []lineage.Process {
 	if s == nil {
 		return nil
 	}
+	return t.members(s, true, func(lineage.Process) bool { return true })
+}
+
+// members returns the root of s (when withRoot) and its proven
+// descendants in pre-order, keeping only the branches of the root's
+// children that branch accepts. A process flagged GapUnknownCreator is
+// left out with everything below it.
+func (t *Tracker) members(s *session, withRoot bool, branch func(child lineage.Process) bool) []lineage.Process {
 	desc := t.g.Descendants(s.Root)
 	if len(desc) == 0 {
 		return nil
 	}
-	out := desc[:1]
-	skipped := make(map[lineage.ID]bool)
+	root := desc[0].ID
+	var out []lineage.Process
+	if withRoot {
+		out = desc[:1]
+	}
+	in := map[lineage.ID]bool{root: true}
 	for _, p := range desc[1:] {
-		if p.Gaps&lineage.GapUnknownCreator != 0 || skipped[p.Creator] {
-			skipped[p.ID] = true
+		if p.Gaps&lineage.GapUnknownCreator != 0 || !in[p.Creator] || p.Creator == root && !branch(p) {
 			continue
 		}
+		in[p.ID] = true
 		out = append(out, p)
 	}
 	return out
@@ -880,19 +861,25 @@ func (t *Tracker) SessionOf(p lineage.ID) (string, bool) {
 func (t *Tracker) Stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.stats()
+}
+
+func (t *Tracker) stats() Stats {
 	return Stats{
-		Active:           len(t.active),
-		Retained:         len(t.ended),
-		Begun:            cloneMap(t.st.begun),
-		Ended:            cloneMap(t.st.ended),
-		EndReasons:       cloneMap(t.st.reasons),
-		Dropped:          t.st.dropped,
-		MarkersAccepted:  t.st.markersAccepted,
-		MarkersDuplicate: t.st.markersDuplicate,
-		MarkersRefused:   t.st.markersRefused,
-		MarkersUnmatched: t.st.markersUnmatched,
-		TagsRefused:      t.st.tagsRefused,
-		Deduplicated:     t.st.deduplicated,
+		Active:            len(t.active),
+		Retained:          len(t.ended),
+		Begun:             cloneMap(t.st.begun),
+		Ended:             cloneMap(t.st.ended),
+		EndReasons:        cloneMap(t.st.reasons),
+		Dropped:           t.st.dropped,
+		MarkersAccepted:   t.st.markersAccepted,
+		MarkersDuplicate:  t.st.markersDuplicate,
+		MarkersRefused:    t.st.markersRefused,
+		MarkersUnmatched:  t.st.markersUnmatched,
+		Generations:       t.st.generations,
+		GenerationUnknown: t.st.generationUnknown,
+		TagsRefused:       t.st.tagsRefused,
+		Deduplicated:      t.st.deduplicated,
 	}
 }
 

@@ -3,6 +3,7 @@ package sessions
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -168,7 +169,7 @@ func TestDestroyMarkerWithoutSessionEndsTheCreatorsSession(t *testing.T) {
 	}{
 		{"child of a sub-session root, exec", func(c *copilotSDK) lineage.ID { return c.roots["a"] }, "exec", []string{"a"}, nil},
 		{"child of a sub-session root, api", func(c *copilotSDK) lineage.ID { return c.roots["a"] }, "api", []string{"a"}, nil},
-		{"child of the host ends it and its sub-sessions", func(c *copilotSDK) lineage.ID { return c.host }, "exec", []string{"a", "b", "c", "copilot-sdk-600"}, nil},
+		{"child of the host ends its generation with its sub-sessions, not the host", func(c *copilotSDK) lineage.ID { return c.host }, "exec", []string{"a", "b", "c", "copilot-sdk-600#1"}, nil},
 		{"grandchild of a root is not enough", func(c *copilotSDK) lineage.ID { return c.kids["a"] }, "api", nil, ErrNoSession},
 	}
 	for _, tt := range tests {
@@ -283,7 +284,7 @@ func TestDestroyMarkerAuthorization(t *testing.T) {
 				st := s.w.tr.Stats()
 				switch tt.err {
 				case nil:
-					wantEnded(t, acts, "bobs")
+					wantEnded(t, acts, "bobs#1")
 					if st.MarkersAccepted != 1 {
 						t.Errorf("accepted = %d", st.MarkersAccepted)
 					}
@@ -724,13 +725,14 @@ func TestEndedSessionsAreRetainedThenDropped(t *testing.T) {
 }
 
 func TestSessionJSON(t *testing.T) {
-	s := Session{ID: "a", Tag: "a", Root: lineage.ID{PID: 7, Start: 9}, Origin: OriginExec, State: Ended, EndReason: ReasonMarker}
+	s := Session{ID: "a", Tag: "a", Root: lineage.ID{PID: 7, Start: 9}, Origin: OriginRun, State: Active, Generation: 2,
+		Markers: []Marker{{Ended: 1, At: 12, Via: "api", Sender: lineage.ID{PID: 8, Start: 10}, SenderUID: 1000}}}
 	b, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var back Session
-	if err := json.Unmarshal(b, &back); err != nil || back != s {
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, s) {
 		t.Errorf("round trip %s → %+v, %v", b, back, err)
 	}
 }

@@ -1,0 +1,147 @@
+package sessions
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// TrackerState is everything a Tracker holds, for an agent that saves it across
+// restarts: sessions, remembered markers and counters. Rules are not part
+// of it: they come from the configuration the tracker is restored with.
+type TrackerState struct {
+	Clock uint64 `json:"clock_ns"`
+	// Within is the identity Config.WithinPID resolved to, when it did.
+	Within lineage.ID `json:"within,omitzero"`
+	// Active and Ended hold the sessions; Ended oldest end first.
+	Active []SessionState `json:"active,omitempty"`
+	Ended  []SessionState `json:"ended,omitempty"`
+	Marks  []markRecord   `json:"marks,omitempty"`
+	Stats  Stats          `json:"stats"`
+}
+
+// SessionState is a session with the rule its root's image matched.
+type SessionState struct {
+	Session
+	Rule string `json:"rule,omitempty"`
+}
+
+// Dump returns a copy of the tracker's state.
+func (t *Tracker) Dump() TrackerState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := TrackerState{Clock: t.clock, Within: t.within, Marks: slices.Clone(t.marks), Stats: t.stats()}
+	active := make([]*session, 0, len(t.active))
+	for _, s := range t.active {
+		active = append(active, s)
+	}
+	slices.SortFunc(active, cmpSessions)
+	for _, s := range active {
+		st.Active = append(st.Active, SessionState{Session: s.snapshot(), Rule: s.rule})
+	}
+	for _, s := range t.ended {
+		st.Ended = append(st.Ended, SessionState{Session: s.snapshot(), Rule: s.rule})
+	}
+	return st
+}
+
+// Restore returns a tracker over g (the graph restored with it) with cfg's
+// rules and st's sessions. A session no tracker could have held (an ID
+// that is not one, a second active session of one ID, an active one
+// marked ended or the reverse, a root with PID 0 or 1) is left out and
+// logged, never the rest with it; the error is only cfg's.
+func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*Tracker, error) {
+	t, err := NewTracker(g, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	t.clock = st.Clock
+	if cfg.WithinPID != 0 && st.Within.PID == cfg.WithinPID {
+		t.within = st.Within
+	}
+	check := func(ss SessionState, want State) error {
+		switch {
+		case !ValidSessionID(ss.ID):
+			return fmt.Errorf("invalid ID")
+		case ss.State != want:
+			return fmt.Errorf("state %s, want %s", ss.State, want)
+		case ss.Root.PID <= 1:
+			return fmt.Errorf("root pid %d", ss.Root.PID)
+		case want == Active && t.active[ss.ID] != nil:
+			return fmt.Errorf("a second active session of this ID")
+		}
+		return nil
+	}
+	add := func(ss SessionState, want State) *session {
+		if err := check(ss, want); err != nil {
+			t.log.Warn("saved session left out", "session", ss.ID, "err", err)
+			return nil
+		}
+		if ss.Generation == 0 {
+			ss.Generation = 1
+		}
+		s := &session{Session: ss.Session, rule: ss.Rule}
+		s.Markers = slices.Clone(ss.Markers)
+		t.byPID[s.Root.PID] = append(t.byPID[s.Root.PID], s)
+		return s
+	}
+	for _, ss := range st.Active {
+		if s := add(ss, Active); s != nil {
+			t.active[s.ID] = s
+		}
+	}
+	for _, ss := range st.Ended {
+		if s := add(ss, Ended); s != nil {
+			t.ended = append(t.ended, s)
+		}
+	}
+	for len(t.ended) > t.maxEnded {
+		t.drop(0)
+	}
+	t.marks = slices.Clone(st.Marks)
+	if len(t.marks) > maxMarkRecords {
+		t.marks = t.marks[len(t.marks)-maxMarkRecords:]
+	}
+	t.st = countersFrom(st.Stats)
+	return t, nil
+}
+
+// ValidSessionID reports whether id can name a session: an ID a user may
+// choose or the tracker generates (ValidID), or a further server of an
+// `mcptrace exec` tag, "<tag>.<n>".
+func ValidSessionID(id string) bool {
+	if ValidID(id) {
+		return true
+	}
+	i := strings.LastIndexByte(id, '.')
+	if i < 0 || i == len(id)-1 {
+		return false
+	}
+	for _, r := range id[i+1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return ValidID(id[:i])
+}
+
+func countersFrom(s Stats) counters {
+	c := counters{
+		begun:   cloneMap(s.Begun),
+		ended:   cloneMap(s.Ended),
+		reasons: cloneMap(s.EndReasons),
+	}
+	c.dropped = s.Dropped
+	c.markersAccepted = s.MarkersAccepted
+	c.markersDuplicate = s.MarkersDuplicate
+	c.markersRefused = s.MarkersRefused
+	c.markersUnmatched = s.MarkersUnmatched
+	c.tagsRefused = s.TagsRefused
+	c.deduplicated = s.Deduplicated
+	c.generations = s.Generations
+	c.generationUnknown = s.GenerationUnknown
+	return c
+}
