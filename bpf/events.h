@@ -17,7 +17,10 @@ enum event_kind {
 	EVENT_FORK = 1,
 	EVENT_EXEC = 2,
 	EVENT_EXIT = 3,
-	EVENT_KIND_MAX = 4,
+	/* Not a process event: a sync point user space asked for (struct
+	 * barrier_event). */
+	EVENT_BARRIER = 4,
+	EVENT_KIND_MAX = 5,
 };
 
 enum event_flags {
@@ -72,6 +75,17 @@ struct exec_event {
 	__u32 _pad;
 	char filename[FILENAME_LEN];
 	char args[ARGS_LEN];
+};
+
+/* A barrier (kind EVENT_BARRIER), written by the program "ring_barrier", which
+ * user space runs on demand through BPF_PROG_TEST_RUN (it is never
+ * attached). The ring buffer hands records out in the order they were
+ * reserved, so a reader that has read barrier seq has read every record
+ * reserved before it: every event of a process that had already forked,
+ * exec'd or exited when user space asked for the barrier. */
+struct barrier_event {
+	struct event base;         /* kind EVENT_BARRIER, time; the rest zero */
+	__u64 seq;                 /* the number user space passed in */
 };
 
 #endif

@@ -36,6 +36,7 @@ const struct exec_event *unused_exec_event __attribute__((unused));
 const enum event_kind *unused_event_kind __attribute__((unused));
 const enum event_flags *unused_event_flags __attribute__((unused));
 const enum doom_kill *unused_doom_kill __attribute__((unused));
+const struct barrier_event *unused_barrier_event __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -347,4 +348,22 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit_backup, struct task_struct *p)
 {
 	return on_exit(RUN_BACKUP, p);
+}
+
+/* The barrier (see struct barrier_event in events.h): run by user space
+ * with BPF_PROG_TEST_RUN and ctx->args[0] = a sequence number; never
+ * attached to its tracepoint. Returns 1 when the ring buffer is full, so
+ * the caller can retry once the reader has made room. */
+SEC("raw_tp")
+int ring_barrier(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct barrier_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		return 1;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->base.time = bpf_ktime_get_boot_ns();
+	e->base.kind = EVENT_BARRIER;
+	e->seq = ctx->args[0];
+	bpf_ringbuf_submit(e, 0);
+	return 0;
 }

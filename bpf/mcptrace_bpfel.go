@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type McptraceBarrierEvent struct {
+	_    structs.HostLayout
+	Base McptraceEvent
+	Seq  uint64
+}
+
 type McptraceClaim struct {
 	_     structs.HostLayout
 	Start uint64
@@ -79,7 +85,8 @@ const (
 	McptraceEventKindEVENT_FORK     McptraceEventKind = 1
 	McptraceEventKindEVENT_EXEC     McptraceEventKind = 2
 	McptraceEventKindEVENT_EXIT     McptraceEventKind = 3
-	McptraceEventKindEVENT_KIND_MAX McptraceEventKind = 4
+	McptraceEventKindEVENT_BARRIER  McptraceEventKind = 4
+	McptraceEventKindEVENT_KIND_MAX McptraceEventKind = 5
 )
 
 type McptraceExecEvent struct {
@@ -103,12 +110,14 @@ const (
 	McptraceMapEvents                  = "events"
 	McptraceMapLostEvents              = "lost_events"
 	McptraceMapRecovered               = "recovered"
+	McptraceProgRingBarrier            = "ring_barrier"
 	McptraceProgSchedProcessExec       = "sched_process_exec"
 	McptraceProgSchedProcessExecBackup = "sched_process_exec_backup"
 	McptraceProgSchedProcessExit       = "sched_process_exit"
 	McptraceProgSchedProcessExitBackup = "sched_process_exit_backup"
 	McptraceProgSchedProcessFork       = "sched_process_fork"
 	McptraceProgSchedProcessForkBackup = "sched_process_fork_backup"
+	McptraceVarUnusedBarrierEvent      = "unused_barrier_event"
 	McptraceVarUnusedDoomKill          = "unused_doom_kill"
 	McptraceVarUnusedEvent             = "unused_event"
 	McptraceVarUnusedEventFlags        = "unused_event_flags"
@@ -158,6 +167,7 @@ type McptraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceProgramSpecs struct {
+	RingBarrier            *ebpf.ProgramSpec `ebpf:"ring_barrier"`
 	SchedProcessExec       *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
 	SchedProcessExecBackup *ebpf.ProgramSpec `ebpf:"sched_process_exec_backup"`
 	SchedProcessExit       *ebpf.ProgramSpec `ebpf:"sched_process_exit"`
@@ -182,11 +192,12 @@ type McptraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceVariableSpecs struct {
-	UnusedDoomKill   *ebpf.VariableSpec `ebpf:"unused_doom_kill"`
-	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedEventFlags *ebpf.VariableSpec `ebpf:"unused_event_flags"`
-	UnusedEventKind  *ebpf.VariableSpec `ebpf:"unused_event_kind"`
-	UnusedExecEvent  *ebpf.VariableSpec `ebpf:"unused_exec_event"`
+	UnusedBarrierEvent *ebpf.VariableSpec `ebpf:"unused_barrier_event"`
+	UnusedDoomKill     *ebpf.VariableSpec `ebpf:"unused_doom_kill"`
+	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventFlags   *ebpf.VariableSpec `ebpf:"unused_event_flags"`
+	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
+	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 }
 
 // McptraceObjects contains all objects after they have been loaded into the kernel.
@@ -232,17 +243,19 @@ func (m *McptraceMaps) Close() error {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptraceVariables struct {
-	UnusedDoomKill   *ebpf.Variable `ebpf:"unused_doom_kill"`
-	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
-	UnusedEventFlags *ebpf.Variable `ebpf:"unused_event_flags"`
-	UnusedEventKind  *ebpf.Variable `ebpf:"unused_event_kind"`
-	UnusedExecEvent  *ebpf.Variable `ebpf:"unused_exec_event"`
+	UnusedBarrierEvent *ebpf.Variable `ebpf:"unused_barrier_event"`
+	UnusedDoomKill     *ebpf.Variable `ebpf:"unused_doom_kill"`
+	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventFlags   *ebpf.Variable `ebpf:"unused_event_flags"`
+	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
+	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
 }
 
 // McptracePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptracePrograms struct {
+	RingBarrier            *ebpf.Program `ebpf:"ring_barrier"`
 	SchedProcessExec       *ebpf.Program `ebpf:"sched_process_exec"`
 	SchedProcessExecBackup *ebpf.Program `ebpf:"sched_process_exec_backup"`
 	SchedProcessExit       *ebpf.Program `ebpf:"sched_process_exit"`
@@ -253,6 +266,7 @@ type McptracePrograms struct {
 
 func (p *McptracePrograms) Close() error {
 	return _McptraceClose(
+		p.RingBarrier,
 		p.SchedProcessExec,
 		p.SchedProcessExecBackup,
 		p.SchedProcessExit,

@@ -11,9 +11,30 @@ import (
 )
 
 const (
-	headerSize = int(unsafe.Sizeof(bpf.McptraceEvent{}))
-	execSize   = int(unsafe.Sizeof(bpf.McptraceExecEvent{}))
+	headerSize  = int(unsafe.Sizeof(bpf.McptraceEvent{}))
+	execSize    = int(unsafe.Sizeof(bpf.McptraceExecEvent{}))
+	barrierSize = int(unsafe.Sizeof(bpf.McptraceBarrierEvent{}))
 )
+
+// record is one decoded ring buffer record: a process event or a barrier.
+type record struct {
+	ev        lineage.Event
+	isBarrier bool
+	barrier   uint64 // the barrier's sequence number
+}
+
+// decodeRecord decodes a process event (Decode) or a barrier record.
+func decodeRecord(raw []byte) (record, error) {
+	if len(raw) >= headerSize && bpf.McptraceEventKind((*bpf.McptraceEvent)(unsafe.Pointer(&raw[0])).Kind) == bpf.McptraceEventKindEVENT_BARRIER {
+		if len(raw) < barrierSize {
+			return record{}, fmt.Errorf("decode barrier record of %d bytes: %w", len(raw), ErrShortRecord)
+		}
+		b := (*bpf.McptraceBarrierEvent)(unsafe.Pointer(&raw[0]))
+		return record{isBarrier: true, barrier: b.Seq}, nil
+	}
+	ev, err := Decode(raw)
+	return record{ev: ev}, err
+}
 
 // ErrShortRecord is returned by Decode for a record smaller than its kind's layout.
 var ErrShortRecord = errors.New("short record")

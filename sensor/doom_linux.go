@@ -6,8 +6,8 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/mcptrace/mcptrace/bpf"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 )
 
 // doomTickNS is DOOM_TICK_NS of bpf/events.h: doomed start times are
@@ -44,6 +44,44 @@ func (s *Sensor) Undoom(id lineage.ID) error {
 	return nil
 }
 
+// copyDoomFrom carries the doomed processes of a taken-over set into the
+// sensor's own map, so the kernel keeps killing them once the old programs
+// are gone: at takeover, before the old programs are detached, and again
+// when the set is drained (entries the old programs added meanwhile). It
+// copies the entries of st's doomed map whose process still
+// runs with the same start tick (an entry of an exited process is stale,
+// and its pid may name another process by now). Doom is a kill order:
+// only what provably is the doomed process is carried over.
+func (s *Sensor) copyDoomFrom(st *set) {
+	if st.maps.doomed == nil || st.maps.doomed.KeySize() != s.objs.Doomed.KeySize() ||
+		st.maps.doomed.ValueSize() != s.objs.Doomed.ValueSize() {
+		return
+	}
+	var (
+		pid    uint32
+		tick   uint64
+		copied int
+	)
+	it := st.maps.doomed.Iterate()
+	for it.Next(&pid, &tick) {
+		snap, err := procfs.Read("/proc", pid)
+		if err != nil || snap.ID.Start/procfs.TickNS != tick {
+			continue
+		}
+		if err := s.objs.Doomed.Update(pid, tick, ebpf.UpdateAny); err != nil {
+			s.log.Warn("could not carry a doomed process over", "set", st.name, "pid", pid, "err", err)
+			continue
+		}
+		copied++
+	}
+	if err := it.Err(); err != nil {
+		s.log.Warn("reading a taken-over doomed map", "set", st.name, "err", err)
+	}
+	if copied > 0 {
+		s.log.Info("doomed processes carried over from a previous agent", "set", st.name, "processes", copied)
+	}
+}
+
 // DoomKills counts the kills the kernel did for doomed processes.
 type DoomKills struct {
 	Forkers  uint64 // doomed processes killed when they forked
@@ -51,21 +89,20 @@ type DoomKills struct {
 	Execs    uint64 // doomed processes killed when they exec'd
 }
 
-// DoomKills returns the kernel's doom kill counters since Open.
+// DoomKills returns the kernel's doom kill counters of every set the
+// sensor reads, summed.
 func (s *Sensor) DoomKills() (DoomKills, error) {
-	sum := func(k bpf.McptraceDoomKill) (uint64, error) {
-		return sumPerCPU(s.objs.DoomKills, "doom_kills", uint32(k))
+	cs, err := s.Counters()
+	if err != nil {
+		return DoomKills{}, err
 	}
 	var d DoomKills
-	var err error
-	if d.Forkers, err = sum(bpf.McptraceDoomKillDOOM_KILL_FORKER); err != nil {
-		return d, err
+	for _, c := range cs {
+		d.Forkers += c.Doom.Forkers
+		d.Children += c.Doom.Children
+		d.Execs += c.Doom.Execs
 	}
-	if d.Children, err = sum(bpf.McptraceDoomKillDOOM_KILL_CHILD); err != nil {
-		return d, err
-	}
-	d.Execs, err = sum(bpf.McptraceDoomKillDOOM_KILL_EXEC)
-	return d, err
+	return d, nil
 }
 
 // KillsChildrenAtFork reports whether this kernel lets the fork hook kill

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
@@ -26,20 +26,49 @@ type Options struct {
 	// TraceFS and BPFFS are mounted when missing. Defaults
 	// /sys/kernel/tracing and /sys/fs/bpf.
 	TraceFS, BPFFS string
-	Logger         *slog.Logger
-
+	// PinDir, when set, keeps the kernel side running without the agent:
+	// the programs stay attached and the maps pinned under PinDir (on
+	// bpffs) after Close, so events queue in the ring buffer and doomed
+	// processes keep dying until the next Open of the same PinDir takes
+	// them over (see Open). Empty: nothing is pinned and Close detaches
+	// the programs.
+	PinDir string
+	Logger *slog.Logger
 	// skipBackups attaches the primary programs only; the benchmark
 	// uses it to price the backups.
 	skipBackups bool
+	// variant, when not 0, makes every program differ from this build's
+	// by a harmless instruction: tests use it to stand for another build
+	// of mcptrace taking over.
+	variant int32
 }
 
-// Sensor holds the loaded programs, their links and the ring buffer reader.
+// Sensor holds the loaded programs, their links and the ring buffers it
+// reads: the ones of the pin sets it took over, then its own.
 type Sensor struct {
-	objs   bpf.McptraceObjects
-	links  []link.Link
-	reader *ringbuf.Reader
-	rec    ringbuf.Record
-	log    *slog.Logger
+	objs  bpf.McptraceObjects
+	links []link.Link
+	log   *slog.Logger
+	// own is the set this sensor created (its name is "" when unpinned).
+	own *set
+	// rd reads the rings in order; only the reading goroutine uses it.
+	rd reader
+
+	mu sync.Mutex
+	// old are the sets taken over at Open, oldest first; a set leaves
+	// once its ring is drained, its final counters kept in retired.
+	old     []*set
+	retired []Counters
+	closed  bool
+	// reading: a ReadBatch runs. It may hold records that alias a ring's
+	// mapping, so Close only wakes it, and the reader unmaps the rings
+	// when it returns (closeRings).
+	reading   bool
+	ringsOnce sync.Once
+	// pinLock holds the pin directory's lock (flock) while the sensor
+	// lives: one agent per pin directory.
+	pinLock *os.File
+
 	// sendSignalTask: the kernel has the kfunc bpf_send_signal_task (6.13+).
 	sendSignalTask bool
 }
@@ -68,6 +97,13 @@ var MinRingBufferSize = func() int {
 
 // Open checks the kernel, loads the programs and attaches them. Events are
 // buffered in the kernel from the moment Open returns.
+//
+// With Options.PinDir, Open first attaches its own programs, then takes
+// over every set a previous agent left pinned there (see the package
+// documentation): it detaches their programs, copies their doomed
+// processes into its own map, and Read returns what their ring buffers
+// still hold before anything of its own. Between the attach and the detach
+// both run, so an event may be read twice, never not at all.
 func Open(opts Options) (*Sensor, error) {
 	if opts.RingBufferSize == 0 {
 		opts.RingBufferSize = 8 << 20
@@ -92,16 +128,14 @@ func Open(opts Options) (*Sensor, error) {
 	if err := checkKernel(); err != nil {
 		return nil, err
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("remove memlock rlimit (needs CAP_SYS_RESOURCE or root on kernels before 5.11): %w", err)
-	}
-
 	spec, err := bpf.LoadMcptrace()
 	if err != nil {
 		return nil, fmt.Errorf("load bpf spec: %w", err)
 	}
 	spec.Maps[bpf.McptraceMapEvents].MaxEntries = uint32(size)
-
+	if opts.variant != 0 {
+		differ(spec, opts.variant)
+	}
 	s := &Sensor{log: log}
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		var verr *ebpf.VerifierError
@@ -110,29 +144,100 @@ func Open(opts Options) (*Sensor, error) {
 		}
 		return nil, loadError(err)
 	}
+	s.own = &set{maps: s.ownMaps(), readable: true, primaries: map[string]*ebpf.Program{}}
 	for _, h := range s.hooks() {
-		progs := []*ebpf.Program{h.primary, h.backup}
+		s.own.primaries[h.name] = h.primary
+	}
+
+	var prev []string
+	if opts.PinDir != "" {
+		if prev, err = s.pinOwn(opts.PinDir, spec); err != nil {
+			s.abandon()
+			return nil, err
+		}
+	}
+	for _, h := range s.hooks() {
+		progs := []struct {
+			name string
+			p    *ebpf.Program
+		}{{h.name, h.primary}, {h.name + "_backup", h.backup}}
 		if opts.skipBackups {
 			progs = progs[:1]
 		}
 		for _, p := range progs {
-			l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+			l, err := link.AttachTracing(link.TracingOptions{Program: p.p, AttachType: ebpf.AttachTraceRawTp})
 			if err != nil {
-				s.Close()
+				s.abandon()
 				return nil, fmt.Errorf("attach %s tracepoint: %w", h.name, err)
 			}
 			s.links = append(s.links, l)
+			if s.own.dir != "" {
+				if err := l.Pin(s.own.linkPath(p.name)); err != nil {
+					s.abandon()
+					return nil, fmt.Errorf("pin %s link: %w", h.name, err)
+				}
+			}
 		}
 	}
-	s.reader, err = ringbuf.NewReader(s.objs.Events)
+	ownRing, err := newRing(s.objs.Events)
 	if err != nil {
-		s.Close()
+		s.abandon()
 		return nil, fmt.Errorf("open ring buffer reader: %w", err)
 	}
+	s.own.ring = ownRing
+	// The barrier (Barrier) needs BPF_PROG_TEST_RUN of raw_tp programs,
+	// Linux 5.10: find out now, not when a session ends. Barrier 0 is
+	// read like any other and waited for by nobody.
+	if err := s.Barrier(0); err != nil {
+		s.abandon()
+		return nil, &FeatureError{Feature: "running BPF programs on demand (BPF_PROG_TEST_RUN of raw_tp programs, for the ring buffer barrier)", Needs: "Linux 5.10 or newer", Err: err}
+	}
+	// Attached: from here on the kernel reports into this sensor's
+	// ring, so the previous sets can go.
+	for _, dir := range prev {
+		old, err := openSet(dir, s.own.layout)
+		if err != nil {
+			log.Error("could not take over a previous agent's programs; they stay attached", "set", dir, "err", err)
+			continue
+		}
+		// Doom first: a doomed process that forks between the detach and
+		// the copy would have a child nobody dooms.
+		s.copyDoomFrom(old)
+		if err := old.detach(log); err != nil {
+			log.Error("could not detach a previous agent's programs; they stay attached", "set", dir, "err", err)
+		}
+		s.old = append(s.old, old)
+	}
+	var rings []*set
+	rings = append(rings, s.old...)
+	s.rd = reader{rings: append(rings, s.own), log: log, onRetire: s.retire}
+
 	s.sendSignalTask = haveKfunc("bpf_send_signal_task")
 	log.Info("attached", "programs", len(s.links), "ring_buffer_bytes", size,
-		"kill_doomed_children_at_fork", s.sendSignalTask)
+		"kill_doomed_children_at_fork", s.sendSignalTask, "pinned", s.own.dir != "", "took_over", len(s.old))
 	return s, nil
+}
+
+// abandon undoes a failed Open: the programs are detached, the pins
+// removed, the previous sets untouched.
+func (s *Sensor) abandon() {
+	for _, l := range s.links {
+		l.Unpin()
+		l.Close()
+	}
+	s.links = nil
+	if s.own != nil {
+		if s.own.ring != nil {
+			s.own.ring.Close()
+		}
+		if s.own.dir != "" {
+			os.RemoveAll(s.own.dir)
+		}
+	}
+	s.objs.Close()
+	if s.pinLock != nil {
+		s.pinLock.Close()
+	}
 }
 
 // haveKfunc reports whether the kernel's BTF has the function name. The
@@ -147,6 +252,11 @@ func haveKfunc(name string) bool {
 	return spec.TypeByName(name, &fn) == nil
 }
 
+// Preflight reports the first kernel feature or privilege Open would find
+// missing (a FeatureError), without loading anything, so that a caller can
+// say what it needs before it does anything else.
+func Preflight() error { return checkKernel() }
+
 // checkKernel names the first missing feature the programs need.
 func checkKernel() error {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
@@ -157,6 +267,12 @@ func checkKernel() error {
 	// programs themselves (see loadError).
 	if !hasBPFCaps() {
 		return errNoPrivilege(os.ErrPermission)
+	}
+	// Before 5.11 maps are charged to the user's RLIMIT_MEMLOCK, shared by
+	// every process of root: the pinned maps of earlier agents can exhaust
+	// it, and the probe below would fail with EPERM.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return fmt.Errorf("remove memlock rlimit (needs CAP_SYS_RESOURCE or root on kernels before 5.11): %w", err)
 	}
 	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
 		return &FeatureError{Feature: "BPF ring buffer", Needs: "Linux 5.8 or newer", Err: err}
@@ -200,18 +316,6 @@ func hasBPFCaps() bool {
 // ErrClosed is returned by Read after Close.
 var ErrClosed = errors.New("sensor closed")
 
-// Read blocks until the next event. A record that cannot be decoded is
-// returned as an error; the caller may go on reading.
-func (s *Sensor) Read() (lineage.Event, error) {
-	if err := s.reader.ReadInto(&s.rec); err != nil {
-		if errors.Is(err, os.ErrClosed) {
-			return lineage.Event{}, ErrClosed
-		}
-		return lineage.Event{}, fmt.Errorf("read ring buffer: %w", err)
-	}
-	return Decode(s.rec.RawSample)
-}
-
 // hooks are the tracepoints with their primary and backup programs, in
 // attach order: a primary must run before its backup.
 func (s *Sensor) hooks() []hook {
@@ -228,79 +332,54 @@ type hook struct {
 	primary, backup *ebpf.Program
 }
 
-// Lost returns, per event kind, how many records the kernel could not send
-// since Open: records no ring buffer space was left for (lost_events),
-// plus events both programs of a hook were skipped for. The kernel skips a
-// tracing program invoked on a CPU where it is already running
-// (recursion_misses, Linux 5.12+), which happens when tracepoints are
-// preemptible; the backup program runs the events its primary was skipped
-// for and counts them (recovered), so the events nobody ran are the
-// primary's misses minus those.
-func (s *Sensor) Lost() (map[lineage.EventKind]uint64, error) {
-	recovered, err := s.Recovered()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[lineage.EventKind]uint64, 3)
-	for _, h := range s.hooks() {
-		full, err := sumPerCPU(s.objs.LostEvents, "lost_events", uint32(h.kind))
-		if err != nil {
-			return nil, err
-		}
-		stats, err := h.primary.Stats()
-		if err != nil {
-			return nil, fmt.Errorf("read %s program stats: %w", h.name, err)
-		}
-		rec := recovered[h.kind]
-		// A primary can also run after its backup stood in (an evicted
-		// claim): never let that hide a loss of another event.
-		var skipped uint64
-		if stats.RecursionMisses > rec {
-			skipped = stats.RecursionMisses - rec
-		}
-		out[h.kind] = full + skipped
-	}
-	return out, nil
-}
-
-// Recovered returns, per event kind, how many events the backup programs
-// ran because the kernel skipped the primary (see Lost).
-func (s *Sensor) Recovered() (map[lineage.EventKind]uint64, error) {
-	out := make(map[lineage.EventKind]uint64, 3)
-	for _, h := range s.hooks() {
-		n, err := sumPerCPU(s.objs.Recovered, "recovered", uint32(h.kind))
-		if err != nil {
-			return nil, err
-		}
-		out[h.kind] = n
-	}
-	return out, nil
-}
-
-// sumPerCPU adds up the per-CPU values of key in a per-CPU array.
-func sumPerCPU(m *ebpf.Map, name string, key uint32) (uint64, error) {
-	var perCPU []uint64
-	if err := m.Lookup(key, &perCPU); err != nil {
-		return 0, fmt.Errorf("read %s[%d]: %w", name, key, err)
-	}
-	var n uint64
-	for _, v := range perCPU {
-		n += v
-	}
-	return n, nil
-}
-
-// Close detaches the programs and releases the ring buffer. A Read blocked
-// in another goroutine returns ErrClosed.
+// Close releases the sensor. Pinned (Options.PinDir), the programs stay
+// attached and the maps pinned for the next agent; otherwise the programs
+// are detached. A ReadBatch blocked in another goroutine returns
+// ErrClosed, and releases the ring buffers itself.
 func (s *Sensor) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	reading := s.reading
+	if reading && s.own.ring != nil {
+		s.own.ring.wake() // the reader only ever blocks on its own ring
+	}
+	s.mu.Unlock()
 	var errs []error
-	if s.reader != nil {
-		errs = append(errs, s.reader.Close())
+	if !reading {
+		errs = append(errs, s.closeRings())
 	}
 	for _, l := range s.links {
+		// A pinned link stays attached when its descriptor closes.
 		errs = append(errs, l.Close())
 	}
 	s.links = nil
 	errs = append(errs, s.objs.Close())
+	if s.pinLock != nil {
+		errs = append(errs, s.pinLock.Close())
+	}
 	return errors.Join(errs...)
+}
+
+// closeRings unmaps every ring and releases the taken-over sets; once.
+func (s *Sensor) closeRings() error {
+	var err error
+	s.ringsOnce.Do(func() {
+		s.mu.Lock()
+		old := s.old
+		s.old = nil
+		s.mu.Unlock()
+		var errs []error
+		for _, o := range old {
+			errs = append(errs, o.close())
+		}
+		if s.own.ring != nil {
+			errs = append(errs, s.own.ring.Close())
+		}
+		err = errors.Join(errs...)
+	})
+	return err
 }

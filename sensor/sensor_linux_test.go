@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/internal/agenttest"
-	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sensor"
 )
@@ -25,20 +24,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func openSensor(t *testing.T, opts sensor.Options) *sensor.Sensor {
-	t.Helper()
-	testenv.Root(t)
-	s, err := sensor.Open(opts)
-	var ferr *sensor.FeatureError
-	if errors.As(err, &ferr) {
-		testenv.Missing(t, ferr.Feature, ferr.Error())
-	}
-	if err != nil {
-		t.Fatalf("open sensor: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+// openSensor opens a sensor for one test (see open in
+// pinset_linux_test.go), closed when the test ends.
+func openSensor(t *testing.T, opts sensor.Options) *sensor.Sensor { return sensor.OpenForTest(t, opts) }
 
 // collect reads events in the background and returns those about pids the
 // filter accepts, until stop returns true for one of them or the time is up.

@@ -20,3 +20,9 @@ func (*Sensor) Read() (lineage.Event, error)                     { return lineag
 func (*Sensor) Lost() (map[lineage.EventKind]uint64, error)      { return nil, ErrNotSupported }
 func (*Sensor) Recovered() (map[lineage.EventKind]uint64, error) { return nil, ErrNotSupported }
 func (*Sensor) Close() error                                     { return nil }
+
+// Uninstall has nothing to remove on this OS.
+func Uninstall(pinDir string) (int, error) { return 0, ErrNotSupported }
+
+// Preflight reports that the sensor does not run on this OS.
+func Preflight() error { return ErrNotSupported }

@@ -108,3 +108,18 @@ func Eventually(t testing.TB, what string, cond func() (bool, string)) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Emulated reports whether the test runs in a QEMU guest under software
+// emulation (vmtests sets MCPTRACE_VM_GUEST), where everything takes about
+// ten times longer than on the host.
+func Emulated() bool { return os.Getenv("MCPTRACE_VM_GUEST") == "1" }
+
+// Bound is a time bound a test asserts: d on real hardware, ten times d in
+// an emulated guest (Emulated). Bounds the issue states are asserted as
+// they are on the host; the guests prove the behaviour on their kernels.
+func Bound(d time.Duration) time.Duration {
+	if Emulated() {
+		return 10 * d
+	}
+	return d
+}

@@ -1,0 +1,61 @@
+package testenv
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/mcptrace/mcptrace/procfs"
+)
+
+// Proc is a live process a test started, found by an environment marker,
+// with its identity (start tick) so it is never mistaken for a process
+// that recycled its pid.
+type Proc struct {
+	PID  uint32
+	Tick uint64 // start time in /proc clock ticks
+	Argv []string
+}
+
+// WithEnv lists the live processes (zombies excluded) whose environment
+// holds entry ("NAME=value"): a test's own processes, found from /proc
+// independently of the agent.
+func WithEnv(entry string) []Proc {
+	ents, _ := os.ReadDir("/proc")
+	var out []Proc
+	for _, e := range ents {
+		pid, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+entry+"\x00")) {
+			continue
+		}
+		s, err := procfs.Read("/proc", uint32(pid))
+		if err != nil {
+			continue
+		}
+		out = append(out, Proc{PID: uint32(pid), Tick: s.ID.Start / procfs.TickNS, Argv: s.Argv})
+	}
+	return out
+}
+
+// Alive reports whether the very process p still runs: not a zombie and
+// not a recycled pid.
+func (p Proc) Alive() bool {
+	s, err := procfs.Read("/proc", p.PID)
+	return err == nil && s.ID.Start/procfs.TickNS == p.Tick
+}
+
+// Kill sends SIGKILL to p if it is still the same process.
+func (p Proc) Kill() {
+	if p.Alive() {
+		syscall.Kill(int(p.PID), syscall.SIGKILL)
+	}
+}
+
+func (p Proc) String() string { return strconv.Itoa(int(p.PID)) + " " + strings.Join(p.Argv, " ") }

@@ -1,0 +1,345 @@
+package sensor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Record header of a BPF ring buffer (include/uapi/linux/bpf.h,
+// kernel/bpf/ringbuf.c): u32 len carrying the two flag bits, u32 pg_off;
+// the data follows, the whole record padded to 8 bytes.
+const (
+	ringBusyBit    = 1 << 31 // BPF_RINGBUF_BUSY_BIT: reserved, not yet submitted or discarded
+	ringDiscardBit = 1 << 30 // BPF_RINGBUF_DISCARD_BIT: the producer threw the record away
+	ringHeaderSize = 8       // BPF_RINGBUF_HDR_SZ
+)
+
+// ringOverwrite is BPF_F_RB_OVERWRITE (include/uapi/linux/bpf.h; kernels
+// after 6.18, which refuses it): a ring buffer map created with it lets the
+// producer overwrite records the consumer has not consumed, which is what
+// ring exists to prevent.
+const ringOverwrite = 1 << 19
+
+// How Next waits where the kernel will not wake it (a busy header, or
+// records read but not committed): it yields ringSpins times, then sleeps
+// ringMinPause, doubling up to ringMaxPause, on the eventfd Close signals.
+const (
+	ringSpins    = 16
+	ringMinPause = 20 * time.Microsecond
+	ringMaxPause = time.Millisecond
+)
+
+// ring reads one BPF ring buffer map. Records are returned in the order the
+// kernel reserved them; the kernel's consumer position moves only on Commit,
+// so records read but not committed are still in the buffer for the next
+// reader of the same map (e.g. after a crash), and the producer cannot
+// overwrite them.
+//
+// One goroutine calls Next, Commit, Buffered and Uncommitted; Close may be
+// called from any goroutine at any time. A ring must be the only reader of
+// its map while it is open.
+//
+// The kernel wakes a waiting reader only when a record is submitted at the
+// consumer position (bpf_ringbuf_commit), that is when everything before it
+// was committed. A Next that blocks with uncommitted records therefore
+// polls, every ringMaxPause at the latest; Commit before blocking for a
+// wait that costs nothing.
+type ring struct {
+	// mu is held by Next, Commit and Buffered while they touch the mapped
+	// pages, and by Close while it unmaps them.
+	mu sync.Mutex
+	// closing is set by Close before it signals evfd: a Next that sees it
+	// returns ErrClosed and releases mu.
+	closing atomic.Bool
+	// unmapped is set under mu once Close has released the mappings.
+	unmapped bool
+
+	cons, prod []byte   // the mappings: consumer page (rw); producer page and data twice (ro)
+	consPos    *uintptr // the kernel's consumer_pos (unsigned long), first word of cons
+	prodPos    *uintptr // the kernel's producer_pos, first word of prod
+	data       []byte   // the data area mapped twice back to back: 2 × size bytes
+	mask       uintptr  // size - 1
+
+	// read is the private read position: the end of the last record Next
+	// returned or skipped. committed is the consumer position this ring
+	// last stored, or found at newRing. Only the reading goroutine touches
+	// them.
+	read, committed uintptr
+
+	epfd, evfd int                // epoll on the map fd and evfd; evfd is signalled by Close and never read
+	events     [2]unix.EpollEvent // epoll_wait's buffer
+	pollfd     [1]unix.PollFd     // evfd alone, for the pauses
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// newRing maps the ring buffer map m: its consumer page read-write, its
+// producer page and data pages read-only (the kernel maps the data twice,
+// back to back, so a record that wraps is contiguous). Reading starts at
+// the consumer position the kernel holds, so records a previous reader
+// read but did not commit are read again. The map must outlive the ring.
+func newRing(m *ebpf.Map) (*ring, error) {
+	if m.Type() != ebpf.RingBuf {
+		return nil, fmt.Errorf("new ring: map is a %v, not a ring buffer", m.Type())
+	}
+	if m.Flags()&ringOverwrite != 0 {
+		return nil, errors.New("new ring: the map is in overwrite mode (BPF_F_RB_OVERWRITE): its producer does not wait for Commit")
+	}
+	page := os.Getpagesize()
+	size := int(m.MaxEntries())
+	if size <= 0 || size&(size-1) != 0 || size%page != 0 {
+		return nil, fmt.Errorf("new ring: size %d is not a power of two and a multiple of the page size", size)
+	}
+	fd := m.FD()
+	r := &ring{epfd: -1, evfd: -1, mask: uintptr(size - 1)}
+	fail := func(err error) (*ring, error) {
+		r.release()
+		return nil, err
+	}
+	var err error
+	if r.cons, err = unix.Mmap(fd, 0, page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return fail(fmt.Errorf("mmap ring consumer page: %w", err))
+	}
+	if r.prod, err = unix.Mmap(fd, int64(page), page+2*size, unix.PROT_READ, unix.MAP_SHARED); err != nil {
+		return fail(fmt.Errorf("mmap ring producer page and data: %w", err))
+	}
+	r.consPos = (*uintptr)(unsafe.Pointer(&r.cons[0]))
+	r.prodPos = (*uintptr)(unsafe.Pointer(&r.prod[0]))
+	r.data = r.prod[page:]
+
+	if r.evfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fail(fmt.Errorf("ring eventfd: %w", err))
+	}
+	if r.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return fail(fmt.Errorf("ring epoll: %w", err))
+	}
+	for _, f := range []int{fd, r.evfd} {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(f)}
+		if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, f, &ev); err != nil {
+			return fail(fmt.Errorf("ring epoll add fd %d: %w", f, err))
+		}
+	}
+	r.pollfd[0] = unix.PollFd{Fd: int32(r.evfd), Events: unix.POLLIN}
+
+	r.read = atomic.LoadUintptr(r.consPos)
+	r.committed = r.read
+	return r, nil
+}
+
+// Next returns the next record after the last one returned. It moves a
+// private read position only; the kernel's consumer position is untouched
+// until Commit. The slice aliases the mapped buffer and stays valid until
+// Commit or Close; a record of length zero is an empty, non-nil slice.
+//
+// Records the kernel discarded are skipped. A record whose header is still
+// busy (reserved, not yet submitted) is waited for, never skipped, so
+// records come back in the order they were reserved.
+//
+// Next blocks until a record is available, the deadline passes
+// (os.ErrDeadlineExceeded; a zero deadline means none) or Close is called
+// (ErrClosed). A deadline in the past still returns a record that is
+// already there: Next(time.Now()) is a read that never waits, and that
+// reports os.ErrDeadlineExceeded for a busy header too.
+func (r *ring) Next(deadline time.Time) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for idle := 0; ; {
+		if r.closing.Load() {
+			return nil, ErrClosed
+		}
+		// Pairs with the kernel's smp_store_release of producer_pos after
+		// it wrote a reserved record's (busy) header.
+		prod := atomic.LoadUintptr(r.prodPos)
+		busy := false
+		if r.read != prod {
+			off := r.read & r.mask
+			// Pairs with the xchg in bpf_ringbuf_commit: once the busy bit
+			// is seen clear, the record's data is visible too.
+			hdr := atomic.LoadUint32((*uint32)(unsafe.Pointer(&r.data[off])))
+			busy = hdr&ringBusyBit != 0
+			if !busy {
+				n := uintptr(hdr &^ (ringBusyBit | ringDiscardBit))
+				size := ringHeaderSize + (n+7)&^7
+				if size > prod-r.read {
+					return nil, fmt.Errorf("ring record at %d of %d bytes runs past the producer position %d", r.read, n, prod)
+				}
+				r.read += size
+				if hdr&ringDiscardBit != 0 {
+					idle = 0
+					continue
+				}
+				start := off + ringHeaderSize
+				return r.data[start : start+n : start+n], nil
+			}
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return nil, os.ErrDeadlineExceeded
+		}
+		if !busy && r.read == r.committed {
+			// Caught up and committed: the kernel wakes the epoll when the
+			// next record is submitted. Our consumer_pos store (Commit) and
+			// the load of producer_pos above are ordered like the kernel's
+			// header xchg and its consumer_pos load, so either we saw the
+			// record or the kernel sees us waiting at it.
+			if err := r.wait(deadline); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// A busy header, or caught up with uncommitted records: the
+		// kernel will not wake us (and its poll reports the uncommitted
+		// bytes as readable, so epoll would not sleep either).
+		if err := r.pause(idle, deadline); err != nil {
+			return nil, err
+		}
+		idle++
+	}
+}
+
+// wait blocks in epoll until the map fd or the eventfd is readable, or the
+// deadline passes. The caller re-checks everything after it returns.
+func (r *ring) wait(deadline time.Time) error {
+	msec := -1
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return nil
+		}
+		msec = int((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	if _, err := unix.EpollWait(r.epfd, r.events[:], msec); err != nil && err != unix.EINTR {
+		return fmt.Errorf("ring epoll wait: %w", err)
+	}
+	return nil
+}
+
+// pause waits a little before the idle-th re-check of a ring the kernel
+// will not wake us for: first by yielding, then by sleeping on the eventfd
+// so Close still ends the wait at once.
+func (r *ring) pause(idle int, deadline time.Time) error {
+	if idle < ringSpins {
+		runtime.Gosched()
+		return nil
+	}
+	d := ringMaxPause
+	if shift := idle - ringSpins; shift < 8 {
+		d = min(ringMinPause<<shift, ringMaxPause)
+	}
+	if !deadline.IsZero() {
+		d = min(d, time.Until(deadline))
+		if d <= 0 {
+			return nil
+		}
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	if _, err := unix.Ppoll(r.pollfd[:], &ts, nil); err != nil && err != unix.EINTR {
+		return fmt.Errorf("ring ppoll: %w", err)
+	}
+	return nil
+}
+
+// Buffered reports whether Next can return without waiting for the
+// kernel: something was reserved past the read position. That is a record,
+// a discarded record (which Next skips) or a busy header (which Next
+// waits for). After Close it reports false.
+func (r *ring) Buffered() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.unmapped && atomic.LoadUintptr(r.prodPos) != r.read
+}
+
+// Commit stores the read position into the kernel's consumer position:
+// the records Next returned so far leave the buffer, the producer may
+// reuse their space, and the slices Next returned become invalid. After
+// Close it does nothing.
+func (r *ring) Commit() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unmapped || r.read == r.committed {
+		return
+	}
+	// Release: the reads of the records happen before the kernel may
+	// reuse their space (pairs with smp_load_acquire of consumer_pos in
+	// __bpf_ringbuf_reserve). Go's atomics are sequentially consistent.
+	atomic.StoreUintptr(r.consPos, r.read)
+	r.committed = r.read
+}
+
+// Uncommitted returns how many bytes of the buffer Next has read past the
+// consumer position (headers, padding and discarded records included):
+// what Commit would release.
+func (r *ring) Uncommitted() int {
+	return int(r.read - r.committed)
+}
+
+// wake makes a Next blocked in another goroutine, and every later Next,
+// return ErrClosed, without unmapping anything: the reader may still hold
+// a record Next returned, and closes the ring when it is done. It takes
+// no lock (a blocked Next holds mu); the caller makes sure Close does not
+// run at the same time.
+func (r *ring) wake() error {
+	r.closing.Store(true)
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	if _, err := unix.Write(r.evfd, one[:]); err != nil {
+		return fmt.Errorf("signal ring eventfd: %w", err)
+	}
+	return nil
+}
+
+// Close wakes a Next blocked in another goroutine, which returns ErrClosed,
+// waits for it to return, then unmaps the buffer and closes the ring's
+// descriptors (not the map's). Records read but not committed stay in the
+// kernel's buffer. Close may be called more than once and from any
+// goroutine; later calls return the first call's result.
+func (r *ring) Close() error {
+	r.closeOnce.Do(func() {
+		r.closing.Store(true)
+		// The counter is never read: evfd stays readable, so every later
+		// wait ends at once too.
+		var one [8]byte
+		binary.NativeEndian.PutUint64(one[:], 1)
+		_, werr := unix.Write(r.evfd, one[:])
+		if werr != nil {
+			werr = fmt.Errorf("signal ring eventfd: %w", werr)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.closeErr = errors.Join(werr, r.release())
+	})
+	return r.closeErr
+}
+
+// release unmaps the pages and closes the descriptors newRing made.
+func (r *ring) release() error {
+	var errs []error
+	r.unmapped = true
+	for _, b := range [][]byte{r.prod, r.cons} {
+		if b != nil {
+			if err := unix.Munmap(b); err != nil {
+				errs = append(errs, fmt.Errorf("munmap ring: %w", err))
+			}
+		}
+	}
+	r.prod, r.cons, r.data, r.consPos, r.prodPos = nil, nil, nil, nil, nil
+	for _, fd := range []int{r.epfd, r.evfd} {
+		if fd >= 0 {
+			if err := unix.Close(fd); err != nil {
+				errs = append(errs, fmt.Errorf("close ring fd: %w", err))
+			}
+		}
+	}
+	r.epfd, r.evfd = -1, -1
+	return errors.Join(errs...)
+}
