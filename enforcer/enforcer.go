@@ -1,6 +1,7 @@
 package enforcer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,13 @@ type Config struct {
 	// SweepTimeout is when End gives up and reports survivors (logged at
 	// error). Default 30s.
 	SweepTimeout time.Duration
+	// Sync, when set, is called before a sweep declares a session empty
+	// and returns once the member set reflects every process event the
+	// kernel reported up to the call (the agent's ring buffer barrier):
+	// a member forked just before its parent died is then found by one
+	// more round instead of surviving unseen. It returns an error only
+	// when ctx ends.
+	Sync func(ctx context.Context) error
 }
 
 // SpareRule exempts a program from enforcement. Every field that is set
@@ -227,11 +235,37 @@ type Doomer interface {
 	Undoom(id lineage.ID) error
 }
 
+// Ending is what End ends.
+type Ending struct {
+	// Session names the session, in records and logs.
+	Session string
+	// Generation, when not 0, says a destroy marker ended generations up
+	// to this one of a session that goes on (its root spared); 0 is the
+	// end of the whole session.
+	Generation uint32
+	// EndedAt is when the session (or generation) ended, CLOCK_BOOTTIME ns
+	// (the clock of lineage event times); 0 means now. Latencies count
+	// from it.
+	EndedAt uint64
+	Reason  string
+	// Members returns the processes to end (see MembersFunc).
+	Members MembersFunc
+	// Last are members ended last: doomed like the others, but signalled
+	// only when the grace period has passed and then with SIGKILL, under
+	// either policy, if they are still alive. The sender of a destroy
+	// marker is one: `mcptrace mark destroy` belongs to what it ends, and
+	// this lets it report the result first.
+	Last []lineage.ID
+}
+
 // KillRecord is the outcome for one member of one session.
 type KillRecord struct {
 	Session string
-	Process lineage.ID
-	Comm    string
+	// Generation is the ended generation the record belongs to, 0 when
+	// the whole session ended.
+	Generation uint32 `json:",omitempty"`
+	Process    lineage.ID
+	Comm       string
 	// Argv is redacted (redact.Argv).
 	Argv []string
 	// Signal is what was sent ("SIGTERM", "SIGKILL", "SIGTERM+SIGKILL" when
@@ -250,19 +284,46 @@ type KillRecord struct {
 
 // Report is the outcome of one End call.
 type Report struct {
-	Session string
-	Reason  string
-	Mode    Mode
+	Session    string
+	Generation uint32 `json:",omitempty"` // see Ending.Generation
+	Reason     string
+	Mode       Mode
 	// Counts of records by result. Survivors counts members still alive (or
 	// not provably dead) when the sweep gave up; they are also counted under
 	// their record's result.
 	Killed, Spared, Refused, Failed, Survivors int
 	ExitedBeforeSignal, WouldKill              int
-	Records                                    []KillRecord
-	Duration                                   time.Duration
+	// Escalated counts members sent SIGKILL after the SIGTERM grace ran
+	// out; DoomErrors, members the kernel could not be told to doom.
+	Escalated  int `json:",omitempty"`
+	DoomErrors int `json:",omitempty"`
+	Records    []KillRecord
+	Duration   time.Duration
 	// Empty: no member the enforcer may kill is left alive (spared and
 	// refused members do not count). In audit mode: nothing would be killed.
 	Empty bool
+	// Interrupted: End stopped because its context ended (the agent is
+	// stopping), not because the sweep finished or timed out; the caller
+	// ends the session again later (its survivors stay doomed).
+	Interrupted bool `json:",omitempty"`
+}
+
+// Add counts a report into s, as End does when it finishes one (an agent
+// replaying saved reports does the same).
+func (s *Stats) Add(r Report) {
+	s.Sessions++
+	s.Killed += uint64(r.Killed)
+	s.ExitedBeforeSignal += uint64(r.ExitedBeforeSignal)
+	s.Spared += uint64(r.Spared)
+	s.WouldKill += uint64(r.WouldKill)
+	s.Refused += uint64(r.Refused)
+	s.Failed += uint64(r.Failed)
+	s.Survivors += uint64(r.Survivors)
+	s.Escalated += uint64(r.Escalated)
+	s.DoomErrors += uint64(r.DoomErrors)
+	if r.Survivors > 0 {
+		s.Timeouts++
+	}
 }
 
 // Stats are cumulative counters, for the exporter.
@@ -324,6 +385,50 @@ func (e *Enforcer) Records() []KillRecord {
 	return out
 }
 
+// Saved is what an Enforcer keeps across an agent restart: its records
+// (argv already redacted) and counters.
+type Saved struct {
+	Records []KillRecord `json:"records,omitempty"`
+	Stats   Stats        `json:"stats"`
+}
+
+// Dump returns the records and counters.
+func (e *Enforcer) Dump() Saved {
+	st := e.Stats()
+	return Saved{Records: e.Records(), Stats: st}
+}
+
+// Restore puts saved records and counters back, before any End: the
+// records keep their order and the ring's bound.
+func (e *Enforcer) Restore(s Saved) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stats = s.Stats
+	e.store(s.Records)
+}
+
+// AddRecords keeps records of a report written by an earlier agent.
+func (e *Enforcer) AddRecords(recs []KillRecord) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.store(recs)
+}
+
+// store appends records to the ring; e.mu is held.
+func (e *Enforcer) store(recs []KillRecord) {
+	if e.ring == nil {
+		e.ring = make([]KillRecord, RecordLimit)
+	}
+	for _, rec := range recs {
+		rec.Argv = redact.Argv(rec.Argv)
+		e.ring[e.next] = rec
+		e.next++
+		if e.next == len(e.ring) {
+			e.next, e.full = 0, true
+		}
+	}
+}
+
 // Stats returns the counters.
 func (e *Enforcer) Stats() Stats {
 	e.mu.Lock()
@@ -349,36 +454,14 @@ func (e *Enforcer) finish(r *Report, escalated, doomErrs int) {
 			r.Failed++
 		}
 	}
+	r.Escalated, r.DoomErrors = escalated, doomErrs
 	e.mu.Lock()
-	if e.ring == nil {
-		e.ring = make([]KillRecord, RecordLimit)
-	}
-	for _, rec := range r.Records {
-		rec.Argv = append([]string(nil), rec.Argv...)
-		e.ring[e.next] = rec
-		e.next++
-		if e.next == len(e.ring) {
-			e.next, e.full = 0, true
-		}
-	}
-	s := &e.stats
-	s.Sessions++
-	s.Killed += uint64(r.Killed)
-	s.ExitedBeforeSignal += uint64(r.ExitedBeforeSignal)
-	s.Spared += uint64(r.Spared)
-	s.WouldKill += uint64(r.WouldKill)
-	s.Refused += uint64(r.Refused)
-	s.Failed += uint64(r.Failed)
-	s.Survivors += uint64(r.Survivors)
-	s.Escalated += uint64(escalated)
-	s.DoomErrors += uint64(doomErrs)
-	if r.Survivors > 0 {
-		s.Timeouts++
-	}
+	e.store(r.Records)
+	e.stats.Add(*r)
 	e.mu.Unlock()
 
 	attrs := []any{
-		"session", r.Session, "reason", r.Reason, "mode", string(r.Mode),
+		"session", r.Session, "generation", r.Generation, "reason", r.Reason, "mode", string(r.Mode),
 		"killed", r.Killed, "exited", r.ExitedBeforeSignal, "spared", r.Spared,
 		"refused", r.Refused, "failed", r.Failed, "would_kill", r.WouldKill,
 		"survivors", r.Survivors, "empty", r.Empty, "duration", r.Duration,
@@ -450,12 +533,13 @@ func spareRuleName(r *SpareRule) string {
 }
 
 // newRecord starts a record for p; argv is redacted here, once.
-func newRecord(session string, p lineage.Process) KillRecord {
+func newRecord(en *Ending, p lineage.Process) KillRecord {
 	img := p.Current()
 	return KillRecord{
-		Session: session,
-		Process: p.ID,
-		Comm:    p.Comm,
-		Argv:    redact.Argv(img.Argv),
+		Session:    en.Session,
+		Generation: en.Generation,
+		Process:    p.ID,
+		Comm:       p.Comm,
+		Argv:       redact.Argv(img.Argv),
 	}
 }

@@ -181,7 +181,9 @@ type target struct {
 	fd     int // pidfd, -1 when none
 	state  tstate
 	doomed bool
-	rec    KillRecord
+	// last: signalled only once the grace period has passed (Ending.Last).
+	last bool
+	rec  KillRecord
 }
 
 // alive: a pidfd is held and the process has not been seen to exit.
@@ -190,9 +192,11 @@ func (t *target) alive() bool { return t.fd >= 0 && t.state != stDone }
 // sweep is the state of one End call.
 type sweep struct {
 	e       *Enforcer
+	en      *Ending
 	session string
 	endedAt uint64 // boottime ns
 	start   time.Time
+	last    map[tickID]bool
 
 	targets map[tickID]*target
 	order   []*target
@@ -200,30 +204,30 @@ type sweep struct {
 	escalated, doomErrs int
 }
 
-// End kills every live member of session and sweeps until the session has
-// no live member the enforcer may kill, or Config.SweepTimeout passed, or
-// ctx is done. It runs synchronously; call it in a goroutine. Calls for
-// different sessions may run concurrently.
+// End kills every live member of what en ends and sweeps until none the
+// enforcer may kill is alive, or Config.SweepTimeout passed, or ctx is
+// done (Report.Interrupted). It runs synchronously; call it in a
+// goroutine. Calls for different sessions may run concurrently.
 //
-// endedAt is when the session ended, in ns since boot on CLOCK_BOOTTIME
-// (the clock of lineage event times, so the exit event of the session's
-// root can be passed as is); 0 means now. Latencies count from it.
-//
-// Only Process values members returns are ever signalled, each through a
-// pidfd whose identity was checked against the Process's lineage ID.
-func (e *Enforcer) End(ctx context.Context, session string, endedAt uint64, reason string, members MembersFunc) Report {
+// Only Process values en.Members returns are ever signalled, each through
+// a pidfd whose identity was checked against the Process's lineage ID.
+func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	start := time.Now()
+	endedAt := en.EndedAt
 	if now := bootNow(); endedAt == 0 || endedAt > now {
 		endedAt = now
 	}
-	s := &sweep{e: e, session: session, endedAt: endedAt, start: start, targets: map[tickID]*target{}}
-	r := Report{Session: session, Reason: reason, Mode: e.cfg.Mode}
-	e.log.Info("enforcer: ending session", "session", session, "reason", reason,
+	s := &sweep{e: e, en: &en, session: en.Session, endedAt: endedAt, start: start, targets: map[tickID]*target{}, last: map[tickID]bool{}}
+	for _, id := range en.Last {
+		s.last[tickOf(id)] = true
+	}
+	r := Report{Session: en.Session, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
+	e.log.Info("enforcer: ending session", "session", en.Session, "generation", en.Generation, "reason", en.Reason,
 		"mode", string(e.cfg.Mode), "policy", string(e.cfg.Policy))
 	if e.cfg.Mode == ModeAudit {
-		s.audit(members, &r)
+		s.audit(en.Members, &r)
 	} else {
-		s.enforce(ctx, members, &r)
+		s.enforce(ctx, en.Members, &r)
 	}
 	s.release()
 	for _, t := range s.order {
@@ -259,7 +263,7 @@ func (s *sweep) admitAll(ms []lineage.Process) []*target {
 		if s.targets[k] != nil {
 			continue
 		}
-		t := &target{key: k, p: p, fd: -1, rec: newRecord(s.session, p)}
+		t := &target{key: k, p: p, fd: -1, last: s.last[k], rec: newRecord(s.en, p)}
 		s.targets[k] = t
 		s.order = append(s.order, t)
 		news = append(news, t)
@@ -542,6 +546,7 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 	graceEnd := s.start.Add(cfg.Grace)
 	deadline := s.start.Add(cfg.SweepTimeout)
 	quiet := 0
+	synced := false
 	var stop string
 	for {
 		ms, err := s.call(members)
@@ -573,20 +578,33 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 			sig = unix.SIGTERM
 		}
 		for _, t := range ready {
-			if t.state == stReady {
+			if t.state == stReady && !t.last {
 				s.signal(t, sig)
 			}
 		}
+		s.signalLast(graceEnd)
 		s.reap()
 
 		if len(news) > 0 || s.busy() {
-			quiet = 0
+			quiet, synced = 0, false
 		} else if quiet++; quiet >= 2 {
-			r.Empty = true
-			return
+			if synced || cfg.Sync == nil {
+				r.Empty = true
+				return
+			}
+			// Nothing left that the graph knows of: make sure it knows
+			// everything the kernel reported so far, then look once more.
+			if err := cfg.Sync(ctx); err != nil {
+				stop = "waiting for the kernel's events: " + err.Error()
+				r.Interrupted = ctx.Err() != nil
+				break
+			}
+			synced, quiet = true, 1
+			continue
 		}
 		if ctx.Err() != nil {
 			stop = "canceled: " + context.Cause(ctx).Error()
+			r.Interrupted = true
 			break
 		}
 		now := time.Now()
@@ -595,7 +613,7 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 			break
 		}
 		next := now.Add(cfg.SweepInterval)
-		if graceful && s.anyIn(stTerm) && graceEnd.After(now) && graceEnd.Before(next) {
+		if (graceful && s.anyIn(stTerm) || s.anyLast()) && graceEnd.After(now) && graceEnd.Before(next) {
 			next = graceEnd
 		}
 		if deadline.Before(next) {
@@ -610,6 +628,7 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 				}
 			}
 		}
+		s.signalLast(graceEnd)
 	}
 	// Gave up: whatever is not provably dead survives.
 	s.reap()
@@ -621,6 +640,30 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 		t.rec.Result = fmt.Sprintf("%s: still alive, %s", ResultFailed, stop)
 		t.rec.At = time.Now()
 	}
+}
+
+// signalLast sends SIGKILL to the targets ended last (Ending.Last) once
+// the grace period is over; until then they are left to exit by
+// themselves.
+func (s *sweep) signalLast(graceEnd time.Time) {
+	if time.Now().Before(graceEnd) {
+		return
+	}
+	for _, t := range s.order {
+		if t.last && t.state == stReady && t.alive() {
+			s.signal(t, unix.SIGKILL)
+		}
+	}
+}
+
+// anyLast: a target ended last is still waiting for the grace to pass.
+func (s *sweep) anyLast() bool {
+	for _, t := range s.order {
+		if t.last && t.state == stReady && t.alive() {
+			return true
+		}
+	}
+	return false
 }
 
 // busy: some target is alive or not yet resolved.

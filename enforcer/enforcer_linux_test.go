@@ -87,7 +87,7 @@ func TestGracefulKillsEveryKindOfMemberAndSparesBystanders(t *testing.T) {
 			time.Sleep(150 * time.Millisecond) // let the stubborn shell get to its loop
 			e := New(Config{Policy: PolicyGraceful, Grace: grace}, nil, testLogger(t))
 			begin := time.Now()
-			rep := e.End(t.Context(), "s1", 0, "root exited", r.tree(s.roots...))
+			rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: r.tree(s.roots...)})
 			elapsed := time.Since(begin)
 
 			if !rep.Empty || rep.Survivors != 0 || rep.Failed != 0 || rep.Refused != 0 {
@@ -137,7 +137,7 @@ func TestImmediateKillsWithSIGKILLAtOnce(t *testing.T) {
 	e := New(Config{Policy: PolicyImmediate, Grace: 10 * time.Second}, nil, testLogger(t))
 	ended := bootNow() - uint64(500*time.Millisecond)
 	begin := time.Now()
-	rep := e.End(t.Context(), "s1", ended, "destroy", r.tree(plain.id, stubborn.id))
+	rep := e.End(t.Context(), Ending{Session: "s1", EndedAt: ended, Reason: "destroy", Members: r.tree(plain.id, stubborn.id)})
 	elapsed := time.Since(begin)
 
 	if !rep.Empty || rep.Survivors != 0 || rep.Killed < 2 {
@@ -196,7 +196,7 @@ func TestAuditModeKillsNothingAndRecordsExactlyTheLiveMembers(t *testing.T) {
 			t.Cleanup(func() { setOnSend(nil) })
 
 			e := New(Config{Mode: ModeAudit, Policy: tc.policy}, doom, testLogger(t))
-			rep := e.End(t.Context(), "s1", 0, "root exited", static(members...))
+			rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: static(members...)})
 
 			time.Sleep(200 * time.Millisecond)
 			for _, p := range live {
@@ -254,7 +254,7 @@ func TestPIDReuseLeavesTheNewOwnerAlone(t *testing.T) {
 	}
 
 	e := New(Config{Policy: PolicyImmediate}, nil, testLogger(t))
-	rep := e.End(t.Context(), "s1", 0, "root exited", static(stale))
+	rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: static(stale)})
 
 	time.Sleep(100 * time.Millisecond)
 	if !reuser.alive() {
@@ -310,7 +310,7 @@ func TestNeverSignalsInitTheAgentKernelThreadsOrAncestors(t *testing.T) {
 		members = append(members, c.p)
 	}
 	e := New(Config{Policy: PolicyImmediate}, nil, testLogger(t))
-	rep := e.End(t.Context(), "s1", 0, "root exited", static(members...))
+	rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: static(members...)})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec := recordOf(t, rep, c.p.ID)
@@ -349,7 +349,7 @@ func TestSpareRuleExemptsMember(t *testing.T) {
 			seq := 0
 			doom := newFakeDoomer(&seq)
 			e := New(Config{Policy: PolicyImmediate, Spare: []SpareRule{tc.rule}}, doom, testLogger(t))
-			rep := e.End(t.Context(), "s1", 0, "root exited", r.tree(keep.id, victim.id))
+			rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: r.tree(keep.id, victim.id)})
 			if rec := recordOf(t, rep, keep.id); rec.Result != ResultSpared || rec.Signal != "" {
 				t.Errorf("kept member: %+v", rec)
 			}
@@ -386,7 +386,7 @@ func TestSweepCatchesMembersForkingWhileBeingKilled(t *testing.T) {
 		root := r.start("sh", "-c", "while :; do sleep 100 & done")
 		time.Sleep(30 * time.Millisecond)
 		e := New(Config{Policy: policy, Grace: 200 * time.Millisecond, SweepTimeout: 10 * time.Second}, nil, testLogger(t))
-		rep := e.End(t.Context(), fmt.Sprintf("trial-%d", i), 0, "root exited", r.tree(root.id))
+		rep := e.End(t.Context(), Ending{Session: fmt.Sprintf("trial-%d", i), Reason: "root exited", Members: r.tree(root.id)})
 		if !rep.Empty || rep.Survivors != 0 {
 			t.Fatalf("trial %d (%s): report %+v", i, policy, summary(rep))
 		}
@@ -445,7 +445,7 @@ func TestDoomsEveryMemberBeforeAnySignal(t *testing.T) {
 			members := r.tree(roots...)
 			initial := members()
 			e := New(Config{Policy: policy, Grace: 200 * time.Millisecond}, doom, testLogger(t))
-			rep := e.End(t.Context(), "s1", 0, "root exited", members)
+			rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: members})
 			if !rep.Empty || rep.Killed < len(roots) {
 				t.Fatalf("report %+v", summary(rep))
 			}
@@ -498,7 +498,7 @@ func TestConcurrentSessions(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range sessions {
 		wg.Go(func() {
-			reps[i] = e.End(context.Background(), fmt.Sprintf("s%d", i), 0, "root exited", r.tree(roots[i]...))
+			reps[i] = e.End(context.Background(), Ending{Session: fmt.Sprintf("s%d", i), Reason: "root exited", Members: r.tree(roots[i]...)})
 		})
 	}
 	wg.Wait()
@@ -524,7 +524,7 @@ func TestTimeoutReportsSurvivors(t *testing.T) {
 	sendSignal = func(int, uint32, unix.Signal) error { return unix.EPERM }
 	t.Cleanup(func() { sendSignal = real })
 	e := New(Config{Policy: PolicyImmediate, SweepTimeout: 300 * time.Millisecond}, nil, testLogger(t))
-	rep := e.End(t.Context(), "s1", 0, "root exited", r.tree(p.id))
+	rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: r.tree(p.id)})
 	if rep.Empty || rep.Survivors != 1 || rep.Failed != 1 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -547,7 +547,7 @@ func TestRecordsAndLogsRedactArgv(t *testing.T) {
 		return logs.Write(b)
 	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := New(Config{Policy: PolicyImmediate}, nil, log)
-	rep := e.End(t.Context(), "s1", 0, "root exited", r.tree(p.id))
+	rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: r.tree(p.id)})
 	rec := recordOf(t, rep, p.id)
 	if !slices.Contains(rec.Argv, "--token=<redacted>") {
 		t.Errorf("argv %q, want the token redacted", rec.Argv)

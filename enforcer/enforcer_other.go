@@ -21,15 +21,15 @@ func newOSState(log *slog.Logger) osState {
 
 // End signals nothing on this OS: every live member is recorded
 // "failed: <ErrUnsupported>" and counted as a survivor.
-func (e *Enforcer) End(ctx context.Context, session string, endedAt uint64, reason string, members MembersFunc) Report {
+func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	start := time.Now()
-	r := Report{Session: session, Reason: reason, Mode: e.cfg.Mode}
-	if members != nil {
-		for _, p := range members() {
+	r := Report{Session: en.Session, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
+	if en.Members != nil {
+		for _, p := range en.Members() {
 			if p.Exited {
 				continue
 			}
-			rec := newRecord(session, p)
+			rec := newRecord(&en, p)
 			rec.Result = ResultFailed + ": " + ErrUnsupported.Error()
 			rec.At = time.Now()
 			r.Records = append(r.Records, rec)
