@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/sessions"
+	"github.com/mcptrace/mcptrace/state"
 )
 
 // Options configure an Agent. Zero values take the documented defaults.
@@ -28,18 +28,36 @@ type Options struct {
 	ProcRoot       string        // default /proc
 	Retention      time.Duration // default 5m
 	RepairInterval time.Duration // how often lost counters are checked, default 1s
+	// PinDir is where the kernel side is pinned so it keeps running
+	// across restarts (sensor.Options.PinDir). Default DefaultPinDir.
+	PinDir string
+	// StateDir is where the agent keeps its memory across restarts
+	// (package state). Default DefaultStateDir.
+	StateDir string
+	// CheckpointInterval is how often the whole state is written and the
+	// journal started anew. Default 30s.
+	CheckpointInterval time.Duration
 	// Sessions says which processes are session roots. The zero value
 	// matches no host (no rules): only `mcptrace run`/`exec` tags and the
 	// API declare roots. cmd/mcptrace turns the default rules on.
 	Sessions sessions.Config
-	// Enforcer says what happens to the members of ended sessions.
+	// Enforcer says what happens to the members of ended sessions. Its
+	// Sync is the agent's own.
 	Enforcer enforcer.Config
 	Logger   *slog.Logger
 }
 
+// Defaults of Options.
+const (
+	DefaultSocket             = "/run/mcptrace/mcptrace.sock"
+	DefaultPinDir             = "/sys/fs/bpf/mcptrace"
+	DefaultStateDir           = "/run/mcptrace/state"
+	DefaultCheckpointInterval = 30 * time.Second
+)
+
 func (o *Options) defaults() {
 	if o.Socket == "" {
-		o.Socket = "/run/mcptrace/mcptrace.sock"
+		o.Socket = DefaultSocket
 	}
 	if o.SocketMode == 0 {
 		o.SocketMode = 0o666
@@ -53,12 +71,22 @@ func (o *Options) defaults() {
 	if o.RepairInterval == 0 {
 		o.RepairInterval = time.Second
 	}
+	if o.PinDir == "" {
+		o.PinDir = DefaultPinDir
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 }
 
-// Agent owns the sensor, the graph and the API server.
+// Agent owns the sensor, the graph, the tracker, the enforcer, the durable
+// state and the API server.
 type Agent struct {
 	opts    Options
 	log     *slog.Logger
@@ -66,23 +94,44 @@ type Agent struct {
 	sensor  *sensor.Sensor
 	tracker *sessions.Tracker
 	enf     *enforcer.Enforcer
-	// endCtx bounds enforcement; it outlives Run's context by a grace so
-	// that an agent stopping mid-kill finishes the session it was ending.
-	endCtx    context.Context
-	endCancel context.CancelFunc
-	ending    sync.WaitGroup
-	reportsMu sync.Mutex
-	reports   map[string]enforcer.Report
-	order     []string // report keys, oldest first
+	store   *state.Store
+
+	// mu orders every change of the graph and the tracker with its
+	// journal record, and guards what follows. Lock order: mu, then the
+	// tracker, then the graph; nothing holding mu waits for the consumer.
+	mu sync.Mutex
+	// pending are the endings decided and not yet reported, by
+	// sessions.Action.Key: they survive a restart.
+	pending map[string]sessions.Action
+	// stopping: the agent is stopping; no ending starts anymore.
+	stopping bool
+	// running are the endings the enforcer works on now, by key.
+	running map[string]bool
+	reports map[string]enforcer.Report // finished, by key, without records
+	order   []string                   // report keys, oldest first
+	kernel  kernelSeen
+	// journaled counts bytes appended since the last checkpoint;
+	// journalErrs counts appends that failed.
+	journaled   int64
+	journalErrs uint64
+	// journalFailed: an append failed since the last checkpoint; the
+	// consumer checkpoints before it commits the batch (durable anyway).
+	journalFailed bool
+	lastCP        time.Time
+	boot          bootReport
 
 	events    [4]atomic.Uint64 // applied, by lineage.EventKind
 	decodeErr atomic.Uint64
-	mu        sync.Mutex
-	lost      map[lineage.EventKind]uint64 // last seen kernel counters
-	recovered map[lineage.EventKind]uint64 // events the backup programs delivered
-	// reconciled: the start-up repair ran (see checkLost).
-	reconciled bool
-	ready      chan struct{}
+
+	barrier barrierState
+	hold    holdGate
+
+	// endCtx bounds enforcement; the agent cancels it when it stops,
+	// and what was under way resumes at the next start.
+	endCtx    context.Context
+	endCancel context.CancelFunc
+	ending    sync.WaitGroup
+	ready     chan struct{}
 }
 
 // New returns an agent that has not started yet. It fails on invalid
@@ -92,25 +141,34 @@ func New(opts Options) (*Agent, error) {
 	if err := opts.Enforcer.Validate(); err != nil {
 		return nil, fmt.Errorf("enforcer configuration: %w", err)
 	}
-	a := &Agent{
-		opts:  opts,
-		log:   opts.Logger.With("component", "agent"),
-		graph: lineage.New(lineage.Config{Retention: opts.Retention, TickNS: procfs.TickNS}),
-		lost:  map[lineage.EventKind]uint64{},
-		ready: make(chan struct{}),
-	}
 	if opts.Sessions.Now == nil {
 		opts.Sessions.Now = procfs.BootTimeNow
+	}
+	a := &Agent{
+		opts:    opts,
+		log:     opts.Logger.With("component", "agent"),
+		graph:   newGraph(opts),
+		pending: map[string]sessions.Action{},
+		running: map[string]bool{},
+		reports: map[string]enforcer.Report{},
+		kernel:  newKernelSeen(),
+		ready:   make(chan struct{}),
 	}
 	var err error
 	a.tracker, err = sessions.NewTracker(a.graph, opts.Sessions, opts.Logger.With("component", "sessions"))
 	if err != nil {
 		return nil, err
 	}
+	a.hold.init()
 	return a, nil
 }
 
-// Sessions is the session tracker.
+func newGraph(opts Options) *lineage.Graph {
+	return lineage.New(lineage.Config{Retention: opts.Retention, TickNS: procfs.TickNS})
+}
+
+// Sessions is the session tracker. It is replaced by the one restored
+// from the saved state when Run starts; call it after Ready.
 func (a *Agent) Sessions() *sessions.Tracker { return a.tracker }
 
 // Enforcer is the enforcer; nil before Run.
@@ -119,18 +177,42 @@ func (a *Agent) Enforcer() *enforcer.Enforcer { return a.enf }
 // Socket is the API socket path.
 func (a *Agent) Socket() string { return a.opts.Socket }
 
-// Graph is the live lineage graph.
+// Graph is the live lineage graph; like Sessions, replaced at Run.
 func (a *Agent) Graph() *lineage.Graph { return a.graph }
 
 // Ready is closed once the graph is seeded and the API listens.
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Run starts the agent and blocks until ctx ends or a part fails.
+//
+// Start-up, in this order: the saved state is loaded (checkpoint, then the
+// journal); the sensor attaches its programs and takes over those of the
+// previous agent; kernel events are applied from then on, the previous
+// agent's unread ones first; /proc is read and checked against the graph
+// (Seed on a first start, Repair after a restart); once the graph has
+// caught up with the kernel (a barrier), sessions are scanned for roots
+// that died meanwhile, the endings that were under way are resumed, and
+// the API serves.
+//
+// Stopping (ctx ends) leaves the kernel side running (pinned), interrupts
+// enforcement (it resumes at the next start; the kernel keeps killing
+// doomed processes meanwhile), and writes a final checkpoint.
 func (a *Agent) Run(ctx context.Context) error {
+	loadStart := time.Now()
+	// What the kernel side needs is said first: it is what a user without
+	// the privilege has to fix.
+	if err := sensor.Preflight(); err != nil {
+		return err
+	}
+	if err := a.load(); err != nil {
+		return err
+	}
+	defer a.store.Close()
 	s, err := sensor.Open(sensor.Options{
 		RingBufferSize: a.opts.RingBufferSize,
 		TraceFS:        a.opts.TraceFS,
 		BPFFS:          a.opts.BPFFS,
+		PinDir:         a.opts.PinDir,
 		Logger:         a.opts.Logger,
 	})
 	if err != nil {
@@ -138,12 +220,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.sensor = s
 	defer s.Close()
-	a.enf = enforcer.New(a.opts.Enforcer, s, a.opts.Logger.With("component", "enforcer"))
+	ecfg := a.opts.Enforcer
+	ecfg.Sync = a.Sync
+	a.enf = enforcer.New(ecfg, s, a.opts.Logger.With("component", "enforcer"))
+	a.restoreEnforcer()
 	if cfg := a.enf.Config(); cfg.Mode == enforcer.ModeAudit {
 		a.log.Warn("audit mode: sessions are tracked and ended, nothing is signalled")
 	}
 	if pid := a.opts.Sessions.WithinPID; pid != 0 {
 		a.log.Info("sessions narrowed to one subtree: processes outside it begin and end no session", "within_pid", pid)
+	}
+	// A journal is replayed only after a checkpoint: a first start (or a
+	// state moved aside) writes one before the first append. A restored
+	// state has one; the checkpoint after the /proc check follows soon.
+	if !a.boot.restored {
+		if err := a.checkpoint(); err != nil {
+			return fmt.Errorf("write the first checkpoint: %w", err)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -162,28 +255,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		errc <- a.consume()
 	}()
 
-	start := time.Now()
-	readAt := procfs.BootTimeNow()
-	snaps, err := procfs.Scan(a.opts.ProcRoot)
-	if err != nil {
-		return fmt.Errorf("seed from %s: %w", a.opts.ProcRoot, err)
+	if err := a.reconcile(ctx); err != nil {
+		cancel()
+		s.Close()
+		wg.Wait()
+		return err
 	}
-	a.graph.Seed(snaps, readAt)
-	a.log.Info("seeded from /proc", "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
-	a.endSessions(a.tracker.Scan())
-	for _, s := range a.tracker.Sessions() {
-		a.log.Info("session found at start", "session", s.ID, "origin", s.Origin, "root", s.Root.PID)
-	}
+	a.boot.ready = time.Since(loadStart)
 
 	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)
 	if err != nil {
+		cancel()
+		s.Close()
+		wg.Wait()
 		return err
 	}
 	srv := &api.Server{
 		Graph:    a.graph,
 		Sessions: a.tracker,
 		Enforcer: a.enf,
-		End:      a.endSessions,
+		Do:       a.do,
+		Sync:     a.Sync,
 		Report:   a.Report,
 		Refresh:  a.refreshParents,
 		Status:   a.Status,
@@ -199,7 +291,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.maintain(ctx)
 	}()
-	a.log.Info("serving", "socket", a.opts.Socket, "mode", fmt.Sprintf("%#o", a.opts.SocketMode))
+	a.log.Info("serving", "socket", a.opts.Socket, "mode", fmt.Sprintf("%#o", a.opts.SocketMode),
+		"start_to_serving", a.boot.ready.Round(time.Millisecond))
 	close(a.ready)
 
 	select {
@@ -207,221 +300,136 @@ func (a *Agent) Run(ctx context.Context) error {
 	case err = <-errc:
 	}
 	cancel()
-	s.Close() // unblocks consume
+	// Enforcement stops where it is; pending endings resume at the next
+	// start, and the kernel keeps killing doomed processes meanwhile.
+	a.mu.Lock()
+	a.stopping = true
+	a.mu.Unlock()
+	a.endCancel()
+	a.ending.Wait()
+	s.Close() // unblocks consume; the pinned programs stay attached
 	wg.Wait()
-	a.finishEnding(10 * time.Second)
+	if cerr := a.checkpoint(); cerr != nil {
+		a.log.Error("final checkpoint failed; the next start replays the journal", "err", cerr)
+	}
 	os.Remove(a.opts.Socket)
 	if err != nil && !errors.Is(err, sensor.ErrClosed) {
 		return err
 	}
+	a.log.Info("stopped; the kernel programs stay attached for the next agent (mcptrace uninstall removes them)",
+		"pending_endings", a.pendingCount())
 	return nil
 }
 
-// consume applies kernel events to the graph until the sensor closes.
-func (a *Agent) consume() error {
-	debug := a.log.Enabled(context.Background(), slog.LevelDebug-4)
-	for {
-		ev, err := a.sensor.Read()
-		if errors.Is(err, sensor.ErrClosed) {
-			return nil
+// reconcile brings the graph and the sessions up to date after the load:
+// /proc is read and checked against the graph, the graph catches up with
+// the kernel, then sessions whose roots died meanwhile end and the endings
+// that were under way resume.
+func (a *Agent) reconcile(ctx context.Context) error {
+	start := time.Now()
+	readAt := procfs.BootTimeNow()
+	snaps, err := procfs.Scan(a.opts.ProcRoot)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", a.opts.ProcRoot, err)
+	}
+	if a.boot.restored {
+		res := a.graph.Repair(snaps, readAt)
+		a.boot.procAdded, a.boot.procGone = res.Added, res.MarkedExited
+		a.log.Info("checked the saved graph against /proc", "processes", len(snaps),
+			"started_meanwhile", res.Added, "gone_meanwhile", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
+	} else {
+		a.graph.Seed(snaps, readAt)
+		a.log.Info("seeded from /proc", "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
+	}
+	// Seed and Repair are not journaled: a checkpoint keeps what they
+	// learned.
+	if err := a.checkpoint(); err != nil {
+		return fmt.Errorf("checkpoint after reading /proc: %w", err)
+	}
+	// Every event of the previous agent's ring buffers and everything
+	// reported up to now is applied once this returns.
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := a.Sync(sctx); err != nil {
+		return fmt.Errorf("catch up with the kernel's events: %w", err)
+	}
+	a.mu.Lock()
+	a.boot.drained = a.drainedEvents()
+	a.mu.Unlock()
+	if a.boot.restored {
+		a.log.Info("caught up with the kernel", "events_from_previous_agent", a.boot.drained)
+		// Events lost while no agent ran (a ring buffer that overflowed
+		// during the outage) are counted now and repaired from /proc.
+		if err := a.checkLost(); err != nil {
+			a.log.Error("lost-event check at start failed; retrying", "err", err)
 		}
-		if err != nil {
-			// A malformed record is a bug to report, not a reason to stop
-			// tracking the node.
-			a.decodeErr.Add(1)
-			a.log.Error("skipping undecodable record", "err", err)
-			continue
-		}
-		if debug {
-			a.log.Debug("event", "kind", ev.Kind.String(), "pid", ev.Proc.PID, "start_ns", ev.Proc.Start, "comm", ev.Comm, "file", filepath.Base(ev.Filename), "argc", len(ev.Argv))
-		}
-		a.graph.Apply(ev)
-		a.events[ev.Kind&3].Add(1)
-		if acts := a.tracker.Observe(ev); len(acts) > 0 {
-			a.endSessions(acts)
+	} else {
+		// A process whose exit tracepoint fired just before the programs
+		// were attached still looks alive in /proc until exit_notify, so
+		// the seed can take it for alive and no exit event will ever
+		// come: one repair after start-up even without a loss.
+		a.mu.Lock()
+		a.kernel.RepairPending = true
+		a.mu.Unlock()
+	}
+	a.scan()
+	a.resumePending()
+	for _, s := range a.tracker.Sessions() {
+		if s.State == sessions.Active {
+			a.log.Info("session", "session", s.ID, "origin", s.Origin, "root", s.Root.PID, "generation", s.Generation)
 		}
 	}
+	return nil
+}
+
+// scan runs the tracker's Scan (or, with sweep, its Sweep at now) under
+// the agent's lock and ends what it finds ended.
+func (a *Agent) scan() { a.settle(func() []sessions.Action { return a.tracker.Scan() }) }
+
+// settle applies a tracker step that may end sessions (Scan, Sweep),
+// which is not journaled: when it ends something, a checkpoint keeps it
+// before the endings start.
+func (a *Agent) settle(step func() []sessions.Action) {
+	a.mu.Lock()
+	acts := step()
+	starts := a.markPending(acts)
+	a.mu.Unlock()
+	if len(acts) > 0 {
+		a.checkpointOrLog()
+	}
+	a.startAll(starts)
 }
 
 // maintain checks the kernel's lost counters and repairs the graph after
-// losses, and retires dead branches.
+// losses, retires dead branches and writes checkpoints.
 func (a *Agent) maintain(ctx context.Context) {
 	t := time.NewTicker(a.opts.RepairInterval)
 	defer t.Stop()
 	retire := time.NewTicker(max(a.opts.Retention/10, time.Second))
 	defer retire.Stop()
+	cp := time.NewTicker(a.opts.CheckpointInterval)
+	defer cp.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			if err := a.checkLost(); err != nil {
-				a.log.Error("lost-event check failed", "err", err)
+				a.log.Error("lost-event check or repair failed; retrying", "err", err)
+			}
+			if a.journalFull() {
+				a.checkpointOrLog()
 			}
 		case <-retire.C:
 			now := procfs.BootTimeNow()
-			a.endSessions(a.tracker.Sweep(now))
+			a.settle(func() []sessions.Action { return a.tracker.Sweep(now) })
 			if n := a.graph.Retire(now); n > 0 {
 				a.log.Debug("retired dead branches", "processes", n)
 			}
+		case <-cp.C:
+			a.checkpointOrLog()
 		}
 	}
-}
-
-// checkLost repairs the graph from /proc when the kernel dropped events
-// since the last check. Losses are logged and counted, never hidden.
-func (a *Agent) checkLost() error {
-	lost, err := a.sensor.Lost()
-	if err != nil {
-		return err
-	}
-	recovered, err := a.sensor.Recovered()
-	if err != nil {
-		return err
-	}
-	a.mu.Lock()
-	a.recovered = recovered
-	var grew []any
-	for k, n := range lost {
-		if n > a.lost[k] {
-			grew = append(grew, k.String(), n-a.lost[k])
-		}
-	}
-	a.lost = lost
-	startup := !a.reconciled
-	a.reconciled = true
-	a.mu.Unlock()
-	// One repair after start-up even without a loss: a process whose exit
-	// tracepoint fired just before the programs were attached still looks
-	// alive in /proc until exit_notify, so the seed can take it for alive
-	// and no exit event will ever come.
-	if len(grew) == 0 && !startup {
-		return nil
-	}
-	readAt := procfs.BootTimeNow()
-	snaps, err := procfs.Scan(a.opts.ProcRoot)
-	if err != nil {
-		return fmt.Errorf("repair from %s: %w", a.opts.ProcRoot, err)
-	}
-	res := a.graph.Repair(snaps, readAt)
-	a.endSessions(a.tracker.Scan())
-	switch {
-	case len(grew) > 0:
-		a.log.Warn("kernel lost events; graph repaired from /proc",
-			append(grew, "added", res.Added, "marked_exited", res.MarkedExited)...)
-	case res.Added+res.MarkedExited > 0:
-		a.log.Info("start-up reconcile with /proc", "added", res.Added, "marked_exited", res.MarkedExited)
-	}
-	return nil
-}
-
-// Status reports the agent's counters for the API.
-func (a *Agent) Status() api.Status {
-	gs := a.graph.Stats()
-	st := api.Status{
-		Tracked: gs.Tracked,
-		Alive:   gs.Alive,
-		Exited:  gs.Exited,
-		Retired: gs.Retired,
-		Repairs: gs.Repairs,
-		Events:  map[string]uint64{},
-		Lost:    map[string]uint64{},
-		Gaps:    gapCounts(gs),
-
-		Recovered: map[string]uint64{},
-	}
-	for _, k := range []lineage.EventKind{lineage.KindFork, lineage.KindExec, lineage.KindExit} {
-		st.Events[k.String()] = a.events[k].Load()
-	}
-	a.mu.Lock()
-	for k, n := range a.lost {
-		st.Lost[k.String()] = n
-	}
-	for k, n := range a.recovered {
-		st.Recovered[k.String()] = n
-	}
-	a.mu.Unlock()
-	return st
-}
-
-func gapCounts(gs lineage.Stats) map[string]uint64 {
-	out := make(map[string]uint64, len(gs.Gaps))
-	for g, n := range gs.Gaps {
-		out[g.String()] = n
-	}
-	return out
-}
-
-// endSessions hands ended sessions to the enforcer, each in its own
-// goroutine. A session whose enclosing session ends in the same batch is
-// covered by it: the outer session's members include the inner's.
-func (a *Agent) endSessions(acts []sessions.Action) {
-	ending := map[string]bool{}
-	for _, act := range acts {
-		ending[act.End.ID] = true
-	}
-	for _, act := range acts {
-		covered := false
-		for p := act.End.Parent; p != "" && !covered; {
-			covered = ending[p]
-			s, ok := a.tracker.Get(p)
-			if !ok {
-				break
-			}
-			p = s.Parent
-		}
-		if covered {
-			continue
-		}
-		s := act.End
-		a.log.Info("session ended", "session", s.ID, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
-		a.ending.Add(1)
-		go func() {
-			defer a.ending.Done()
-			rep := a.enf.End(a.endCtx, s.ID, s.EndedAt, s.EndReason, func() []lineage.Process { return a.tracker.Members(s.ID) })
-			a.keepReport(rep)
-		}()
-	}
-}
-
-// finishEnding waits for enforcements under way, at most d, then cancels
-// them (their survivors are reported as such).
-func (a *Agent) finishEnding(d time.Duration) {
-	done := make(chan struct{})
-	go func() { a.ending.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		a.log.Error("stopping with enforcement still under way; cancelling it", "waited", d)
-		a.endCancel()
-		<-done
-	}
-}
-
-const maxReports = 1000
-
-func (a *Agent) keepReport(rep enforcer.Report) {
-	a.reportsMu.Lock()
-	defer a.reportsMu.Unlock()
-	if a.reports == nil {
-		a.reports = map[string]enforcer.Report{}
-	}
-	if _, ok := a.reports[rep.Session]; !ok {
-		a.order = append(a.order, rep.Session)
-	}
-	a.reports[rep.Session] = rep
-	for len(a.order) > maxReports {
-		delete(a.reports, a.order[0])
-		a.order = a.order[1:]
-	}
-}
-
-// Report returns the enforcer's report for a session once it finished.
-func (a *Agent) Report(session string) (enforcer.Report, bool) {
-	a.reportsMu.Lock()
-	defer a.reportsMu.Unlock()
-	r, ok := a.reports[session]
-	return r, ok
 }
 
 // refreshParents updates the current parent of live processes from /proc:

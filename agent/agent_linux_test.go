@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -384,35 +383,10 @@ func TestLostEventsAreCountedAndRepaired(t *testing.T) {
 	// The agent runs as its own process so the test can stop it, as a
 	// loaded node deschedules it, while processes come and go: the
 	// smallest ring buffer then overflows for certain.
-	bin := testenv.Binary(t)
-	dir, err := os.MkdirTemp("", "mcptrace-loss-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "mcptrace.sock")
-	var logs bytes.Buffer
-	ag := exec.Command(bin, "agent", "--api.socket", socket, "--sessions.default-rules=false", agenttest.WithinFlag(),
-		"--bpf.ring-buffer-size", strconv.Itoa(sensor.MinRingBufferSize), "--lineage.repair-interval", "100ms")
-	ag.Stderr = &logs
-	if err := ag.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ag.Process.Signal(syscall.SIGCONT)
-		ag.Process.Signal(syscall.SIGTERM)
-		ag.Wait()
-		if t.Failed() {
-			t.Logf("agent logs:\n%s", logs.String())
-		}
-	})
-	client := api.NewClient(socket)
-	waitFor(t, "agent serving", func() (bool, string) {
-		_, err := client.Status(context.Background())
-		return err == nil, fmt.Sprint(err)
-	})
+	ag := agenttest.StartProcess(t, "--bpf.ring-buffer-size", strconv.Itoa(sensor.MinRingBufferSize), "--lineage.repair-interval", "100ms")
+	client := ag.Client()
 
-	ag.Process.Signal(syscall.SIGSTOP)
+	ag.Stop(syscall.SIGSTOP)
 	// While the agent is stopped: short processes that come and go, and
 	// long ones that start and stay, whose fork and exec events are lost.
 	// 300 processes: enough records to lose forks and exits too, not only
@@ -430,9 +404,10 @@ func TestLostEventsAreCountedAndRepaired(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		stayed = append(stayed, uint32(cmd.Process.Pid))
 	}
-	ag.Process.Signal(syscall.SIGCONT)
+	ag.Continue()
 
 	var st api.Status
+	var err error
 	waitFor(t, "losses counted and repaired", func() (bool, string) {
 		st, err = client.Status(context.Background())
 		if err != nil {
@@ -536,5 +511,29 @@ func TestAPIShowsOtherUsersOnlyTheirOwnProcesses(t *testing.T) {
 	}
 	if _, ok := find(l.Processes, uint32(theirs.Process.Pid)); !ok {
 		t.Error("root does not see uid 65534's process")
+	}
+}
+
+// The state directory is private, but the socket beside it (the default
+// /run/mcptrace) stays reachable by every user: a parent the agent
+// creates for its state is not made private with it.
+func TestSocketBesideTheStateStaysReachableByOtherUsers(t *testing.T) {
+	testenv.Root(t)
+	base, err := os.MkdirTemp("", "mcptrace-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o755)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	run := filepath.Join(base, "run") // created by the agent
+	a := startAgent(t, agent.Options{Socket: filepath.Join(run, "mcptrace.sock"), StateDir: filepath.Join(run, "state")})
+	cmd := exec.Command(testenv.Binary(t), "sessions", "--api.socket", a.socket)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("uid 65534 cannot use the socket in %s: %v: %s", run, err, out)
+	}
+	fi, err := os.Stat(filepath.Join(run, "state"))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory mode %v (%v), want 0700", fi.Mode().Perm(), err)
 	}
 }

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -243,6 +242,12 @@ func TestRootExitEndsEveryDescendant(t *testing.T) {
 				s, ok := a.Sessions().Get(session)
 				return ok && s.State == sessions.Active, fmt.Sprintf("%+v", s)
 			})
+			// The SIGTERM-ignorer says so before it execs sleep: wait for
+			// the exec, or a doom set before it kills it at the exec.
+			waitFor(t, "the SIGTERM-ignoring member running sleep", func() (bool, string) {
+				snap, err := procfs.Read("/proc", h.procs["ignores-term"].pid)
+				return err == nil && len(snap.Argv) > 0 && snap.Argv[0] == "sleep", fmt.Sprint(snap.Argv, err)
+			})
 			tc.end(t, h)
 			h.cmd.Wait()
 			waitDead(t, members...)
@@ -359,7 +364,7 @@ echo ready; read line`)
 		var rep enforcer.Report
 		waitFor(t, "enforcer report for "+session, func() (bool, string) {
 			var ok bool
-			rep, ok = a.Report(session)
+			rep, ok = a.SessionReport(session, 0)
 			return ok, ""
 		})
 		if !rep.Empty || rep.Survivors != 0 {
@@ -371,34 +376,13 @@ echo ready; read line`)
 		// a process created behind it.)
 		for _, wait := range []time.Duration{0, 50 * time.Millisecond} {
 			time.Sleep(wait)
-			if left := withEnv(marker); len(left) != 0 {
+			if left := testenv.WithEnv(marker); len(left) != 0 {
 				t.Fatalf("trial %d: %d survivors after the enforcer reported the session empty: %v", i, len(left), left)
 			}
 		}
 		killed += rep.Killed
 	}
 	t.Logf("%d trials, 0 survivors, %d processes killed", trials, killed)
-}
-
-// withEnv lists live processes whose environment holds kv: the test's
-// own, found independently of the graph.
-func withEnv(kv string) []uint32 {
-	ents, _ := os.ReadDir("/proc")
-	var out []uint32
-	for _, e := range ents {
-		pid, err := strconv.ParseUint(e.Name(), 10, 32)
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(env, []byte(kv+"\x00")) {
-			continue
-		}
-		if s, err := procfs.Read("/proc", uint32(pid)); err == nil && !s.Kernel {
-			out = append(out, uint32(pid))
-		}
-	}
-	return out
 }
 
 func TestRecycledPIDOfAMemberIsNotKilled(t *testing.T) {
@@ -415,7 +399,7 @@ func TestRecycledPIDOfAMemberIsNotKilled(t *testing.T) {
 	h.cmd.Wait()
 	waitFor(t, "session ended and enforced", func() (bool, string) {
 		s, _ := a.Sessions().Get("reuse")
-		_, done := a.Report("reuse")
+		_, done := a.SessionReport("reuse", 0)
 		return s.State == sessions.Ended && done, fmt.Sprintf("%+v", s)
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -473,7 +457,7 @@ func TestAuditModeKillsNothingAndListsWhatItWould(t *testing.T) {
 	h.cmd.Wait()
 	var got []uint32
 	waitFor(t, "audit report", func() (bool, string) {
-		_, done := a.Report("audited")
+		_, done := a.SessionReport("audited", 0)
 		return done, ""
 	})
 	for _, r := range a.Enforcer().Records() {

@@ -132,8 +132,14 @@ func (c *Client) Begin(ctx context.Context, pid uint32, id string) (sessions.Ses
 	return out, c.do(ctx, http.MethodPost, "/v1/sessions", BeginRequest{PID: pid, ID: id}, &out)
 }
 
-// MarkDestroy ends the session named, or with "" the session whose root
-// created the calling process.
+// EndSession ends a session whole, its root included.
+func (c *Client) EndSession(ctx context.Context, id string) (MarkResult, error) {
+	var out MarkResult
+	return out, c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/end", struct{}{}, &out)
+}
+
+// MarkDestroy sends a destroy marker for the session named, or with "" for
+// the session whose root created the calling process.
 func (c *Client) MarkDestroy(ctx context.Context, session string) (MarkResult, error) {
 	var out MarkResult
 	return out, c.do(ctx, http.MethodPost, "/v1/mark", MarkRequest{Session: session}, &out)

@@ -23,8 +23,13 @@ type Server struct {
 	Graph    *lineage.Graph
 	Sessions *sessions.Tracker
 	Enforcer *enforcer.Enforcer
-	// End hands sessions ended by a marker or the API to the enforcer.
-	End func([]sessions.Action)
+	// Do applies a tracker operation (begin, mark, end), journals it and
+	// hands what it ends to the enforcer.
+	Do func(sessions.Op) (sessions.Result, error)
+	// Sync returns once the graph holds every process event the kernel
+	// reported before the call: the caller's own fork and exec are then
+	// known. Optional.
+	Sync func(context.Context) error
 	// Refresh brings what the graph cannot learn from events (the current
 	// parent after a reparenting) up to date in answers, in place. Optional.
 	Refresh func([]lineage.Process)
@@ -41,6 +46,11 @@ type Server struct {
 type Caller struct {
 	PID uint32
 	UID uint32
+	// Accepted is when the connection was accepted (CLOCK_BOOTTIME ns):
+	// the process that connected had started by then, so a process with
+	// the caller's pid that started later is not the caller (its pid was
+	// reused). 0 when unknown.
+	Accepted uint64
 }
 
 // Root reports whether the caller may see the whole node.
@@ -78,6 +88,10 @@ func Listen(path string, mode os.FileMode) (net.Listener, error) {
 	return l, nil
 }
 
+// maxBody bounds a request body: the largest one the API takes is a
+// session ID.
+const maxBody = 64 << 10
+
 // Serve answers requests on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	if s.Log == nil {
@@ -91,10 +105,13 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	mux.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
 	mux.HandleFunc("POST /v1/sessions", s.handleBegin)
+	mux.HandleFunc("POST /v1/sessions/{id}/end", s.handleEnd)
 	mux.HandleFunc("POST /v1/mark", s.handleMark)
 	s.http = &http.Server{
-		Handler:           mux,
+		Handler:           http.MaxBytesHandler(mux, maxBody),
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       60 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			caller, err := peerCred(c)
 			if err != nil {
@@ -102,6 +119,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 				// No caller in the context: every handler refuses.
 				return ctx
 			}
+			caller.Accepted = s.Now()
 			return context.WithValue(ctx, callerKey{}, caller)
 		},
 	}

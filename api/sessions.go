@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,19 +42,37 @@ type SessionDetail struct {
 	Now       uint64            `json:"now_ns"`
 	Session   SessionInfo       `json:"session"`
 	Processes []lineage.Process `json:"processes"`
-	Kills     []Kill            `json:"kills,omitempty"`
+	// Generations gives, for each of Processes, the session generation it
+	// belongs to: 0 for the root, else 1 plus the number of destroy
+	// markers before its branch of the root began (sessions.Marker).
+	Generations []uint32 `json:"generations"`
+	// Endings are what the enforcer did for each marker that ended a
+	// generation, and for the end of the session, oldest first.
+	Endings []Ending `json:"endings,omitempty"`
+	Kills   []Kill   `json:"kills,omitempty"`
+}
+
+// Ending is one enforcement of a session: of the generations a marker
+// ended (Generation > 0, Marker set) or of the whole session.
+type Ending struct {
+	Generation  uint32           `json:"generation,omitempty"`
+	Marker      *sessions.Marker `json:"marker,omitempty"`
+	Enforcement *Enforcement     `json:"enforcement,omitempty"`
 }
 
 // Kill is one enforcer record; Argv is redacted.
 type Kill struct {
-	Session   string     `json:"session"`
-	Process   lineage.ID `json:"process"`
-	Comm      string     `json:"comm"`
-	Argv      []string   `json:"argv,omitempty"`
-	Signal    string     `json:"signal,omitempty"`
-	Result    string     `json:"result"`
-	LatencyMS float64    `json:"latency_ms,omitempty"`
-	At        time.Time  `json:"at"`
+	Session string `json:"session"`
+	// Generation is the generation ending the record belongs to; 0 for
+	// the end of the whole session.
+	Generation uint32     `json:"generation,omitempty"`
+	Process    lineage.ID `json:"process"`
+	Comm       string     `json:"comm"`
+	Argv       []string   `json:"argv,omitempty"`
+	Signal     string     `json:"signal,omitempty"`
+	Result     string     `json:"result"`
+	LatencyMS  float64    `json:"latency_ms,omitempty"`
+	At         time.Time  `json:"at"`
 }
 
 // BeginRequest declares a running process the root of a session.
@@ -68,12 +87,22 @@ type MarkRequest struct {
 	Session string `json:"session,omitempty"`
 }
 
-// MarkResult lists the sessions the marker ended. A marker is delivered
-// twice (the exec of `mcptrace mark` is seen in the kernel too); when the
-// exec got there first, Ended lists what it ended and Already is true.
+// MarkResult says what a marker (or a session end) ended: whole sessions
+// (Ended) and generations of sessions whose host keeps running
+// (Generations). A marker is delivered twice (the exec of `mcptrace mark`
+// is seen in the kernel too); when the exec got there first, Already is
+// true and the lists say what it ended.
 type MarkResult struct {
-	Ended   []string `json:"ended"`
-	Already bool     `json:"already_delivered,omitempty"`
+	Ended       []string          `json:"ended"`
+	Generations []EndedGeneration `json:"generations,omitempty"`
+	Already     bool              `json:"already_delivered,omitempty"`
+}
+
+// EndedGeneration is a generation a marker ended: the session goes on
+// with generation Generation+1, its root alive.
+type EndedGeneration struct {
+	Session    string `json:"session"`
+	Generation uint32 `json:"generation"`
 }
 
 // sessionVisible: root sees every session, others the sessions they own.
@@ -89,7 +118,7 @@ func (s *Server) kills(session string) []Kill {
 			continue
 		}
 		out = append(out, Kill{
-			Session: r.Session, Process: r.Process, Comm: r.Comm, Argv: r.Argv,
+			Session: r.Session, Generation: r.Generation, Process: r.Process, Comm: r.Comm, Argv: r.Argv,
 			Signal: r.Signal, Result: r.Result, LatencyMS: float64(r.Latency) / float64(time.Millisecond), At: r.At,
 		})
 	}
@@ -108,13 +137,36 @@ func (s *Server) info(sess sessions.Session, members []lineage.Process, kills []
 			in.Killed++
 		}
 	}
-	if s.Report != nil {
-		if r, ok := s.Report(sess.ID); ok {
-			in.Enforcement = &Enforcement{Empty: r.Empty, Killed: r.Killed, Survivors: r.Survivors, Refused: r.Refused,
-				Spared: r.Spared, WouldKill: r.WouldKill, DurationMS: float64(r.Duration) / float64(time.Millisecond)}
-		}
-	}
+	in.Enforcement = s.enforcement(sessions.EndingKey(sess, 0))
 	return in
+}
+
+// enforcement summarises the report of an ending by key (see
+// sessions.EndingKey), nil while it runs.
+func (s *Server) enforcement(key string) *Enforcement {
+	if s.Report == nil {
+		return nil
+	}
+	r, ok := s.Report(key)
+	if !ok {
+		return nil
+	}
+	return &Enforcement{Empty: r.Empty, Killed: r.Killed, Survivors: r.Survivors, Refused: r.Refused,
+		Spared: r.Spared, WouldKill: r.WouldKill, DurationMS: float64(r.Duration) / float64(time.Millisecond)}
+}
+
+// endings lists what each marker of sess ended, and the session's end.
+func (s *Server) endings(sess sessions.Session) []Ending {
+	var out []Ending
+	for _, m := range sess.Markers {
+		m := m
+		out = append(out, Ending{Generation: m.Ended, Marker: &m,
+			Enforcement: s.enforcement(sessions.EndingKey(sess, m.Ended))})
+	}
+	if sess.State == sessions.Ended {
+		out = append(out, Ending{Enforcement: s.enforcement(sessions.EndingKey(sess, 0))})
+	}
+	return out
 }
 
 func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
@@ -148,23 +200,36 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		s.Refresh(procs)
 	}
 	writeJSON(w, http.StatusOK, SessionDetail{
-		Now:       s.Now(),
-		Session:   s.info(sess, members, kills),
-		Processes: procs,
-		Kills:     kills,
+		Now:         s.Now(),
+		Session:     s.info(sess, members, kills),
+		Processes:   procs,
+		Generations: s.Sessions.Generations(sess.ID, procs),
+		Endings:     s.endings(sess),
+		Kills:       kills,
 	})
 }
 
-// callerNode finds the caller's own process in the graph. The caller's
-// fork and exec events may still be on their way, so it waits briefly.
-func (s *Server) callerNode(c Caller) (lineage.Process, bool) {
-	for i := 0; i < 50; i++ {
-		if p, ok := s.Graph.Lookup(c.PID); ok && !p.Exited {
-			return p, true
+// callerNode finds the caller's own process in the graph: the agent first
+// applies every event the kernel reported up to now, the caller's fork
+// and exec among them.
+func (s *Server) callerNode(r *http.Request, c Caller) (lineage.Process, bool) {
+	if s.Sync != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		err := s.Sync(ctx)
+		cancel()
+		if err != nil {
+			s.Log.Warn("could not catch up with the kernel's events before resolving a caller", "caller_pid", c.PID, "err", err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	return lineage.Process{}, false
+	// The process that connected: alive, started before the connection
+	// was accepted, and of the connecting uid. A pid reused since (the
+	// connecting process exited while its socket was passed on) is not
+	// the caller.
+	p, ok := s.Graph.Lookup(c.PID)
+	if !ok || p.Exited || c.Accepted != 0 && p.ID.Start > c.Accepted || !c.Root() && p.UID != c.UID {
+		return lineage.Process{}, false
+	}
+	return p, true
 }
 
 func (s *Server) handleBegin(w http.ResponseWriter, r *http.Request) {
@@ -182,13 +247,13 @@ func (s *Server) handleBegin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("process %d is not a live process of yours in the lineage graph", req.PID))
 		return
 	}
-	sess, err := s.Sessions.Begin(p.ID, req.ID, sessions.OriginAPI)
+	res, err := s.Do(sessions.Op{Kind: sessions.OpBegin, Root: p.ID, Session: req.ID, Origin: sessions.OriginAPI})
 	if err != nil {
 		writeError(w, statusOf(err), fmt.Sprintf("begin session for %d: %v", req.PID, err))
 		return
 	}
-	s.Log.Info("session begun through the API", "session", sess.ID, "root", p.ID.PID, "caller_uid", c.UID)
-	writeJSON(w, http.StatusOK, sess)
+	s.Log.Info("session begun through the API", "session", res.Session.ID, "root", p.ID.PID, "caller_uid", c.UID)
+	writeJSON(w, http.StatusOK, res.Session)
 }
 
 func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
@@ -201,38 +266,52 @@ func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "want a JSON body {\"session\": \"optional id\"}")
 		return
 	}
-	caller, ok := s.callerNode(c)
+	caller, ok := s.callerNode(r, c)
 	if !ok {
-		writeError(w, http.StatusConflict, fmt.Sprintf("the calling process %d is not in the lineage graph yet", c.PID))
+		writeError(w, http.StatusConflict, fmt.Sprintf("the calling process %d is not in the lineage graph", c.PID))
 		return
 	}
-	acts, err := s.Sessions.Mark(caller.ID, c.UID, req.Session)
+	res, err := s.Do(sessions.Op{Kind: sessions.OpMark, Caller: caller.ID, UID: c.UID, Session: req.Session})
 	if err != nil {
 		s.Log.Warn("destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", req.Session, "err", err)
 		writeError(w, statusOf(err), err.Error())
 		return
 	}
-	res := MarkResult{Ended: []string{}}
-	for _, a := range acts {
-		res.Ended = append(res.Ended, a.End.ID)
+	writeJSON(w, http.StatusOK, markResult(res))
+}
+
+// handleEnd ends a session whole, root included (`mcptrace session end`).
+func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.caller(w, r)
+	if !ok {
+		return
 	}
-	if len(acts) == 0 {
-		// Idempotent repeat: report the session the marker named, or the
-		// one whose root created the caller.
-		res.Already = true
-		for _, sess := range s.Sessions.Sessions() {
-			named := req.Session != "" && (sess.ID == req.Session || sess.Tag == req.Session)
-			created := req.Session == "" && sess.Root == caller.Creator
-			if (named || created) && sess.State == sessions.Ended && sess.EndReason == sessions.ReasonMarker {
-				res.Ended = append(res.Ended, sess.ID)
-			}
+	// Root may end any session: its process need not be resolved.
+	var caller lineage.Process
+	if !c.Root() {
+		caller, _ = s.callerNode(r, c)
+	}
+	res, err := s.Do(sessions.Op{Kind: sessions.OpEnd, Caller: caller.ID, UID: c.UID, Session: r.PathValue("id")})
+	if err != nil {
+		s.Log.Warn("session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", r.PathValue("id"), "err", err)
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, markResult(res))
+}
+
+// markResult says what an operation's actions ended.
+func markResult(res sessions.Result) MarkResult {
+	out := MarkResult{Ended: []string{}, Already: res.Duplicate}
+	for _, a := range res.Actions {
+		if a.Generation != 0 {
+			out.Generations = append(out.Generations, EndedGeneration{Session: a.End.ID, Generation: a.Generation})
+			continue
 		}
+		out.Ended = append(out.Ended, a.End.ID)
 	}
-	slices.Sort(res.Ended)
-	if len(acts) > 0 {
-		s.End(acts)
-	}
-	writeJSON(w, http.StatusOK, res)
+	slices.Sort(out.Ended)
+	return out
 }
 
 func statusOf(err error) int {

@@ -26,6 +26,50 @@ type Status struct {
 	Recovered map[string]uint64 `json:"recovered_events_total"`
 	// Gaps counts what the graph had to fill in, per gap kind.
 	Gaps map[string]uint64 `json:"gaps_total"`
+	// RepairPending: a loss was seen and the /proc repair has not
+	// succeeded yet (it is retried).
+	RepairPending bool `json:"repair_pending,omitempty"`
+	// PendingEndings counts sessions and generations whose members the
+	// enforcer is still ending.
+	PendingEndings int `json:"pending_endings"`
+	// State is the agent's memory across restarts.
+	State StateStatus `json:"state"`
+	// Start says what the last start found and did.
+	Start StartStatus `json:"start"`
+}
+
+// StateStatus describes the saved state (the agent's state.dir).
+type StateStatus struct {
+	Dir   string `json:"dir"`
+	Bytes int64  `json:"bytes"`
+	// CheckpointAgeSeconds is how long ago the last checkpoint was
+	// written; the journal holds what happened since.
+	CheckpointAgeSeconds float64 `json:"checkpoint_age_seconds"`
+	JournalBytes         int64   `json:"journal_bytes"`
+	JournalErrors        uint64  `json:"journal_errors_total"`
+}
+
+// StartStatus says what the agent found when it started.
+type StartStatus struct {
+	// Restored: the saved state of a previous agent was loaded.
+	Restored bool `json:"restored"`
+	// Problems are saved state that could not be used (moved aside).
+	Problems []string `json:"problems,omitempty"`
+	// JournalRecords were replayed after the checkpoint; TornRecords were
+	// cut from its end (a crash mid-write).
+	JournalRecords int `json:"journal_records"`
+	TornRecords    int `json:"torn_records,omitempty"`
+	// Drained counts events read from the previous agent's ring buffer:
+	// what happened while no agent ran.
+	Drained uint64 `json:"drained_events"`
+	// StartedMeanwhile and GoneMeanwhile: processes /proc showed that the
+	// saved graph lacked, and processes it held that were gone.
+	StartedMeanwhile int `json:"started_meanwhile"`
+	GoneMeanwhile    int `json:"gone_meanwhile"`
+	// Resumed counts endings the previous agent had not finished.
+	Resumed int `json:"resumed_endings"`
+	// ServingAfterMS is the time from start to serving.
+	ServingAfterMS float64 `json:"serving_after_ms"`
 }
 
 // Error is the body of every non-2xx answer.

@@ -27,7 +27,19 @@ type Config struct {
 	Lineage  Lineage
 	Sessions Sessions
 	Enforcer Enforcer
+	State    State
 	Log      Log
+}
+
+// State configures the agent's memory across restarts.
+type State struct {
+	// Dir holds the saved state (state.dir): a checkpoint and a journal.
+	// It lives on tmpfs by default: processes do not outlive a reboot,
+	// neither does what the agent knew about them.
+	Dir string
+	// CheckpointInterval is how often the whole state is written and the
+	// journal started anew (state.checkpoint-interval).
+	CheckpointInterval time.Duration
 }
 
 // Sessions configures how session roots are recognised.
@@ -92,6 +104,9 @@ type BPF struct {
 	BPFFS string
 	// TraceFS is where tracefs is mounted (bpf.tracefs).
 	TraceFS string
+	// PinDir is where the kernel side is pinned so that it keeps running
+	// between agents (bpf.pin-dir): on bpffs.
+	PinDir string
 }
 
 // Lineage configures the process graph.
@@ -127,6 +142,7 @@ func Default() Config {
 			RingBufferSize: 8 << 20,
 			BPFFS:          "/sys/fs/bpf",
 			TraceFS:        "/sys/kernel/tracing",
+			PinDir:         "/sys/fs/bpf/mcptrace",
 		},
 		Lineage: Lineage{
 			Retention:      5 * time.Minute,
@@ -141,6 +157,10 @@ func Default() Config {
 			Mode:        "enforce",
 			Policy:      "graceful",
 			GracePeriod: 2 * time.Second,
+		},
+		State: State{
+			Dir:                "/run/mcptrace/state",
+			CheckpointInterval: 30 * time.Second,
 		},
 		Log: Log{
 			Level:  "info",
@@ -170,6 +190,8 @@ func (c *Config) options() []option {
 			func() error { return absPath(c.BPF.BPFFS) }},
 		{"bpf.tracefs", "mount point of tracefs", &c.BPF.TraceFS,
 			func() error { return absPath(c.BPF.TraceFS) }},
+		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; `mcptrace uninstall` removes them)", &c.BPF.PinDir,
+			func() error { return absPath(c.BPF.PinDir) }},
 		{"lineage.retention", "how long exited processes stay in the lineage graph", &c.Lineage.Retention,
 			func() error { return atLeast(c.Lineage.Retention, time.Nanosecond) }},
 		{"lineage.proc-root", "proc file system to seed and repair the lineage graph from", &c.Lineage.ProcRoot,
@@ -192,6 +214,10 @@ func (c *Config) options() []option {
 			func() error { return atLeast(c.Enforcer.GracePeriod, time.Millisecond) }},
 		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv} (configuration file only)", &c.Enforcer.Spare,
 			func() error { _, err := c.spareRules(); return err }},
+		{"state.dir", "where the agent keeps its memory across restarts: sessions, lineage, pending kills (tmpfs by default)", &c.State.Dir,
+			func() error { return absPath(c.State.Dir) }},
+		{"state.checkpoint-interval", "how often the whole state is written and the journal started anew", &c.State.CheckpointInterval,
+			func() error { return atLeast(c.State.CheckpointInterval, time.Second) }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,

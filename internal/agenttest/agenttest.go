@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/sensor"
@@ -47,6 +49,12 @@ func Start(t testing.TB, opts agent.Options) *agent.Agent {
 	}
 	if opts.Sessions.WithinPID == 0 {
 		opts.Sessions.WithinPID = Within()
+	}
+	if opts.PinDir == "" {
+		opts.PinDir = PinDir(t)
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = StateDir(t)
 	}
 	if opts.Logger == nil {
 		level := slog.LevelWarn
@@ -80,6 +88,47 @@ func Start(t testing.TB, opts agent.Options) *agent.Agent {
 		}
 	})
 	return a
+}
+
+// PinDir returns a private pin directory on bpffs for one test's agents
+// (bpf.pin-dir): agents of tests running side by side never take over
+// each other's programs. When the test ends, whatever is pinned there is
+// detached and removed.
+func PinDir(t testing.TB) string {
+	t.Helper()
+	testenv.Root(t)
+	base := "/sys/fs/bpf"
+	var st unix.Statfs_t
+	if err := unix.Statfs(base, &st); err != nil || int64(st.Type) != unix.BPF_FS_MAGIC {
+		// The agent mounts bpffs when it is missing; a test needs it
+		// before the agent starts.
+		if err := unix.Mount("bpf", base, "bpf", 0, ""); err != nil {
+			t.Fatalf("mount bpffs at %s: %v", base, err)
+		}
+	}
+	dir, err := os.MkdirTemp(base, "mcptrace-test-")
+	if err != nil {
+		t.Fatalf("private pin directory under %s: %v", base, err)
+	}
+	t.Cleanup(func() {
+		if _, err := sensor.Uninstall(dir); err != nil {
+			t.Errorf("remove the test's pinned programs: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
+// StateDir returns a private state directory (state.dir) for one test's
+// agents, removed when the test ends.
+func StateDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcptrace-state-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // Within is the PID test agents are narrowed to (sessions.within-pid):

@@ -1,0 +1,439 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sessions"
+)
+
+// Restarts: the agent runs as its own process so that it can be stopped
+// by SIGTERM or SIGKILL mid-session and started again on the same pins
+// and state.
+
+var stopSignals = []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
+
+// sessionA is the session of the issue that asked for durable sessions:
+//
+//	mcptrace run --session a -- bash -c 'sh -c "setsid sleep 1000 & exit"; sleep 1001 & exec sleep 1002'
+//
+// a daemon whose wrapper exited (setsid sleep 1000), a child of the root
+// (sleep 1001) and the root itself, which exec'd sleep 1002.
+type sessionA struct {
+	env                 string // the marker in every member's environment
+	root, daemon, child testenv.Proc
+	rootCmd             *exec.Cmd
+	all                 []testenv.Proc
+}
+
+func startSessionA(t *testing.T, ag *agenttest.Process, id string) *sessionA {
+	t.Helper()
+	s := &sessionA{env: fmt.Sprintf("MCPTRACE_RESTART_TEST=%s-%d", id, os.Getpid())}
+	cmd := exec.Command(ag.Bin, "run", "--session", id, "--", "bash", "-c",
+		`sh -c "setsid sleep 1000 & exit"; sleep 1001 & exec sleep 1002`)
+	cmd.Env = append(os.Environ(), s.env)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.rootCmd = cmd
+	t.Cleanup(func() {
+		for _, p := range testenv.WithEnv(s.env) {
+			p.Kill()
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	testenv.Eventually(t, "the session's three processes", func() (bool, string) {
+		ps := testenv.WithEnv(s.env)
+		for _, p := range ps {
+			switch strings.Join(p.Argv, " ") {
+			case "sleep 1000":
+				s.daemon = p
+			case "sleep 1001":
+				s.child = p
+			case "sleep 1002":
+				s.root = p
+			}
+		}
+		s.all = []testenv.Proc{s.root, s.daemon, s.child}
+		return s.root.PID != 0 && s.daemon.PID != 0 && s.child.PID != 0 && s.root.PID == uint32(cmd.Process.Pid), fmt.Sprint(ps)
+	})
+	// The agent has them as members of session id.
+	testenv.Eventually(t, "the agent to list the members of "+id, func() (bool, string) {
+		d, err := ag.Client().Session(context.Background(), id)
+		if err != nil {
+			return false, err.Error()
+		}
+		var alive []uint32
+		for _, p := range d.Processes {
+			if !p.Exited {
+				alive = append(alive, p.ID.PID)
+			}
+		}
+		for _, p := range s.all {
+			if !slices.Contains(alive, p.PID) {
+				return false, fmt.Sprintf("alive members %v lack %s", alive, p)
+			}
+		}
+		return true, ""
+	})
+	return s
+}
+
+func (s *sessionA) survivors() []string {
+	var out []string
+	for _, p := range s.all {
+		if p.Alive() {
+			out = append(out, p.String())
+		}
+	}
+	return out
+}
+
+func (s *sessionA) waitNoSurvivor(t *testing.T, what string) {
+	t.Helper()
+	testenv.Eventually(t, what, func() (bool, string) {
+		left := s.survivors()
+		return len(left) == 0, "alive: " + strings.Join(left, "; ")
+	})
+}
+
+// TestRootThatDiedWhileTheAgentWasDownEndsItsSessionAtRestart: (a) of the
+// durable-sessions issue.
+func TestRootThatDiedWhileTheAgentWasDownEndsItsSessionAtRestart(t *testing.T) {
+	for _, sig := range stopSignals {
+		t.Run(sig.String(), func(t *testing.T) {
+			ag := agenttest.StartProcess(t)
+			s := startSessionA(t, ag, "a")
+			ag.Stop(sig)
+			s.root.Kill()
+			s.rootCmd.Wait()
+			restart := time.Now()
+			serving := ag.Start()
+			s.waitNoSurvivor(t, "every member dead after the restart")
+			took := time.Since(restart)
+			t.Logf("stopped by %v; root killed while down; restart served after %v, every member dead %v after the restart",
+				sig, serving.Round(time.Millisecond), took.Round(time.Millisecond))
+			if bound := testenv.Bound(2 * time.Second); took > bound {
+				t.Errorf("members died %v after the restart, want within %v", took, bound)
+			}
+			d, err := ag.Client().Session(context.Background(), "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Session.State != sessions.Ended || d.Session.EndReason == "" {
+				t.Errorf("session after restart: %+v", d.Session.Session)
+			}
+		})
+	}
+}
+
+// TestSessionSurvivesARestart: (b) and (c) of the durable-sessions issue.
+func TestSessionSurvivesARestart(t *testing.T) {
+	for _, sig := range stopSignals {
+		t.Run(sig.String(), func(t *testing.T) {
+			ag := agenttest.StartProcess(t)
+			s := startSessionA(t, ag, "a")
+			ag.Stop(sig)
+			ag.Start()
+			c := ag.Client()
+			list, err := c.Sessions(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.IndexFunc(list, func(x api.SessionInfo) bool { return x.ID == "a" }); i < 0 || list[i].State != sessions.Active || list[i].Root.PID != s.root.PID {
+				t.Fatalf("sessions after the restart: %+v, want a active with root %d", list, s.root.PID)
+			}
+			// The dead `sh -c` wrapper still connects the daemon to the root.
+			anc, err := c.Ancestors(context.Background(), s.daemon.PID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var chain []string
+			for _, p := range anc.Processes {
+				chain = append(chain, fmt.Sprintf("%d(%s exited=%v)", p.ID.PID, p.Comm, p.Exited))
+			}
+			if !chainReaches(anc.Processes, s.root.PID, true) {
+				t.Errorf("ancestors of the daemon after the restart: %s; want an exited wrapper between it and the root %d", strings.Join(chain, " → "), s.root.PID)
+			}
+			out, err := ag.CLI("tree", "--ancestors", strconv.Itoa(int(s.daemon.PID)))
+			t.Logf("stopped by %v; after the restart:\n%s", sig, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The root's exit now ends the session with 0 survivors.
+			s.root.Kill()
+			s.waitNoSurvivor(t, "every member dead after the root's exit")
+			testenv.Eventually(t, "the enforcer's report", func() (bool, string) {
+				d, err := c.Session(context.Background(), "a")
+				if err != nil {
+					return false, err.Error()
+				}
+				e := d.Session.Enforcement
+				return e != nil && e.Empty && e.Survivors == 0, fmt.Sprintf("%+v", e)
+			})
+		})
+	}
+}
+
+// pinnedDoomed reports whether pid is in the doomed map of a pin set
+// under pinDir.
+func pinnedDoomed(t *testing.T, pinDir string, pid uint32) bool {
+	t.Helper()
+	maps, _ := filepath.Glob(filepath.Join(pinDir, "set-*", "doomed"))
+	for _, path := range maps {
+		m, err := ebpf.LoadPinnedMap(path, nil)
+		if err != nil {
+			continue
+		}
+		var tick uint64
+		err = m.Lookup(pid, &tick)
+		m.Close()
+		if err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// chainReaches reports whether an ancestor chain (the process first)
+// reaches root through at least one exited process when viaExited.
+func chainReaches(anc []lineage.Process, root uint32, viaExited bool) bool {
+	exited := false
+	for _, p := range anc[1:] {
+		if p.ID.PID == root {
+			return exited || !viaExited
+		}
+		exited = exited || p.Exited
+	}
+	return false
+}
+
+// TestEventsWhileTheAgentIsDownAreDrained: (d) of the durable-sessions
+// issue. 5,000 events happen while no agent runs: 1,000 processes that
+// fork, exec and exit, and 1,000 that fork and exit. In an emulated guest,
+// where a fork and exec takes tens of milliseconds, a fifth of that: the
+// guests prove the takeover on their kernels, the host the volume.
+func TestEventsWhileTheAgentIsDownAreDrained(t *testing.T) {
+	n := 1000
+	if testenv.Emulated() {
+		n = 200
+	}
+	for _, sig := range stopSignals {
+		t.Run(sig.String(), func(t *testing.T) {
+			ag := agenttest.StartProcess(t)
+			before, err := ag.Client().Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ag.Stop(sig)
+			marker := fmt.Sprintf("mcptrace-drain-%d", os.Getpid())
+			storm := exec.Command("/bin/bash", "-c", `for ((i = 0; i < $1; i++)); do /bin/true "$0" $i; ( : ); done`, marker, strconv.Itoa(n))
+			if err := storm.Run(); err != nil {
+				t.Fatal(err)
+			}
+			ag.Start()
+			c := ag.Client()
+			st, err := c.Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tree, err := c.Tree(context.Background(), uint32(storm.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var execs, children int
+			for _, p := range tree.Processes[1:] {
+				if p.Creator.PID != uint32(storm.Process.Pid) || !p.Exited {
+					continue
+				}
+				children++
+				for _, im := range p.Images {
+					if len(im.Argv) == 3 && im.Argv[1] == marker && im.Source == lineage.SourceKernel {
+						execs++
+					}
+				}
+			}
+			lost := func(s api.Status) (n uint64) {
+				for _, v := range s.Lost {
+					n += v
+				}
+				return n
+			}
+			t.Logf("stopped by %v; after the restart: drained %d events from the previous agent's ring buffer, lost %v, storm children %d with %d execs in the graph",
+				sig, st.Start.Drained, st.Lost, children, execs)
+			if lost(st) != lost(before) {
+				t.Errorf("events lost while the agent was down: %v (before: %v)", st.Lost, before.Lost)
+			}
+			if st.Start.Drained < uint64(5*n) {
+				t.Errorf("drained %d events, want at least the storm's %d", st.Start.Drained, 5*n)
+			}
+			if children != 2*n || execs != n {
+				t.Errorf("the graph holds %d exited children of the storm with %d kernel execs, want %d and %d", children, execs, 2*n, n)
+			}
+			testenv.Eventually(t, "graph to match /proc", func() (bool, string) {
+				l, err := c.Processes(context.Background())
+				if err != nil {
+					return false, err.Error()
+				}
+				d := diffWithProc(l.Processes)
+				return len(d) == 0, strings.Join(d, "; ")
+			})
+		})
+	}
+}
+
+// TestUnusableStateGivesAWarningAndARunningAgent: (e) of the
+// durable-sessions issue. A corrupt checkpoint is moved aside with a
+// warning and the agent starts from /proc; a journal torn by a crash is
+// cut and the agent keeps what came before.
+func TestUnusableStateGivesAWarningAndARunningAgent(t *testing.T) {
+	t.Run("corrupt checkpoint", func(t *testing.T) {
+		ag := agenttest.StartProcess(t)
+		startSessionA(t, ag, "a")
+		ag.Stop(syscall.SIGTERM)
+		cp := filepath.Join(ag.StateDir, "checkpoint")
+		b, err := os.ReadFile(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := len(b) / 2; i < len(b)/2+16 && i < len(b); i++ {
+			b[i] ^= 0x5a
+		}
+		if err := os.WriteFile(cp, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ag.Start()
+		st, err := ag.Client().Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Start.Restored || len(st.Start.Problems) == 0 || st.Alive == 0 {
+			t.Errorf("status after a corrupt checkpoint: restored=%v problems=%v alive=%d; want a fresh start that says why", st.Start.Restored, st.Start.Problems, st.Alive)
+		}
+		if !strings.Contains(ag.Logs(), "saved state unusable") {
+			t.Errorf("no warning about the saved state in the agent's logs:\n%s", ag.Logs())
+		}
+		moved, _ := filepath.Glob(filepath.Join(ag.StateDir, "checkpoint.*"))
+		t.Logf("problems: %v; moved aside: %v", st.Start.Problems, moved)
+		if len(moved) == 0 {
+			t.Error("the corrupt checkpoint was not kept aside")
+		}
+	})
+	t.Run("torn journal", func(t *testing.T) {
+		ag := agenttest.StartProcess(t, "--state.checkpoint-interval=1h")
+		startSessionA(t, ag, "a")
+		ag.Stop(syscall.SIGKILL)
+		segs, _ := filepath.Glob(filepath.Join(ag.StateDir, "wal-*"))
+		if len(segs) == 0 {
+			t.Fatal("no journal segment")
+		}
+		last := segs[len(segs)-1]
+		fi, err := os.Stat(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > 64 {
+			os.Truncate(last, fi.Size()-3)
+		}
+		ag.Start()
+		st, err := ag.Client().Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Start.Restored || len(st.Start.Problems) != 0 {
+			t.Errorf("status after a torn journal: %+v; want the state restored without a problem", st.Start)
+		}
+		t.Logf("torn records %d, journal records replayed %d", st.Start.TornRecords, st.Start.JournalRecords)
+	})
+}
+
+// TestDoomKillsAForkLoopWhileTheAgentIsDown: (f) of the durable-sessions
+// issue. A member of an ended session that ignores SIGTERM starts forking
+// in a loop only once the agent is gone: the doomed map, pinned with the
+// programs, kills it and its children in the kernel, and the restarted
+// agent finishes the ending with no survivor.
+func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
+	for _, sig := range stopSignals {
+		t.Run(sig.String(), func(t *testing.T) {
+			// A long grace: the ending is still under way when the agent stops.
+			ag := agenttest.StartProcess(t, "--enforcer.grace-period=60s")
+			env := fmt.Sprintf("MCPTRACE_DOOM_TEST=%d-%v", os.Getpid(), sig)
+			fifo := filepath.Join(t.TempDir(), "go")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// The member ignores SIGTERM, says so, and waits for the fifo
+			// before it forks in a loop.
+			cmd := exec.Command(ag.Bin, "run", "--session", "f", "--", "sh", "-c",
+				`sh -c 'trap "" TERM; echo $$ > "$0.member"; read x < "$0"; while :; do /bin/true; done' "$0" & exec sleep 1000`, fifo)
+			cmd.Env = append(os.Environ(), env)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				for _, p := range testenv.WithEnv(env) {
+					p.Kill()
+				}
+				cmd.Process.Kill()
+				cmd.Wait()
+			})
+			var member testenv.Proc
+			testenv.Eventually(t, "the member ignoring SIGTERM, known to the agent", func() (bool, string) {
+				b, err := os.ReadFile(fifo + ".member")
+				pid, perr := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+				if err != nil || perr != nil {
+					return false, fmt.Sprint(err, perr)
+				}
+				for _, p := range testenv.WithEnv(env) {
+					if p.PID == uint32(pid) {
+						member = p
+					}
+				}
+				d, err := ag.Client().Session(context.Background(), "f")
+				return err == nil && member.PID != 0 && slices.ContainsFunc(d.Processes, func(p lineage.Process) bool { return p.ID.PID == member.PID }),
+					fmt.Sprintf("member %v, %v", member, err)
+			})
+			cmd.Process.Kill() // the root exits: the session ends
+			cmd.Wait()
+			testenv.Eventually(t, "the member doomed in the kernel's pinned map", func() (bool, string) {
+				return pinnedDoomed(t, ag.PinDir, member.PID), "not in any pinned doomed map"
+			})
+			ag.Stop(sig)
+			// The agent is down: the member starts forking now.
+			go os.WriteFile(fifo, []byte("go\n"), 0)
+			testenv.Eventually(t, "the forking member killed by the kernel while no agent runs", func() (bool, string) {
+				return !member.Alive(), member.String()
+			})
+			time.Sleep(200 * time.Millisecond)
+			ag.Start()
+			testenv.Eventually(t, "no survivor after the restart", func() (bool, string) {
+				left := testenv.WithEnv(env)
+				return len(left) == 0, fmt.Sprint(left)
+			})
+			testenv.Eventually(t, "the resumed ending's report", func() (bool, string) {
+				d, err := ag.Client().Session(context.Background(), "f")
+				if err != nil {
+					return false, err.Error()
+				}
+				e := d.Session.Enforcement
+				return e != nil && e.Empty && e.Survivors == 0, fmt.Sprintf("%+v", e)
+			})
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// Status reports the agent's counters for the API. Event, loss and
+// recovery counters count since the saved state began (they survive
+// restarts).
+func (a *Agent) Status() api.Status {
+	gs := a.graph.Stats()
+	st := api.Status{
+		Tracked:   gs.Tracked,
+		Alive:     gs.Alive,
+		Exited:    gs.Exited,
+		Retired:   gs.Retired,
+		Repairs:   gs.Repairs,
+		Events:    map[string]uint64{},
+		Lost:      map[string]uint64{},
+		Gaps:      gapCounts(gs),
+		Recovered: map[string]uint64{},
+	}
+	for _, k := range eventKinds {
+		st.Events[k.String()] = a.events[k].Load()
+	}
+	size, _ := a.store.Size()
+	a.mu.Lock()
+	for k, n := range a.kernel.Lost {
+		st.Lost[k] = n
+	}
+	for k, n := range a.kernel.Recovered {
+		st.Recovered[k] = n
+	}
+	st.RepairPending = a.kernel.RepairPending
+	st.PendingEndings = len(a.pending)
+	st.State = api.StateStatus{
+		Dir: a.opts.StateDir, Bytes: size, JournalBytes: a.journaled, JournalErrors: a.journalErrs,
+		CheckpointAgeSeconds: time.Since(a.lastCP).Seconds(),
+	}
+	b := a.boot
+	a.mu.Unlock()
+	st.Start = api.StartStatus{
+		Restored: b.restored, JournalRecords: b.replayed, TornRecords: b.torn, Drained: b.drained,
+		StartedMeanwhile: b.procAdded, GoneMeanwhile: b.procGone, Resumed: b.resumed,
+		ServingAfterMS: float64(b.ready) / float64(time.Millisecond),
+	}
+	for _, p := range b.problems {
+		st.Start.Problems = append(st.Start.Problems, p.What)
+	}
+	return st
+}
+
+func gapCounts(gs lineage.Stats) map[string]uint64 {
+	out := make(map[string]uint64, len(gs.Gaps))
+	for g, n := range gs.Gaps {
+		out[g.String()] = n
+	}
+	return out
+}

@@ -1,0 +1,160 @@
+package agenttest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+)
+
+// Process is the real mcptrace binary running as an agent, for tests that
+// stop it (SIGTERM, SIGKILL, SIGSTOP) and start it again: its socket, pin
+// directory and state directory are private to the test and stay the same
+// across restarts, it has no host rules and is narrowed to the test
+// binary's subtree. Whatever it pinned is removed when the test ends.
+type Process struct {
+	t        testing.TB
+	Bin      string
+	Socket   string
+	PinDir   string
+	StateDir string
+	// Args are the flags every start passes after the private ones.
+	Args []string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs lockedBuffer
+}
+
+// StartProcess starts the agent binary with flags and waits until it
+// serves.
+func StartProcess(t testing.TB, flags ...string) *Process {
+	t.Helper()
+	testenv.Root(t)
+	dir, err := os.MkdirTemp("", "mcptrace-agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755) // tests connect as other users too
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := &Process{
+		t:        t,
+		Bin:      testenv.Binary(t),
+		Socket:   filepath.Join(dir, "mcptrace.sock"),
+		PinDir:   PinDir(t),
+		StateDir: filepath.Join(dir, "state"),
+		Args:     flags,
+	}
+	t.Cleanup(func() {
+		p.Stop(syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", p.Logs())
+		}
+	})
+	p.Start()
+	return p
+}
+
+// Start starts the agent (again) and waits until it answers on its
+// socket. It returns how long that took.
+func (p *Process) Start() time.Duration {
+	p.t.Helper()
+	if p.cmd != nil {
+		p.t.Fatal("agent already running")
+	}
+	args := append([]string{"agent", "--api.socket", p.Socket, "--bpf.pin-dir", p.PinDir, "--state.dir", p.StateDir,
+		"--sessions.default-rules=false", WithinFlag()}, p.Args...)
+	cmd := exec.Command(p.Bin, args...)
+	cmd.Stderr = &p.logs
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func() { cmd.Wait(); close(p.done) }()
+	client := api.NewClient(p.Socket)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := client.Status(context.Background()); err == nil {
+			return time.Since(start)
+		}
+		select {
+		case <-p.done:
+			p.cmd = nil
+			p.t.Fatalf("agent exited before serving (%v):\n%s", cmd.ProcessState, p.Logs())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("agent not serving after 60s:\n%s", p.Logs())
+		}
+	}
+}
+
+// Stop sends sig and, unless it is SIGSTOP, waits for the agent to exit.
+func (p *Process) Stop(sig syscall.Signal) {
+	p.t.Helper()
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(sig)
+	if sig == syscall.SIGSTOP {
+		return
+	}
+	if sig != syscall.SIGKILL {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+		p.t.Errorf("agent did not stop within 30s of %v", sig)
+	}
+	p.cmd = nil
+}
+
+// Continue resumes an agent stopped with SIGSTOP.
+func (p *Process) Continue() { p.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Client talks to the agent.
+func (p *Process) Client() *api.Client { return api.NewClient(p.Socket) }
+
+// Logs returns what the agent logged so far, over every start.
+func (p *Process) Logs() string { return p.logs.String() }
+
+// CLI runs the mcptrace command line against the agent and returns its
+// output and error.
+func (p *Process) CLI(args ...string) (string, error) {
+	cmd := exec.Command(p.Bin, append(args, "--api.socket", p.Socket)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("mcptrace %v: %w", args, err)
+	}
+	return string(out), nil
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
