@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +30,12 @@ func TestMain(m *testing.M) {
 // servers lists live processes of the test (by an environment marker)
 // whose command line names the filesystem server: found from /proc,
 // independently of the agent.
-func servers(marker string) []string {
+func servers(marker string) []string { return serversOf(marker, "") }
+
+// serversOf is servers limited to one server set of the host (set "" is
+// every set): every process of set N has MCPTRACE_E2E_SET=N in its
+// environment, wrappers included.
+func serversOf(marker, set string) []string {
 	ents, _ := os.ReadDir("/proc")
 	var out []string
 	for _, e := range ents {
@@ -40,9 +46,14 @@ func servers(marker string) []string {
 		if err != nil || !bytes.Contains(env, []byte(marker+"\x00")) {
 			continue
 		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if !bytes.Contains(cmdline, []byte("server-filesystem")) {
+		if set != "" && !bytes.Contains(env, []byte("MCPTRACE_E2E_SET="+set+"\x00")) {
 			continue
+		}
+		if set == "" {
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if !bytes.Contains(cmdline, []byte("server-filesystem")) {
+				continue
+			}
 		}
 		pid, _ := strconv.Atoi(e.Name())
 		if s, err := procfs.Read("/proc", uint32(pid)); err == nil {
@@ -62,11 +73,13 @@ func startAgent(t *testing.T) *agent.Agent {
 type mcpHost struct {
 	cmd     *exec.Cmd
 	in      io.WriteCloser
+	out     *bufio.Scanner
 	servers []string // "set pid tools"
 }
 
-// startHost runs the Node host, under `mcptrace run` when session != "".
-func startHost(t *testing.T, session, marker string) *mcpHost {
+// startHost runs the Node host, under `mcptrace run` when session != "";
+// its `mcptrace mark destroy` talks to the agent on socket.
+func startHost(t *testing.T, session, marker, socket string) *mcpHost {
 	t.Helper()
 	hostDir, err := filepath.Abs("testdata/mcphost")
 	if err != nil {
@@ -86,7 +99,7 @@ func startHost(t *testing.T, session, marker string) *mcpHost {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = hostDir
-	cmd.Env = append(os.Environ(), marker, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), marker, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "MCPTRACE_API_SOCKET="+socket)
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -104,29 +117,43 @@ func startHost(t *testing.T, session, marker string) *mcpHost {
 			}
 		}
 	})
-	h := &mcpHost{cmd: cmd, in: in}
-	sc := bufio.NewScanner(out)
-	deadline := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	h := &mcpHost{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	h.expect(t, "ready")
+	return h
+}
+
+// say sends the host a command and reads its answer up to the line that
+// starts with want, which it returns; "server" lines are collected.
+func (h *mcpHost) say(t *testing.T, cmd, want string) string {
+	t.Helper()
+	if _, err := io.WriteString(h.in, cmd+"\n"); err != nil {
+		t.Fatalf("tell the host %q: %v", cmd, err)
+	}
+	return h.expect(t, want)
+}
+
+func (h *mcpHost) expect(t *testing.T, want string) string {
+	t.Helper()
+	deadline := time.AfterFunc(60*time.Second, func() { h.cmd.Process.Kill() })
 	defer deadline.Stop()
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "ready" {
-			go io.Copy(io.Discard, out)
-			return h
+	for h.out.Scan() {
+		line := h.out.Text()
+		if strings.HasPrefix(line, want) {
+			return line
 		}
 		if rest, ok := strings.CutPrefix(line, "server "); ok {
 			h.servers = append(h.servers, rest)
 		}
 	}
-	t.Fatalf("MCP host ended before ready (servers %v)", h.servers)
-	return nil
+	t.Fatalf("MCP host ended before %q (servers %v)", want, h.servers)
+	return ""
 }
 
 func TestAbandonedServerSetLeaksWithoutASession(t *testing.T) {
 	// The control: without mcptrace, the first server set, abandoned by
 	// the refresh, stays alive while the host lives.
 	marker := fmt.Sprintf("MCPTRACE_E2E=control-%d", os.Getpid())
-	h := startHost(t, "", marker)
+	h := startHost(t, "", marker, "/nonexistent/mcptrace.sock")
 	if len(h.servers) != 2 {
 		t.Fatalf("servers %v, want two sets", h.servers)
 	}
@@ -138,47 +165,90 @@ func TestAbandonedServerSetLeaksWithoutASession(t *testing.T) {
 	}
 }
 
-func TestMCPHostSessionEndsWithZeroServersLeft(t *testing.T) {
+func TestMCPHostExitEndsEveryServer(t *testing.T) {
 	a := startAgent(t)
-	for _, tc := range []struct {
-		name string
-		end  string // what the host is told
-	}{
-		{"destroy marker from the host", "mark"},
-		{"host exits", "exit"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			session := "mcp-" + tc.end
-			marker := fmt.Sprintf("MCPTRACE_E2E=%s-%d", session, os.Getpid())
-			h := startHost(t, session, marker)
-			if len(h.servers) != 2 {
-				t.Fatalf("servers %v, want two sets", h.servers)
-			}
-			before := servers(marker)
-			if len(before) < 2 {
-				t.Fatalf("server processes before the end: %v", before)
-			}
-			members := a.Sessions().Members(session)
-			t.Logf("session %s has %d members; server processes:\n%s", session, len(members), strings.Join(before, "\n"))
-			io.WriteString(h.in, tc.end+"\n")
+	const session = "mcp-exit"
+	marker := fmt.Sprintf("MCPTRACE_E2E=%s-%d", session, os.Getpid())
+	h := startHost(t, session, marker, a.Socket())
+	if len(h.servers) != 2 {
+		t.Fatalf("servers %v, want two sets", h.servers)
+	}
+	before := servers(marker)
+	if len(before) < 2 {
+		t.Fatalf("server processes before the end: %v", before)
+	}
+	t.Logf("session %s has %d members; server processes:\n%s", session, len(a.Sessions().Members(session)), strings.Join(before, "\n"))
+	io.WriteString(h.in, "exit\n")
+	waitReport(t, a, session, 0)
+	if left := servers(marker); len(left) != 0 {
+		t.Fatalf("%d server processes left:\n%s", len(left), strings.Join(left, "\n"))
+	}
+}
 
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if r, ok := a.Report(session); ok {
-					if !r.Empty || r.Survivors != 0 {
-						t.Fatalf("enforcer report: empty=%v survivors=%d", r.Empty, r.Survivors)
-					}
-					t.Logf("enforcer: killed %d, exited before signal %d, in %v", r.Killed, r.ExitedBeforeSignal, r.Duration)
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("no enforcer report 30s after the session's end")
-				}
-				time.Sleep(50 * time.Millisecond)
+// A host that sends a destroy marker on every refresh keeps running; each
+// marker ends every server set it started before, and only those.
+func TestMCPHostMarkersEndOlderServerSetsAndSpareTheHost(t *testing.T) {
+	a := startAgent(t)
+	const session = "mcp-gen"
+	marker := fmt.Sprintf("MCPTRACE_E2E=%s-%d", session, os.Getpid())
+	h := startHost(t, session, marker, a.Socket())
+	host := h.cmd.Process.Pid
+	sets := 2 // the host starts two (the second abandons the first)
+	for round := 1; round <= 3; round++ {
+		if line := h.say(t, "mark", "marked"); line != "marked 0" {
+			t.Fatalf("round %d: the host's `mcptrace mark destroy` ended %q, want exit code 0", round, line)
+		}
+		rep := waitReport(t, a, session, uint32(round))
+		h.say(t, "start", "ready")
+		sets++
+		for set := 1; set < sets; set++ {
+			if left := serversOf(marker, strconv.Itoa(set)); len(left) != 0 {
+				t.Fatalf("round %d: %d processes of server set %d (older than the marker) left:\n%s", round, len(left), set, strings.Join(left, "\n"))
 			}
-			if left := servers(marker); len(left) != 0 {
-				t.Fatalf("%d server processes left:\n%s", len(left), strings.Join(left, "\n"))
+		}
+		newest := serversOf(marker, strconv.Itoa(sets))
+		if len(newest) == 0 {
+			t.Fatalf("round %d: the newest server set %d is not running", round, sets)
+		}
+		if err := syscall.Kill(host, 0); err != nil {
+			t.Fatalf("round %d: the host (pid %d) was killed by its own marker: %v", round, host, err)
+		}
+		s, _ := a.Sessions().Get(session)
+		t.Logf("round %d: marker ended generation %d (killed %d, exited %d, in %v); session in generation %d; set %d runs as %d processes",
+			round, round, rep.Killed, rep.ExitedBeforeSignal, rep.Duration.Round(time.Millisecond), s.Generation, sets, len(newest))
+	}
+
+	// `mcptrace session end` ends the host too.
+	out, err := exec.Command(testenv.Binary(t), "session", "end", session, "--api.socket", a.Socket()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("session end: %v: %s", err, out)
+	}
+	t.Logf("session end: %s", strings.TrimSpace(string(out)))
+	waitReport(t, a, session, 0)
+	if err := h.cmd.Wait(); err == nil {
+		t.Error("the host exited normally; want it killed by session end")
+	}
+	if left := serversOf(marker, ""); len(left) != 0 {
+		t.Fatalf("%d server processes left after session end:\n%s", len(left), strings.Join(left, "\n"))
+	}
+}
+
+// waitReport waits for the enforcer's report of the end of session id
+// (gen 0) or of its generation gen, and requires it to have left no
+// survivor.
+func waitReport(t *testing.T, a *agent.Agent, id string, gen uint32) enforcer.Report {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if r, ok := a.SessionReport(id, gen); ok {
+			if !r.Empty || r.Survivors != 0 {
+				t.Fatalf("enforcer report of %s generation %d: empty=%v survivors=%d", id, gen, r.Empty, r.Survivors)
 			}
-		})
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no enforcer report of %s generation %d 30s after its end", id, gen)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

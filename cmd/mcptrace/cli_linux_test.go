@@ -5,18 +5,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/procfs"
 )
 
 // build returns the mcptrace binary under test (built once, or the one
@@ -32,41 +34,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startAgent runs the real binary as the agent on a private socket.
+// startAgent runs the real binary as the agent, narrowed to this test's
+// processes and with private socket, pins and state (agenttest.Process).
 func startAgent(t *testing.T, bin string) string {
 	t.Helper()
-	testenv.Root(t)
-	dir, err := os.MkdirTemp("", "mcptrace-cli-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "agent.sock")
-	var logs bytes.Buffer
-	// No host rules, and narrowed to this test binary's processes: this
-	// agent ends only the test's own sessions.
-	cmd := exec.Command(bin, "agent", "--api.socket", socket, "--sessions.default-rules=false", agenttest.WithinFlag(),
-		"--enforcer.grace-period=500ms")
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("agent logs:\n%s", logs.String())
-		}
-	})
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(socket); err == nil {
-			return socket
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("agent did not create its socket: %s", logs.String())
-	return ""
+	return agenttest.StartProcess(t, "--enforcer.grace-period=500ms").Socket
 }
 
 func run(t *testing.T, bin string, args ...string) (string, string, error) {
@@ -155,6 +127,18 @@ func TestTreeShowsDeadWrapperChainWithSecretsRedacted(t *testing.T) {
 	}
 }
 
+// A marker left to the kernel on purpose (a sandbox without the socket)
+// succeeds and says that it depends on a running agent.
+func TestKernelOnlyMarkerSaysItDependsOnAnAgent(t *testing.T) {
+	out, errOut, err := run(t, build(t), "mark", "destroy", "--kernel-only", "--session", "s", "--api.socket", "/nonexistent/mcptrace.sock")
+	if err != nil {
+		t.Fatalf("mark destroy --kernel-only: %v: %s", err, errOut)
+	}
+	if !strings.Contains(out, "takes effect only if an mcptrace agent is running") {
+		t.Errorf("output %q does not say the marker depends on a running agent", out)
+	}
+}
+
 func TestClientErrorsSayWhatToDo(t *testing.T) {
 	bin := build(t)
 	for _, tc := range []struct {
@@ -166,6 +150,9 @@ func TestClientErrorsSayWhatToDo(t *testing.T) {
 		{"no agent", []string{"tree", "--api.socket", "/nonexistent/mcptrace.sock"}, "start it with `mcptrace agent`", 1},
 		{"bad pid", []string{"tree", "--api.socket", "/nonexistent/mcptrace.sock", "abc"}, `PID "abc" is not a process id`, 2},
 		{"unknown flag", []string{"tree", "--bogus"}, "unknown flag: --bogus", 2},
+		{"marker with no agent", []string{"mark", "destroy", "--session", "s", "--api.socket", "/nonexistent/mcptrace.sock"},
+			"the marker was not confirmed: it takes effect only if an agent sees this command's exec", 1},
+		{"session end with no agent", []string{"session", "end", "s", "--api.socket", "/nonexistent/mcptrace.sock"}, "mcptrace agent is not reachable", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, err := run(t, bin, tc.args...)
@@ -184,7 +171,9 @@ func TestAgentWithoutPrivilegeNamesWhatItNeeds(t *testing.T) {
 	testenv.Root(t) // to switch to an unprivileged uid
 	bin := build(t)
 	// Narrowed as every test agent is, should it ever start.
-	cmd := exec.Command(bin, "agent", "--api.socket", filepath.Join(t.TempDir(), "nobody.sock"),
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "agent", "--api.socket", filepath.Join(dir, "nobody.sock"),
+		"--bpf.pin-dir", filepath.Join(dir, "pins"), "--state.dir", filepath.Join(dir, "state"),
 		"--sessions.default-rules=false", agenttest.WithinFlag())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
@@ -245,4 +234,91 @@ func TestSessionsAndTreeShowWhatTheEnforcerDid(t *testing.T) {
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	testenv.Eventually(t, what, cond)
+}
+
+// A marker spares the host: tree --session shows each member's generation
+// and what the marker ended, sessions the generation in force.
+func TestTreeSessionShowsGenerationsAndWhatEachMarkerEnded(t *testing.T) {
+	bin := build(t)
+	ag := agenttest.StartProcess(t, "--enforcer.grace-period=500ms")
+	host := exec.Command(bin, "run", "--session", "gen-test", "--", "/bin/sh", "-c",
+		"sleep 300 & echo $!; read x; sleep 301 & echo $!; wait")
+	stdout, _ := host.StdoutPipe()
+	stdin, _ := host.StdinPipe()
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+	sc := bufio.NewScanner(stdout)
+	readPID := func() int {
+		if !sc.Scan() {
+			t.Fatal("no pid from the host")
+		}
+		pid, _ := strconv.Atoi(sc.Text())
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		return pid
+	}
+	first := readPID()
+	eventually(t, "the first server in the session", func() (bool, string) {
+		o, err := ag.CLI("tree", "--session", "gen-test")
+		return err == nil && strings.Contains(o, strconv.Itoa(first)), o
+	})
+	out, err := ag.CLI("mark", "destroy", "--session", "gen-test")
+	if err != nil || !strings.Contains(out, "generation 1 ended") || !strings.Contains(out, "keeps running as generation 2") {
+		t.Fatalf("mark destroy: %v:\n%s", err, out)
+	}
+	// Killed: gone from /proc or a zombie its host has not reaped yet.
+	eventually(t, "the first server killed", func() (bool, string) {
+		_, err := procfs.Read("/proc", uint32(first))
+		return err != nil, ""
+	})
+	io.WriteString(stdin, "next\n")
+	second := readPID()
+	eventually(t, "tree --session with generations and the marker's result", func() (bool, string) {
+		o, err := ag.CLI("tree", "--session", "gen-test")
+		out = o
+		return err == nil && strings.Contains(o, strconv.Itoa(second)) && strings.Contains(o, "gen 2") &&
+			strings.Contains(o, "ended generation 1: killed 1") && strings.Contains(o, "active in generation 2"), o
+	})
+	t.Logf("\n%s", out)
+	for _, want := range []string{"root", "gen 1, killed by mcptrace SIGTERM"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tree --session lacks %q", want)
+		}
+	}
+	if syscall.Kill(host.Process.Pid, 0) != nil {
+		t.Error("the host died of a marker for its own session")
+	}
+	out, _ = ag.CLI("sessions")
+	t.Logf("\n%s", out)
+	if !strings.Contains(out, "GEN") || !regexp.MustCompile(`gen-test\s+active\s+2\s`).MatchString(out) {
+		t.Errorf("sessions does not show gen-test active in generation 2:\n%s", out)
+	}
+}
+
+// uninstall refuses while an agent serves, then detaches what a stopped
+// agent left attached and forgets its state.
+func TestUninstallRemovesWhatAStoppedAgentLeft(t *testing.T) {
+	bin := build(t)
+	ag := agenttest.StartProcess(t)
+	args := []string{"uninstall", "--api.socket", ag.Socket, "--bpf.pin-dir", ag.PinDir, "--state.dir", ag.StateDir}
+	if out, errOut, err := run(t, bin, args...); err == nil || !strings.Contains(errOut, "stop it first") {
+		t.Fatalf("uninstall while the agent serves: %v %s %s", err, out, errOut)
+	}
+	ag.Stop(syscall.SIGTERM)
+	sets, _ := filepath.Glob(filepath.Join(ag.PinDir, "set-*", "link_*"))
+	if len(sets) != 6 {
+		t.Fatalf("a stopped agent left %d pinned links, want its 6 programs attached: %v", len(sets), sets)
+	}
+	out, errOut, err := run(t, bin, args...)
+	if err != nil {
+		t.Fatalf("uninstall: %v: %s", err, errOut)
+	}
+	t.Logf("%s", out)
+	if left, _ := filepath.Glob(filepath.Join(ag.PinDir, "set-*")); len(left) != 0 {
+		t.Errorf("pins left after uninstall: %v", left)
+	}
+	if _, err := os.Stat(ag.StateDir); !os.IsNotExist(err) {
+		t.Errorf("state left after uninstall: %v", err)
+	}
 }

@@ -6,9 +6,11 @@
 //	mcptrace status                show the agent's counters
 //	mcptrace run [--session ID] -- CMD        run CMD as a session root
 //	mcptrace exec --session ID -- SERVER      exec SERVER as a tagged sub-session
-//	mcptrace mark destroy [--session ID]      end a session now
+//	mcptrace mark destroy [--session ID]      end what a session started so far
 //	mcptrace session begin --pid PID [--id ID]
+//	mcptrace session end ID                   end a session, its root included
 //	mcptrace sessions                         list sessions
+//	mcptrace uninstall                        detach the pinned programs, forget the state
 //
 // This file only wires packages together; see docs/ARCHITECTURE.md.
 package main
@@ -52,7 +54,7 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().String("config", "", "configuration file (YAML); default /etc/mcptrace/config.yaml when it exists")
 	root.AddCommand(newAgentCmd(), newTreeCmd(), newStatusCmd(),
-		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd())
+		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newUninstallCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

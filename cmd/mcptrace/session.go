@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -103,53 +104,83 @@ func newMarkCmd() *cobra.Command {
 		Use:   "mark",
 		Short: "Send a session marker to the agent",
 	}
-	var id string
+	var (
+		id         string
+		kernelOnly bool
+	)
 	destroy := &cobra.Command{
-		Use:   "destroy [--session ID]",
-		Short: "End a session now: without --session, the session whose root started this command",
-		Long: `End a session now. Without --session, the session whose root process ran
-this command ends (the host runs it as a child). With --session ID, the named
-session or sub-session ends; the caller must be root, the session's owner, or
-the session's root or one of its creators.
+		Use:   "destroy [--session ID] [--kernel-only]",
+		Short: "End what a session started so far: the host keeps running, its servers end",
+		Long: `Send a destroy marker. Without --session it is for the session whose root
+process ran this command (the host runs it as a child); with --session ID,
+for the named session or sub-session. The caller must be root, the
+session's owner, or the session's root or one of its creators.
 
-The marker reaches the agent twice: through the API socket when it is
-reachable, and through the kernel, which reports this command line at exec.
-Where the socket cannot be reached (a sandbox), the exec alone delivers it.
-When the session is this command's own, the enforcer ends this process too;
-it ignores SIGTERM so that it can report first.`,
+What a marker ends:
+  - a session rooted at a host (mcptrace run, session begin, a host rule):
+    everything the host started before the marker, at any depth; the host
+    keeps running and what it starts from now on is the session's next
+    generation. A refreshed MCP manager or a closed conversation sends one.
+  - a sub-session of "mcptrace exec": the server and everything below it.
+To end a session with its host, use "mcptrace session end ID".
+
+The marker reaches the agent twice: through the API socket, and through the
+kernel, which reports this command line at exec (applied once). When no
+agent answers on the socket this command fails: the marker then takes
+effect only if an agent sees the exec. Where a sandbox hides the socket on
+purpose, pass --kernel-only: the marker is then left to the kernel's report
+alone, and this command says that it depends on a running agent.
+
+This process belongs to what it ends: the agent ends it last, after the
+grace period, so that it can print the result. It ignores SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if id != "" && !sessions.ValidID(id) {
 				return usageError{fmt.Errorf("session ID %q is not valid", id)}
 			}
 			signal.Ignore(syscall.SIGTERM)
+			out := cmd.OutOrStdout()
+			if kernelOnly {
+				fmt.Fprintln(out, "marker left to the kernel's report of this command: it takes effect only if an mcptrace agent is running")
+				return nil
+			}
 			cfg, err := loadConfig(cmd)
 			if err != nil {
 				return err
 			}
 			res, err := api.NewClient(cfg.API.Socket).MarkDestroy(cmd.Context(), id)
 			if errors.Is(err, api.ErrAgentUnreachable) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "mcptrace: agent socket not reachable (%v); the marker is delivered by the kernel's report of this command\n", err)
-				return nil
+				return fmt.Errorf("%w\nthe marker was not confirmed: it takes effect only if an agent sees this command's exec; where a sandbox hides the socket on purpose, use --kernel-only", err)
 			}
 			if err != nil {
 				return fmt.Errorf("destroy marker refused: %w", err)
 			}
-			switch len(res.Ended) {
-			case 0:
-				fmt.Fprintln(cmd.OutOrStdout(), "marker delivered; no active session was left to end")
-			case 1:
-				fmt.Fprintf(cmd.OutOrStdout(), "session %s ended\n", res.Ended[0])
-			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "sessions %s ended\n", strings.Join(res.Ended, ", "))
-			}
+			printEnded(out, res)
 			return nil
 		},
 	}
-	destroy.Flags().StringVar(&id, "session", "", "session `ID` to end")
+	destroy.Flags().StringVar(&id, "session", "", "session `ID` to mark")
+	destroy.Flags().BoolVar(&kernelOnly, "kernel-only", false, "do not contact the agent: leave the marker to the kernel's report of this exec (sandboxes without the socket)")
 	bindSocketFlag(destroy)
 	mark.AddCommand(destroy)
 	return mark
+}
+
+// printEnded says what a marker or a session end ended.
+func printEnded(w io.Writer, res api.MarkResult) {
+	already := ""
+	if res.Already {
+		already = " (already delivered through the kernel)"
+	}
+	for _, g := range res.Generations {
+		fmt.Fprintf(w, "session %s: generation %d ended%s; the host keeps running as generation %d\n", g.Session, g.Generation, already, g.Generation+1)
+	}
+	if len(res.Ended) > 0 {
+		fmt.Fprintf(w, "session %s ended%s\n", strings.Join(res.Ended, ", "), already)
+	}
+	if len(res.Generations) == 0 && len(res.Ended) == 0 {
+		fmt.Fprintln(w, "marker delivered; no active session was left to end")
+	}
 }
 
 func newSessionCmd() *cobra.Command {
@@ -184,7 +215,32 @@ func newSessionCmd() *cobra.Command {
 	begin.Flags().Uint32Var(&pid, "pid", 0, "root process `PID`")
 	begin.Flags().StringVar(&id, "id", "", "session `ID` (default: generated)")
 	bindSocketFlag(begin)
-	session.AddCommand(begin)
+	end := &cobra.Command{
+		Use:   "end ID",
+		Short: "End a session whole: its root (the host) and everything it started",
+		Long: `End session ID now, its root included, with every session nested in it.
+A destroy marker (mcptrace mark destroy) ends what a host started and spares
+the host; this ends the host too. The caller must be root, the session's
+owner, or the session's root or one of its creators.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !sessions.ValidID(args[0]) {
+				return usageError{fmt.Errorf("session ID %q is not valid", args[0])}
+			}
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			res, err := api.NewClient(cfg.API.Socket).EndSession(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			printEnded(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	bindSocketFlag(end)
+	session.AddCommand(begin, end)
 	return session
 }
 
@@ -211,7 +267,7 @@ func newSessionsCmd() *cobra.Command {
 			}
 			now := procfs.BootTimeNow()
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SESSION\tSTATE\tORIGIN\tROOT\tOWNER\tALIVE/MEMBERS\tKILLED\tSINCE\tREASON")
+			fmt.Fprintln(tw, "SESSION\tSTATE\tGEN\tORIGIN\tROOT\tOWNER\tALIVE/MEMBERS\tKILLED\tSINCE\tREASON")
 			for _, s := range list {
 				since := s.Began
 				if s.EndedAt != 0 {
@@ -221,7 +277,7 @@ func newSessionsCmd() *cobra.Command {
 				if s.Parent != "" {
 					id = s.Parent + "/" + s.ID
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%s\t%s\n", id, s.State, s.Origin, s.Root.PID, s.Owner,
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%d\t%s\t%s\n", id, s.State, s.Generation, s.Origin, s.Root.PID, s.Owner,
 					s.Alive, s.Members, s.Killed, ago(now, since), s.EndReason)
 			}
 			return tw.Flush()

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/redact"
+	"github.com/mcptrace/mcptrace/sessions"
 	"github.com/mcptrace/mcptrace/treeview"
 )
 
@@ -54,6 +56,7 @@ are redacted, also in --json.`,
 			ctx := cmd.Context()
 			var list api.ProcessList
 			var notes map[lineage.ID]string
+			var detail *api.SessionDetail
 			selectors := len(args)
 			for _, f := range []string{"ancestors", "session"} {
 				if cmd.Flags().Changed(f) {
@@ -67,7 +70,8 @@ are redacted, also in --json.`,
 				var d api.SessionDetail
 				d, err = c.Session(ctx, session)
 				list = api.ProcessList{Now: d.Now, Processes: d.Processes}
-				notes = killNotes(d.Kills)
+				notes = sessionNotes(d)
+				detail = &d
 				if asJSON && err == nil {
 					if !showSecret {
 						redactAll(d.Processes)
@@ -108,7 +112,13 @@ are redacted, also in --json.`,
 			if cmd.Flags().Changed("ancestors") {
 				return treeview.Chain(out, list.Processes, opts)
 			}
-			return treeview.Tree(out, list.Processes, opts)
+			if err := treeview.Tree(out, list.Processes, opts); err != nil {
+				return err
+			}
+			if detail != nil {
+				printEndings(out, *detail)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -141,6 +151,48 @@ func writeJSON(cmd *cobra.Command, v any) error {
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// sessionNotes marks each member of a session with its generation ("root"
+// for the root) and what the enforcer did to it.
+func sessionNotes(d api.SessionDetail) map[lineage.ID]string {
+	notes := killNotes(d.Kills)
+	for i, p := range d.Processes {
+		gen := "root"
+		if i < len(d.Generations) && p.ID != d.Session.Root {
+			gen = fmt.Sprintf("gen %d", d.Generations[i])
+		}
+		if n := notes[p.ID]; n != "" {
+			gen += ", " + n
+		}
+		notes[p.ID] = gen
+	}
+	return notes
+}
+
+// printEndings lists the markers of a session and what each ended, and
+// the end of the session.
+func printEndings(w io.Writer, d api.SessionDetail) {
+	s := d.Session
+	for _, e := range d.Endings {
+		what := fmt.Sprintf("session %s ended (%s)", s.ID, s.EndReason)
+		if e.Marker != nil {
+			m := e.Marker
+			what = fmt.Sprintf("marker (%s, from pid %d uid %d, %s) ended generation %d", m.Via, m.Sender.PID, m.SenderUID, ago(d.Now, m.At), m.Ended)
+		}
+		result := "enforcement under way"
+		if en := e.Enforcement; en != nil {
+			result = fmt.Sprintf("killed %d, survivors %d, refused %d, spared %d, in %s", en.Killed, en.Survivors, en.Refused, en.Spared,
+				time.Duration(en.DurationMS*float64(time.Millisecond)).Round(time.Millisecond))
+			if en.WouldKill > 0 {
+				result = fmt.Sprintf("audit: would kill %d", en.WouldKill)
+			}
+		}
+		fmt.Fprintf(w, "%s: %s\n", what, result)
+	}
+	if s.State == sessions.Active {
+		fmt.Fprintf(w, "session %s is active in generation %d\n", s.ID, s.Generation)
+	}
 }
 
 // killNotes turns enforcer records into tree marks; a process with several

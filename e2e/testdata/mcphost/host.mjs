@@ -5,8 +5,11 @@
 // It starts one server set, then "refreshes" by starting a second set
 // without closing the first (the Codex manager-replacement leak), prints
 // "server <set> <pid> <tools>" lines and "ready", then obeys stdin:
+//   start  start one more server set, then print its line and "ready"
+//   mark   run `mcptrace mark destroy` as a child and wait for it; print
+//          "marked <exit code>" (the host's cleanup on a refresh)
 //   exit   leave without closing anything
-//   mark   run `mcptrace mark destroy` as a child (the session's end marker)
+// Every process of set N has MCPTRACE_E2E_SET=N in its environment.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { spawn } from "node:child_process";
@@ -18,28 +21,43 @@ if (!dir) {
   process.exit(2);
 }
 
-async function startServer(set) {
+let sets = 0;
+const kept = [];
+
+async function startServer() {
+  const set = ++sets;
   const transport = new StdioClientTransport({
     command: "npx",
     args: ["--no-install", "@modelcontextprotocol/server-filesystem", dir],
-    env: { ...process.env },
+    env: { ...process.env, MCPTRACE_E2E_SET: String(set) },
     stderr: "ignore",
   });
   const client = new Client({ name: "mcptrace-e2e-host", version: "1.0.0" });
+  // A server set ended by a marker closes its transport: the host carries on.
+  client.onerror = () => {};
   await client.connect(transport);
   const { tools } = await client.listTools();
   console.log(`server ${set} ${transport.pid} ${tools.length}`);
-  return client;
+  kept.push(client);
 }
 
-const kept = [];
-kept.push(await startServer(1));
+await startServer();
 // The refresh: a new set replaces the old one, which is never closed.
-kept.push(await startServer(2));
+await startServer();
 console.log("ready");
 
 const rl = readline.createInterface({ input: process.stdin });
 for await (const line of rl) {
   if (line === "exit") process.exit(0);
-  if (line === "mark") spawn("mcptrace", ["mark", "destroy"], { stdio: "ignore" });
+  if (line === "start") {
+    await startServer();
+    console.log("ready");
+  }
+  if (line === "mark") {
+    const code = await new Promise((resolve) => {
+      const m = spawn("mcptrace", ["mark", "destroy"], { stdio: ["ignore", "ignore", "inherit"] });
+      m.on("exit", (code, signal) => resolve(signal ?? code));
+    });
+    console.log(`marked ${code}`);
+  }
 }
