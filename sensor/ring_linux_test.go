@@ -603,19 +603,29 @@ const (
 )
 
 // Bounds of the held-record program's wait: it checks the release word,
-// then burns time in bpf_probe_read_kernel (which, on a source address
-// in user space, zeroes its holdBurn-byte destination: a memset the
-// program cannot be denied), at most holdSpins times. About 10 µs a spin
-// on a 2-core host, so the cap is about 0.2 s there and seconds in an
-// emulated guest, far beyond what the tests hold a record for; the cap
-// only ends a test that forgot to release. holdSpins is bounded by the
-// verifier, which walks every iteration of the loop (about 20 instructions
-// each) within its one million.
+// then burns time in holdBurns calls of bpf_probe_read_kernel (which, on
+// an address in user space, zeroes its holdBurn-byte destination: a memset
+// the program cannot be denied), until holdMax has passed or holdSpins
+// spins are done, whichever comes first. A spin takes about 0.15 ms on a
+// 2-core host, so either cap is seconds away, far beyond what the tests
+// hold a record for even on a loaded machine; the caps only end a test
+// that did not release its record (its process cannot exit while the
+// program runs). The verifier walks every iteration of the loop (about 20
+// instructions each), which takes seconds in an emulated guest: few spins
+// of much work each keep that short.
 const (
-	holdBurn  = 256 << 10
+	holdBurn  = 4 << 20 // the most an array map value may hold (KMALLOC_MAX_SIZE)
+	holdBurns = 2
 	holdSpins = 20000
+	holdMax   = 10 * time.Second
 	holdSize  = 64 // bytes the held record holds
 	holdSeed  = 2  // its content: ringRecord(holdSize, holdSeed)
+)
+
+// Return values of the held-record program.
+const (
+	holdSubmitted = 0
+	holdGaveUp    = 2
 )
 
 // holdRecord reserves a record and keeps it busy until submit. A raw
@@ -639,50 +649,72 @@ func holdRecord(t *testing.T, w *ringWriter) *heldRecord {
 	}
 	ctl, burn := newArray("hold_ctl", 8*holdCtlWords), newArray("hold_burn", holdBurn)
 
+	// Every conditional jump goes on with the loop and falls through to
+	// its way out: the verifier finishes the fall-through before it takes
+	// the jump, so its stack of pending branches stays short. The counter
+	// (R9) and the start time (R6) are dead on the ways out, so the
+	// verifier walks each of them once, not once per iteration.
 	insns := asm.Instructions{
 		asm.LoadMapValue(asm.R8, ctl.FD(), 0),
 		asm.LoadMapPtr(asm.R1, w.m.FD()),
 		asm.Mov.Imm(asm.R2, holdSize),
 		asm.Mov.Imm(asm.R3, 0),
 		asm.FnRingbufReserve.Call(),
-		asm.JEq.Imm(asm.R0, 0, "full"),
-		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.JNE.Imm(asm.R0, 0, "reserved"),
+		asm.Mov.Imm(asm.R0, -int32(syscall.EAGAIN)),
+		asm.Return(),
+		asm.Mov.Reg(asm.R7, asm.R0).WithSymbol("reserved"),
 		asm.Mov.Imm(asm.R1, 1),
 		asm.StoreMem(asm.R8, 8*holdReserved, asm.R1, asm.DWord),
+		asm.FnKtimeGetNs.Call(),
+		asm.Mov.Reg(asm.R6, asm.R0),
 		asm.Mov.Imm(asm.R9, 0),
-		// Each branch jumps to the loop's continuation and falls through
-		// to its exit, so the verifier finishes each exit before it goes
-		// on, and its stack of pending branches stays short.
 		asm.LoadMem(asm.R1, asm.R8, 8*holdRelease, asm.DWord).WithSymbol("loop"),
 		asm.JEq.Imm(asm.R1, 0, "spin"),
+		asm.Ja.Label("release"),
 	}
-	for i := range holdSize / 8 {
+	for i := range holdBurns {
 		insns = append(insns,
+			asm.LoadMapValue(asm.R1, burn.FD(), 0),
+			asm.Mov.Imm(asm.R2, holdBurn),
+			asm.Mov.Imm(asm.R3, 4096), // an address in user space: refused, the destination zeroed
+			asm.FnProbeReadKernel.Call(),
+		)
+		if i == 0 {
+			insns[len(insns)-4] = insns[len(insns)-4].WithSymbol("spin")
+		}
+	}
+	insns = append(insns,
+		asm.FnKtimeGetNs.Call(),
+		asm.Sub.Reg(asm.R0, asm.R6),
+		asm.LoadImm(asm.R1, int64(holdMax), asm.DWord),
+		asm.JLE.Reg(asm.R0, asm.R1, "more"),
+		asm.Ja.Label("giveup"),
+		asm.Add.Imm(asm.R9, 1).WithSymbol("more"),
+		asm.JLT.Imm(asm.R9, holdSpins, "loop"),
+		// Nobody released the record: throw it away.
+		asm.Mov.Reg(asm.R1, asm.R7).WithSymbol("giveup"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.FnRingbufDiscard.Call(),
+		asm.Mov.Imm(asm.R0, holdGaveUp),
+		asm.Return(),
+	)
+	fill := asm.Instructions{}
+	for i := range holdSize / 8 {
+		fill = append(fill,
 			asm.LoadImm(asm.R1, int64(holdSeed+i), asm.DWord),
 			asm.StoreMem(asm.R7, int16(8*i), asm.R1, asm.DWord),
 		)
 	}
-	insns = append(insns,
+	fill[0] = fill[0].WithSymbol("release")
+	fill = append(fill,
 		asm.Mov.Reg(asm.R1, asm.R7),
 		asm.Mov.Imm(asm.R2, 0),
 		asm.FnRingbufSubmit.Call(),
-		asm.Mov.Imm(asm.R0, 0),
-		asm.Return(),
-		asm.LoadMapValue(asm.R1, burn.FD(), 0).WithSymbol("spin"),
-		asm.Mov.Imm(asm.R2, holdBurn),
-		asm.Mov.Imm(asm.R3, 4096), // a user address: the kernel refuses it and zeroes the destination
-		asm.FnProbeReadKernel.Call(),
-		asm.Add.Imm(asm.R9, 1),
-		asm.JLT.Imm(asm.R9, holdSpins, "loop"),
-		// Nobody released the record: throw it away.
-		asm.Mov.Reg(asm.R1, asm.R7),
-		asm.Mov.Imm(asm.R2, 0),
-		asm.FnRingbufDiscard.Call(),
-		asm.Mov.Imm(asm.R0, 2),
-		asm.Return(),
-		asm.Mov.Imm(asm.R0, -int32(syscall.EAGAIN)).WithSymbol("full"),
+		asm.Mov.Imm(asm.R0, holdSubmitted),
 		asm.Return(),
 	)
+	insns = append(insns, fill...)
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: "ring_held", Type: ebpf.RawTracepoint, License: "GPL", Instructions: insns,
 	})
@@ -696,9 +728,9 @@ func holdRecord(t *testing.T, w *ringWriter) *heldRecord {
 		ret, err := prog.Run(&ebpf.RunOptions{})
 		switch {
 		case err != nil:
-		case int32(ret) == 2:
-			err = fmt.Errorf("the held record was discarded after %d spins: nobody released it", holdSpins)
-		case ret != 0:
+		case ret == holdGaveUp:
+			err = fmt.Errorf("the held record was discarded after %v or %d spins: nobody released it", holdMax, holdSpins)
+		case ret != holdSubmitted:
 			err = fmt.Errorf("held record program: %d", int32(ret))
 		}
 		ran <- err
