@@ -25,6 +25,7 @@ const maxBatch = 256
 func (a *Agent) consume() error {
 	debug := a.log.Enabled(context.Background(), slog.LevelDebug-4)
 	recs := make([]state.Record, 0, maxBatch)
+	var enc []byte // the batch's journal records, encoded back to back; reused
 	for {
 		b, err := a.sensor.ReadBatch(maxBatch)
 		if errors.Is(err, sensor.ErrClosed) {
@@ -39,9 +40,17 @@ func (a *Agent) consume() error {
 			a.decodeErr.Add(uint64(b.Undecodable))
 			a.log.Error("skipping undecodable records", "records", b.Undecodable, "err", b.Err)
 		}
+		// Encoded (and argv redacted) before the lock: the journal needs
+		// nothing but the event. Store.Append copies what it writes, so
+		// enc is reused for the next batch.
+		recs, enc = recs[:0], enc[:0]
+		for _, ev := range b.Events {
+			var rec state.Record
+			rec, enc = eventRecord(enc, ev)
+			recs = append(recs, rec)
+		}
 		a.hold.wait()
 		a.mu.Lock()
-		recs = recs[:0]
 		var acts []sessions.Action
 		for _, ev := range b.Events {
 			if debug {
@@ -50,7 +59,6 @@ func (a *Agent) consume() error {
 			a.graph.Apply(ev)
 			a.events[ev.Kind&3].Add(1)
 			acts = append(acts, a.tracker.Observe(ev)...)
-			recs = append(recs, eventRecord(ev))
 		}
 		starts := a.markPending(acts)
 		a.journal(recs)

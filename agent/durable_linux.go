@@ -279,11 +279,14 @@ func appendNew(have, recs []enforcer.KillRecord) ([]enforcer.KillRecord, int) {
 	return have, added
 }
 
-// eventRecord is the journal record of a kernel event; argv is redacted
-// (stateArgv).
-func eventRecord(ev lineage.Event) state.Record {
+// eventRecord is the journal record of a kernel event, argv redacted
+// (stateArgv), encoded at the end of buf: it returns the record and buf
+// grown by it. The record's Data aliases buf.
+func eventRecord(buf []byte, ev lineage.Event) (state.Record, []byte) {
 	ev.Argv = stateArgv(ev.Argv)
-	return state.Record{Kind: recEvent, Data: state.AppendEvent(nil, ev)}
+	start := len(buf)
+	buf = state.AppendEvent(buf, ev)
+	return state.Record{Kind: recEvent, Data: buf[start:len(buf):len(buf)]}, buf
 }
 
 // stateArgv is argv as the state keeps it: redacted, except the words of
