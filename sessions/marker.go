@@ -1,10 +1,8 @@
 package sessions
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/mcptrace/mcptrace/lineage"
 )
@@ -128,9 +126,6 @@ type markRecord struct {
 	Sender lineage.ID `json:"sender"`
 	At     uint64     `json:"at_ns"`
 	Ended  []Action   `json:"ended,omitempty"`
-	// Err is the refusal, by kind (see errorKind), and its text.
-	ErrKind string `json:"err_kind,omitempty"`
-	ErrText string `json:"err,omitempty"`
 }
 
 // maxMarkRecords bounds the remembered exec markers: a marker's API call
@@ -146,24 +141,17 @@ func (t *Tracker) findMark(sender lineage.ID, at uint64) *markRecord {
 	return nil
 }
 
-func (t *Tracker) rememberMark(sender lineage.ID, at uint64, res Result, err error) {
-	r := markRecord{Sender: sender, At: at, Ended: res.Actions}
-	if err != nil {
-		r.ErrKind, r.ErrText = errorKind(err), err.Error()
-	}
-	t.marks = append(t.marks, r)
+func (t *Tracker) rememberMark(sender lineage.ID, at uint64, res Result) {
+	t.marks = append(t.marks, markRecord{Sender: sender, At: at, Ended: res.Actions})
 	if len(t.marks) > maxMarkRecords {
 		t.marks = slices.Delete(t.marks, 0, len(t.marks)-maxMarkRecords)
 	}
 }
 
-// replay gives the result a remembered marker had.
+// replay gives the result a remembered marker had. Only markers that
+// succeeded are remembered (mark).
 func (m *markRecord) replay() (Result, error) {
-	res := Result{Actions: m.Ended, Duplicate: true}
-	if m.ErrKind == "" {
-		return res, nil
-	}
-	return res, fmt.Errorf("%w: %s", sentinel(m.ErrKind), strings.TrimPrefix(m.ErrText, sentinel(m.ErrKind).Error()+": "))
+	return Result{Actions: m.Ended, Duplicate: true}, nil
 }
 
 // mark applies a destroy marker from caller (uid) for sid at time at, seen
@@ -201,7 +189,7 @@ func (t *Tracker) mark(caller lineage.ID, uid uint32, sid string, at uint64, via
 	if via == "exec" && err == nil && !res.Duplicate {
 		// Only markers that ended something are remembered: refusals
 		// cannot push a user's marker out of the table.
-		t.rememberMark(caller, at, res, err)
+		t.rememberMark(caller, at, res)
 	}
 	return res, err
 }
@@ -323,26 +311,4 @@ func (t *Tracker) endOp(caller lineage.ID, uid uint32, sid string, at uint64) (R
 		acts = t.end(s, ReasonSessionEnd, fmt.Sprintf("`session end %s` from %s", sid, who), at, acts)
 	}
 	return Result{Actions: acts}, nil
-}
-
-// errorKind names the sentinel an error wraps, to remember it across a
-// restart; sentinel maps it back.
-func errorKind(err error) string {
-	for _, s := range sentinels {
-		if errors.Is(err, s) {
-			return s.Error()
-		}
-	}
-	return "error"
-}
-
-var sentinels = []error{ErrNotAuthorized, ErrNoSession, ErrIDInUse, ErrBadID, ErrAlreadyRoot, ErrUnknownProcess, ErrExited, ErrNotRootable, ErrOutOfScope}
-
-func sentinel(kind string) error {
-	for _, s := range sentinels {
-		if s.Error() == kind {
-			return s
-		}
-	}
-	return errors.New(kind)
 }
