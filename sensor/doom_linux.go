@@ -65,7 +65,7 @@ func (s *Sensor) copyDoomFrom(st *set) {
 	it := st.maps.doomed.Iterate()
 	for it.Next(&pid, &tick) {
 		snap, err := procfs.Read("/proc", pid)
-		if err != nil || snap.ID.Start/procfs.TickNS != tick {
+		if err != nil || snap.ID.Start/doomTickNS != tick {
 			continue
 		}
 		if err := s.objs.Doomed.Update(pid, tick, ebpf.UpdateAny); err != nil {
