@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -110,6 +112,26 @@ type Store struct {
 	off    int64  // size of seg
 	ckSeq  uint64 // first segment the checkpoint on disk does not cover
 	buf    []byte // Append's framing buffer
+}
+
+// Remove deletes the state directory path and everything in it (for
+// `mcptrace uninstall`). It takes the directory's lock first, so it
+// refuses with ErrLocked while an agent has the state open, a starting
+// agent that does not serve yet included, and it refuses a directory Open
+// would refuse. It reports whether there was anything to remove.
+func Remove(path string) (bool, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	d, err := openDir(path)
+	if err != nil {
+		return false, err
+	}
+	defer d.close()
+	if err := os.RemoveAll(path); err != nil {
+		return true, fmt.Errorf("state: removing %s: %w", path, err)
+	}
+	return true, nil
 }
 
 // Open opens (creating when missing) the state directory, validates and

@@ -752,6 +752,28 @@ func TestOpenLocksTheDir(t *testing.T) {
 	s2.Close()
 }
 
+func TestRemoveRefusesADirAStoreHolds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if removed, err := Remove(dir); removed || err != nil {
+		t.Fatalf("remove of a missing dir: %v, %v; want false, nil", removed, err)
+	}
+	s, _ := open(t, dir)
+	mustCheckpoint(t, s, nil)
+	if removed, err := Remove(dir); removed || !errors.Is(err, ErrLocked) {
+		t.Fatalf("remove while a store holds it: %v, %v; want false, ErrLocked", removed, err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the held dir is gone: %v", err)
+	}
+	s.Close()
+	if removed, err := Remove(dir); !removed || err != nil {
+		t.Fatalf("remove once closed: %v, %v; want true, nil", removed, err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the dir is still there: %v", err)
+	}
+}
+
 func TestAppendRefusesBadRecords(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := open(t, dir)

@@ -3,13 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/config"
 	"github.com/mcptrace/mcptrace/sensor"
+	"github.com/mcptrace/mcptrace/state"
 )
 
 func newUninstallCmd() *cobra.Command {
@@ -45,10 +45,14 @@ It refuses while an agent answers on the API socket.`,
 				return err
 			}
 			fmt.Fprintf(out, "detached and unpinned %d program set(s) under %s\n", n, cfg.BPF.PinDir)
-			if _, err := os.Stat(cfg.State.Dir); err == nil {
-				if err := os.RemoveAll(cfg.State.Dir); err != nil {
-					return fmt.Errorf("remove the saved state %s: %w", cfg.State.Dir, err)
-				}
+			removed, err := state.Remove(cfg.State.Dir)
+			if errors.Is(err, state.ErrLocked) {
+				return fmt.Errorf("an agent holds the saved state %s (it may still be starting): stop it first, then run uninstall", cfg.State.Dir)
+			}
+			if err != nil {
+				return fmt.Errorf("remove the saved state %s: %w", cfg.State.Dir, err)
+			}
+			if removed {
 				fmt.Fprintf(out, "removed the saved state %s\n", cfg.State.Dir)
 			}
 			return nil
