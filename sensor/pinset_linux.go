@@ -95,7 +95,7 @@ func (s *Sensor) pinOwn(pinDir string, spec *ebpf.CollectionSpec) ([]string, err
 		return nil, fmt.Errorf("pin directory %s: %w", pinDir, err)
 	}
 	if int64(st.Type) != unix.BPF_FS_MAGIC {
-		return nil, fmt.Errorf("pin directory %s is not on a BPF file system (mount -t bpf bpf DIR, or set bpf.pin-dir under %s)", pinDir, "/sys/fs/bpf")
+		return nil, fmt.Errorf("pin directory %s is not on a BPF file system (mount -t bpf -o mode=0700 bpf DIR, or set bpf.pin-dir under %s)", pinDir, "/sys/fs/bpf")
 	}
 	lock, err := lockPinDir(pinDir)
 	if err != nil {
@@ -240,11 +240,25 @@ func (st *set) detach(log *slog.Logger) error {
 }
 
 // lockPinDir takes the pin directory's lock: one agent (or uninstall) at a
-// time may attach, take over or remove the sets in it.
+// time may attach, take over or remove the sets in it. The directory must
+// be the agent's own: a directory another user made or may write could
+// hold a planted set (a forged doomed map is a kill order), or be held
+// locked to keep every agent from starting.
 func lockPinDir(pinDir string) (*os.File, error) {
-	f, err := os.Open(pinDir)
+	fd, err := unix.Open(pinDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open pin directory: %w", err)
+		return nil, fmt.Errorf("open pin directory: %w", &fs.PathError{Op: "open", Path: pinDir, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), pinDir)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat pin directory %s: %w", pinDir, err)
+	}
+	if euid := os.Geteuid(); st.Uid != uint32(euid) || st.Mode&0o022 != 0 {
+		f.Close()
+		return nil, fmt.Errorf("pin directory %s (bpf.pin-dir) is owned by uid %d with mode %04o; it must belong to uid %d and be writable by nobody else: remove it (or chown %d and chmod 0700 it) and start again",
+			pinDir, st.Uid, st.Mode&0o7777, euid, euid)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()

@@ -165,16 +165,18 @@ func TestUpgradeLosesNoEventOfAStorm(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]map[lineage.EventKind]int{} // by exec index
 	pidIndex := map[uint32]string{}
-	var stormPID uint32
-	forksBy := map[uint32]int{} // forks of the storm shell's children, by pid
+	// Forks by creator pid, then by child pid: the storm shell's pid is
+	// known only once it runs, and its first forks may be read before.
+	forks := map[uint32]map[uint32]int{}
 	record := func(ev lineage.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch ev.Kind {
 		case lineage.KindFork:
-			if ev.Creator.PID == stormPID && stormPID != 0 {
-				forksBy[ev.Proc.PID]++
+			if forks[ev.Creator.PID] == nil {
+				forks[ev.Creator.PID] = map[uint32]int{}
 			}
+			forks[ev.Creator.PID][ev.Proc.PID]++
 		case lineage.KindExec:
 			if len(ev.Argv) == 3 && ev.Argv[1] == marker {
 				pidIndex[ev.Proc.PID] = ev.Argv[2]
@@ -206,9 +208,6 @@ func TestUpgradeLosesNoEventOfAStorm(t *testing.T) {
 	if err := storm.Start(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	stormPID = uint32(storm.Process.Pid)
-	mu.Unlock()
 	seenSoFar := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
 	testenv.Eventually(t, "the storm under way", func() (bool, string) { return seenSoFar() >= 20, strconv.Itoa(seenSoFar()) })
 	// The upgrade: the old agent stops reading and exits, the new build
@@ -266,6 +265,7 @@ func TestUpgradeLosesNoEventOfAStorm(t *testing.T) {
 			missing = append(missing, k)
 		}
 	}
+	forksBy := forks[uint32(storm.Process.Pid)] // forks of the storm shell's children, by pid
 	t.Logf("%d processes, %d seen before the switch; lost %v; forks of the storm's children reported %d", n, switchedAt, lost, len(forksBy))
 	if len(missing) > 0 {
 		t.Errorf("%d processes of the storm lack an exec or exit event: %v", len(missing), missing[:min(10, len(missing))])
@@ -336,6 +336,38 @@ func TestUninstallDetachesEverySet(t *testing.T) {
 		ids = append(ids, id)
 	}
 	t.Logf("%d programs loaded on the node after uninstall", len(ids))
+}
+
+// A pin directory another user owns or may write could hold a planted
+// set (a forged doomed map is a kill order) or be held locked by that
+// user: neither a sensor nor uninstall uses it.
+func TestPinDirectoryOfAnotherUserIsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		uid  int
+		mode os.FileMode
+	}{
+		{"owned by another uid", 65534, 0o700},
+		{"writable by others", 0, 0o777},
+		{"writable by the group", 0, 0o770},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := pinDir(t)
+			if err := os.Chown(dir, tt.uid, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chown(dir, 0, 0); os.Chmod(dir, 0o700) })
+			if _, err := Open(Options{PinDir: dir, Logger: slog.New(slog.DiscardHandler)}); err == nil || !strings.Contains(err.Error(), "writable by nobody else") {
+				t.Errorf("sensor on the pin directory: %v, want a refusal", err)
+			}
+			if _, err := Uninstall(dir); err == nil || !strings.Contains(err.Error(), "writable by nobody else") {
+				t.Errorf("uninstall of the pin directory: %v, want a refusal", err)
+			}
+		})
+	}
 }
 
 // One agent per pin directory: a second sensor, or uninstall, is refused
