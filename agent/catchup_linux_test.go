@@ -130,7 +130,15 @@ exit 0`, "member")
 		}
 		return api_status{repairs: st.Repairs, pending: st.RepairPending, lost: st.Lost}
 	}
-	before := status()
+	// The repair every agent runs once after start-up must be over before
+	// /proc goes: a scan under way when the proc root is swapped lists the
+	// real /proc and then cannot read a single process, which tells the
+	// repair that every process exited.
+	var before api_status
+	waitFor(t, "the start-up repair done", func() (bool, string) {
+		before = status()
+		return before.repairs >= 1 && !before.pending, fmt.Sprintf("%+v", before)
+	})
 
 	// /proc cannot be read from before the loss: the lost-event check
 	// reads the kernel's counters whether or not the consumer is held, and
@@ -154,7 +162,8 @@ exit 0`, "member")
 	})
 	time.Sleep(500 * time.Millisecond) // several repair intervals
 	if s, _ := a.Sessions().Get("repair"); s.State != sessions.Active || status().repairs != during.repairs {
-		t.Fatalf("with /proc unreadable the session ended (%v) or a repair counted (%d → %d)", s.State, during.repairs, status().repairs)
+		t.Fatalf("with /proc unreadable the session ended (%v, reason %q) or a repair counted (%d → %d); lost before %v, during %v",
+			s.State, s.EndReason, during.repairs, status().repairs, before.lost, during.lost)
 	}
 	// /proc readable again: the pending repair runs and ends the session.
 	os.Remove(procRoot)

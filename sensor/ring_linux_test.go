@@ -476,9 +476,12 @@ func TestRingNextWaits(t *testing.T) {
 				w.write(t, 8, 1)
 				ringWant(t, r, ringRecord(8, 1))
 			}
+			// Waits are measured from the time the deadline is counted
+			// from: Next may return as soon as the deadline has passed.
+			start := time.Now()
 			var deadline time.Time
 			if tt.deadline != 0 {
-				deadline = time.Now().Add(tt.deadline)
+				deadline = start.Add(tt.deadline)
 			}
 			var wg sync.WaitGroup
 			var acted time.Time
@@ -493,7 +496,6 @@ func TestRingNextWaits(t *testing.T) {
 					}
 				}()
 			}
-			start := time.Now()
 			got, err := r.Next(deadline)
 			end := time.Now()
 			wg.Wait()
