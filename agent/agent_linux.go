@@ -21,13 +21,17 @@ import (
 
 // Options configure an Agent. Zero values take the documented defaults.
 type Options struct {
-	Socket         string        // default /run/mcptrace/mcptrace.sock
-	SocketMode     os.FileMode   // default 0666 (see package api)
-	RingBufferSize int           // bytes, default 8 MiB
-	TraceFS, BPFFS string        // mounted when missing
-	ProcRoot       string        // default /proc
-	Retention      time.Duration // default 5m
-	RepairInterval time.Duration // how often lost counters are checked, default 1s
+	Socket     string      // default /run/mcptrace/mcptrace.sock
+	SocketMode os.FileMode // default 0666 (see package api)
+	// APIMaxConnections and APIMaxConnectionsPerUID cap the API
+	// connections of non-root users (api.Server); 0 takes api's defaults.
+	APIMaxConnections       int
+	APIMaxConnectionsPerUID int
+	RingBufferSize          int           // bytes, default 8 MiB
+	TraceFS, BPFFS          string        // mounted when missing
+	ProcRoot                string        // default /proc
+	Retention               time.Duration // default 5m
+	RepairInterval          time.Duration // how often lost counters are checked, default 1s
 	// PinDir is where the kernel side is pinned so it keeps running
 	// across restarts (sensor.Options.PinDir). Default DefaultPinDir.
 	PinDir string
@@ -281,6 +285,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		Status:   a.Status,
 		Now:      procfs.BootTimeNow,
 		Log:      a.opts.Logger.With("component", "api"),
+
+		MaxConnections:       a.opts.APIMaxConnections,
+		MaxConnectionsPerUID: a.opts.APIMaxConnectionsPerUID,
 	}
 	wg.Add(2)
 	go func() {

@@ -19,7 +19,10 @@ import (
 // Client talks to a running agent over its unix socket.
 type Client struct {
 	Socket string
-	http   *http.Client
+	// Raw asks for unredacted argv in process answers (?raw=1). The agent
+	// grants it to root only; anyone else gets redacted argv anyway.
+	Raw  bool
+	http *http.Client
 }
 
 // NewClient returns a client for the agent listening on socket.
@@ -50,6 +53,9 @@ type StatusError struct {
 func (e *StatusError) Error() string { return e.Message }
 
 func (c *Client) get(ctx context.Context, path string, out any) error {
+	if c.Raw {
+		path += "?raw=1"
+	}
 	return c.do(ctx, http.MethodGet, path, nil, out)
 }
 

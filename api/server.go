@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -38,8 +40,22 @@ type Server struct {
 	Status func() Status // the agent's counters; Now is filled by the server
 	Now    func() uint64 // CLOCK_BOOTTIME ns
 	Log    *slog.Logger
+	// MaxConnections and MaxConnectionsPerUID cap the open connections of
+	// non-root users, together and per uid; 0 takes the defaults
+	// (DefaultMaxConnections, DefaultMaxConnectionsPerUID).
+	MaxConnections       int
+	MaxConnectionsPerUID int
 
-	http *http.Server
+	// noPIDFD makes the server bind peers by start time only, as on a
+	// kernel without SO_PEERPIDFD (tests).
+	noPIDFD bool
+
+	http     *http.Server
+	adm      admission
+	pidfd    bool   // peers are bound by pidfd
+	fdLimit  uint64 // RLIMIT_NOFILE
+	oversize atomic.Uint64
+	gone     atomic.Uint64 // requests refused: the peer process is gone
 }
 
 // Caller is who sent a request, from the socket's peer credentials.
@@ -47,10 +63,12 @@ type Caller struct {
 	PID uint32
 	UID uint32
 	// Accepted is when the connection was accepted (CLOCK_BOOTTIME ns):
-	// the process that connected had started by then, so a process with
-	// the caller's pid that started later is not the caller (its pid was
-	// reused). 0 when unknown.
+	// the process that connected had started by then. 0 when unknown.
 	Accepted uint64
+	// start is the caller's start time in /proc clock ticks, read at
+	// accept; 0 when unknown (a caller a test made).
+	start uint64
+	peer  *peer
 }
 
 // Root reports whether the caller may see the whole node.
@@ -88,15 +106,9 @@ func Listen(path string, mode os.FileMode) (net.Listener, error) {
 	return l, nil
 }
 
-// maxBody bounds a request body: the largest one the API takes is a
-// session ID.
-const maxBody = 64 << 10
-
-// Serve answers requests on l until ctx ends.
-func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	if s.Log == nil {
-		s.Log = slog.Default()
-	}
+// handler routes the API's requests: every one is authenticated (see
+// authenticate) and its body bounded.
+func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/processes", s.handleProcesses)
 	mux.HandleFunc("GET /v1/tree/{pid}", s.handleRelatives((*lineage.Graph).Descendants))
@@ -107,20 +119,66 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	mux.HandleFunc("POST /v1/sessions", s.handleBegin)
 	mux.HandleFunc("POST /v1/sessions/{id}/end", s.handleEnd)
 	mux.HandleFunc("POST /v1/mark", s.handleMark)
+	return http.MaxBytesHandler(s.authenticate(mux), maxBody)
+}
+
+// Serve answers requests on l until ctx ends.
+//
+// Every accepted connection is bound to the process that opened it (see
+// peer) and admitted under the connection caps; every request on it acts
+// for that process only while it runs with the peer's uid.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	if s.Now == nil {
+		s.Now = func() uint64 { return 0 }
+	}
+	s.adm = admission{maxTotal: s.MaxConnections, maxPerUID: s.MaxConnectionsPerUID, perUID: map[uint32]int{}}
+	if s.adm.maxTotal <= 0 {
+		s.adm.maxTotal = DefaultMaxConnections
+	}
+	if s.adm.maxPerUID <= 0 {
+		s.adm.maxPerUID = DefaultMaxConnectionsPerUID
+	}
+	// A flood of connections must not take the file descriptors the
+	// enforcer needs for pidfds: keep FDReserve free.
+	limit, err := raiseFDLimit()
+	if err != nil {
+		s.Log.Warn("cannot read the file descriptor limit", "err", err)
+	} else {
+		s.fdLimit = limit
+		if fit := (int64(limit) - FDReserve) / 2; fit < int64(s.adm.maxTotal) {
+			s.adm.maxTotal = int(max(fit, 1))
+			s.Log.Warn("api.max-connections lowered to leave file descriptors to the enforcer",
+				"rlimit_nofile", limit, "reserve", FDReserve, "max_connections", s.adm.maxTotal)
+		}
+	}
+	s.pidfd = !s.noPIDFD && peerPIDFDSupported()
+	if !s.pidfd {
+		s.Log.Info("callers are bound by pid and start time: the kernel has no SO_PEERPIDFD (6.5+)")
+	}
+	ll := &limitListener{Listener: l, adm: &s.adm, usePIDFD: s.pidfd,
+		onRefuse: func(reason string, uid uint32, err error) {
+			s.Log.Debug("connection refused", "reason", reason, "uid", uid, "err", err)
+		}}
 	s.http = &http.Server{
-		Handler:           http.MaxBytesHandler(mux, maxBody),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		IdleTimeout:       60 * time.Second,
+		Handler:           s.handler(),
+		MaxHeaderBytes:    maxHeader,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			caller, err := peerCred(c)
-			if err != nil {
-				s.Log.Warn("peer credentials unavailable; refusing connection", "err", err)
-				// No caller in the context: every handler refuses.
+			pc, ok := c.(*peerConn)
+			if !ok {
+				// No caller in the context: every request is refused.
 				return ctx
 			}
-			caller.Accepted = s.Now()
-			return context.WithValue(ctx, callerKey{}, caller)
+			return context.WithValue(ctx, callerKey{}, Caller{
+				PID: pc.peer.pid, UID: pc.peer.uid, Accepted: s.Now(), start: pc.peer.start, peer: pc.peer,
+			})
 		},
 	}
 	go func() {
@@ -129,18 +187,74 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		defer cancel()
 		s.http.Shutdown(shut)
 	}()
-	if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := s.http.Serve(ll); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve api: %w", err)
 	}
 	return nil
 }
 
+// authenticate refuses a request whose connection has no bound peer, or
+// whose peer process exited, was replaced by a reused pid or changed uid
+// since the connection was accepted: such a connection acts for nobody,
+// and is closed.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := CallerFrom(r.Context())
+		if !ok {
+			s.gone.Add(1)
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusForbidden, errNoPeer.Error()+"; refusing")
+			return
+		}
+		if c.peer != nil {
+			if err := c.peer.verify(); err != nil {
+				s.gone.Add(1)
+				s.Log.Warn("request refused: the connection's process is gone", "peer_pid", c.PID, "peer_uid", c.UID)
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusForbidden, err.Error()+"; open a new connection")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func (s *Server) caller(w http.ResponseWriter, r *http.Request) (Caller, bool) {
 	c, ok := CallerFrom(r.Context())
 	if !ok {
-		writeError(w, http.StatusForbidden, "peer credentials of the connection are unknown; refusing")
+		writeError(w, http.StatusForbidden, errNoPeer.Error()+"; refusing")
 	}
 	return c, ok
+}
+
+// apiStatus reports the API's own counters.
+func (s *Server) apiStatus() APIStatus {
+	id := "start-time"
+	if s.pidfd {
+		id = "pidfd"
+	}
+	return APIStatus{
+		Connections: s.adm.open(), MaxConnections: s.adm.maxTotal, MaxConnectionsPerUID: s.adm.maxPerUID,
+		RefusedTotalCap: s.adm.refused.overTotal.Load(), RefusedUIDCap: s.adm.refused.overUID.Load(),
+		RefusedIdentity: s.adm.refused.identity.Load(), RefusedGone: s.gone.Load(),
+		Oversize: s.oversize.Load(), FDLimit: s.fdLimit, PeerIdentity: id,
+	}
+}
+
+// decode reads a JSON request body into v; an oversized body is counted.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any, want string) bool {
+	err := json.NewDecoder(r.Body).Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.oversize.Add(1)
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "want a JSON body "+want)
+		return false
+	}
+	return true
 }
 
 // visible filters nodes down to what the caller may see.
@@ -157,8 +271,40 @@ func visible(c Caller, procs []lineage.Process) []lineage.Process {
 	return out
 }
 
-func (s *Server) list(w http.ResponseWriter, c Caller, procs []lineage.Process) {
+// wantsRaw: root asked for unredacted argv (?raw=1). Anyone else asking
+// gets the redacted answer, the same as without the parameter.
+func wantsRaw(c Caller, r *http.Request) bool {
+	return c.Root() && r.URL.Query().Get("raw") == "1"
+}
+
+// present makes visible processes fit for the caller, in place: a caller
+// other than root sees only the images executed under its own uid (a
+// process that switched uid does not show its new owner what it ran
+// before, nor its creator's image) and every argv redacted; root sees
+// every image, redacted unless it asked for raw argv. Images are copied:
+// the graph's are shared.
+func present(c Caller, raw bool, procs []lineage.Process) {
+	for i := range procs {
+		ims := make([]lineage.Image, 0, len(procs[i].Images))
+		for _, im := range procs[i].Images {
+			if !c.Root() && im.UID != c.UID {
+				continue
+			}
+			if !raw {
+				im.Argv = redact.Argv(im.Argv)
+			}
+			ims = append(ims, im)
+		}
+		if len(ims) == 0 {
+			ims = nil
+		}
+		procs[i].Images = ims
+	}
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, c Caller, procs []lineage.Process) {
 	procs = visible(c, procs)
+	present(c, wantsRaw(c, r), procs)
 	if s.Refresh != nil {
 		s.Refresh(procs)
 	}
@@ -170,7 +316,7 @@ func (s *Server) handleProcesses(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.list(w, c, s.Graph.Processes())
+	s.list(w, r, c, s.Graph.Processes())
 }
 
 // node resolves the {pid} path value to the newest node with that pid that
@@ -203,7 +349,7 @@ func (s *Server) handleRelatives(query func(*lineage.Graph, lineage.ID) []lineag
 		if !ok {
 			return
 		}
-		s.list(w, c, query(s.Graph, p.ID))
+		s.list(w, r, c, query(s.Graph, p.ID))
 	}
 }
 
@@ -211,8 +357,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.caller(w, r); !ok {
 		return
 	}
-	st := s.Status()
+	var st Status
+	if s.Status != nil {
+		st = s.Status()
+	}
 	st.Now = s.Now()
+	st.API = s.apiStatus()
 	writeJSON(w, http.StatusOK, st)
 }
 

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -108,16 +108,29 @@ type EndedGeneration struct {
 // sessionVisible: root sees every session, others the sessions they own.
 func sessionVisible(c Caller, s sessions.Session) bool { return c.Root() || s.Owner == c.UID }
 
-func (s *Server) kills(session string) []Kill {
-	var out []Kill
-	if s.Enforcer == nil {
-		return nil
+// killVisible: root sees every kill record; anyone else only those of
+// processes of its own uid (the graph's; a record whose process the graph
+// no longer holds is shown to root only).
+func (s *Server) killVisible(c Caller, r enforcer.KillRecord) bool {
+	if c.Root() {
+		return true
+	}
+	p, ok := s.Graph.Get(r.Process)
+	return ok && p.UID == c.UID
+}
+
+// kills returns the records of the sessions in want that c may see, by
+// session, in one pass over the enforcer's records.
+func (s *Server) kills(c Caller, want map[string]bool) map[string][]Kill {
+	out := map[string][]Kill{}
+	if s.Enforcer == nil || len(want) == 0 {
+		return out
 	}
 	for _, r := range s.Enforcer.Records() {
-		if r.Session != session {
+		if !want[r.Session] || !s.killVisible(c, r) {
 			continue
 		}
-		out = append(out, Kill{
+		out[r.Session] = append(out[r.Session], Kill{
 			Session: r.Session, Generation: r.Generation, Process: r.Process, Comm: r.Comm, Argv: r.Argv,
 			Signal: r.Signal, Result: r.Result, LatencyMS: float64(r.Latency) / float64(time.Millisecond), At: r.At,
 		})
@@ -125,6 +138,8 @@ func (s *Server) kills(session string) []Kill {
 	return out
 }
 
+// info counts the members and kills given: callers pass only what the
+// caller may see.
 func (s *Server) info(sess sessions.Session, members []lineage.Process, kills []Kill) SessionInfo {
 	in := SessionInfo{Session: sess, Members: len(members)}
 	for _, p := range members {
@@ -169,18 +184,41 @@ func (s *Server) endings(sess sessions.Session) []Ending {
 	return out
 }
 
+// handleSessions lists the sessions the caller may see with their
+// counts: the kill records are read once for all of them.
 func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	c, ok := s.caller(w, r)
 	if !ok {
 		return
 	}
-	out := []SessionInfo{}
+	var list []sessions.Session
+	want := map[string]bool{}
 	for _, sess := range s.Sessions.Sessions() {
 		if sessionVisible(c, sess) {
-			out = append(out, s.info(sess, s.Sessions.Members(sess.ID), s.kills(sess.ID)))
+			list = append(list, sess)
+			want[sess.ID] = true
 		}
 	}
+	kills := s.kills(c, want)
+	out := make([]SessionInfo, 0, len(list))
+	for _, sess := range list {
+		out = append(out, s.info(sess, visible(c, s.Sessions.Members(sess.ID)), kills[sess.ID]))
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// noSession answers that the session id does not exist. It is also the
+// answer to a session the caller may not see or act on, word for word, so
+// that nobody learns from a refusal that a session exists, who owns it or
+// where its root is.
+func noSession(w http.ResponseWriter, id string) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no session %q (see `mcptrace sessions`)", id))
+}
+
+// noCreatorSession is the answer to a marker without a session whose
+// caller no session of its own created, or one the caller may not end.
+func noCreatorSession(w http.ResponseWriter) {
+	writeError(w, http.StatusNotFound, "no session of yours created the calling process; name the session with --session")
 }
 
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
@@ -190,18 +228,21 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, ok := s.Sessions.Get(r.PathValue("id"))
 	if !ok || !sessionVisible(c, sess) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %q (see `mcptrace sessions`)", r.PathValue("id")))
+		noSession(w, r.PathValue("id"))
 		return
 	}
-	members := s.Sessions.Members(sess.ID)
-	kills := s.kills(sess.ID)
-	procs := visible(c, members)
+	// Members and kill records of other uids are neither shown nor
+	// counted to a caller other than root.
+	procs := visible(c, s.Sessions.Members(sess.ID))
+	kills := s.kills(c, map[string]bool{sess.ID: true})[sess.ID]
+	info := s.info(sess, procs, kills)
+	present(c, wantsRaw(c, r), procs)
 	if s.Refresh != nil {
 		s.Refresh(procs)
 	}
 	writeJSON(w, http.StatusOK, SessionDetail{
 		Now:         s.Now(),
-		Session:     s.info(sess, members, kills),
+		Session:     info,
 		Processes:   procs,
 		Generations: s.Sessions.Generations(sess.ID, procs),
 		Endings:     s.endings(sess),
@@ -229,6 +270,12 @@ func (s *Server) callerNode(r *http.Request, c Caller) (lineage.Process, bool) {
 	if !ok || p.Exited || c.Accepted != 0 && p.ID.Start > c.Accepted || !c.Root() && p.UID != c.UID {
 		return lineage.Process{}, false
 	}
+	// The connection is bound to the process that opened it (start time
+	// read at accept, checked again by authenticate): the graph's node
+	// must be that process, not an older or newer one with its pid.
+	if c.start != 0 && p.ID.Start/procfs.TickNS != c.start {
+		return lineage.Process{}, false
+	}
 	return p, true
 }
 
@@ -238,8 +285,12 @@ func (s *Server) handleBegin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req BeginRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.PID == 0 {
-		writeError(w, http.StatusBadRequest, "want a JSON body {\"pid\": N, \"id\": \"optional\"}")
+	const want = "{\"pid\": N, \"id\": \"optional\"}"
+	if !s.decode(w, r, &req, want) {
+		return
+	}
+	if req.PID == 0 {
+		writeError(w, http.StatusBadRequest, "want a JSON body "+want)
 		return
 	}
 	p, ok := s.Graph.Lookup(req.PID)
@@ -262,8 +313,7 @@ func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req MarkRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "want a JSON body {\"session\": \"optional id\"}")
+	if !s.decode(w, r, &req, "{\"session\": \"optional id\"}") {
 		return
 	}
 	caller, ok := s.callerNode(r, c)
@@ -274,7 +324,7 @@ func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
 	res, err := s.Do(sessions.Op{Kind: sessions.OpMark, Caller: caller.ID, UID: c.UID, Session: req.Session})
 	if err != nil {
 		s.Log.Warn("destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", req.Session, "err", err)
-		writeError(w, statusOf(err), err.Error())
+		s.refuse(w, req.Session, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, markResult(res))
@@ -294,7 +344,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	res, err := s.Do(sessions.Op{Kind: sessions.OpEnd, Caller: caller.ID, UID: c.UID, Session: r.PathValue("id")})
 	if err != nil {
 		s.Log.Warn("session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", r.PathValue("id"), "err", err)
-		writeError(w, statusOf(err), err.Error())
+		s.refuse(w, r.PathValue("id"), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, markResult(res))
@@ -312,6 +362,23 @@ func markResult(res sessions.Result) MarkResult {
 	}
 	slices.Sort(out.Ended)
 	return out
+}
+
+// refuse answers a marker or session end the tracker refused. A session
+// that does not exist and one the caller may not end get the same answer
+// (noSession); other errors (a bad ID) say what is wrong.
+func (s *Server) refuse(w http.ResponseWriter, id string, err error) {
+	switch {
+	case errors.Is(err, sessions.ErrNotAuthorized), errors.Is(err, sessions.ErrOutOfScope),
+		errors.Is(err, sessions.ErrNoSession), errors.Is(err, sessions.ErrUnknownProcess):
+		if id == "" {
+			noCreatorSession(w)
+		} else {
+			noSession(w, id)
+		}
+	default:
+		writeError(w, statusOf(err), err.Error())
+	}
 }
 
 func statusOf(err error) int {

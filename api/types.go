@@ -36,6 +36,33 @@ type Status struct {
 	State StateStatus `json:"state"`
 	// Start says what the last start found and did.
 	Start StartStatus `json:"start"`
+	// API is the API's own counters and limits.
+	API APIStatus `json:"api"`
+}
+
+// APIStatus describes the API socket's connections, limits and refusals.
+type APIStatus struct {
+	// Connections open by non-root users, and the caps on them.
+	Connections          int `json:"connections"`
+	MaxConnections       int `json:"max_connections"`
+	MaxConnectionsPerUID int `json:"max_connections_per_uid"`
+	// Connections refused over the total cap and over a uid's cap.
+	RefusedTotalCap uint64 `json:"refused_total_cap_total"`
+	RefusedUIDCap   uint64 `json:"refused_uid_cap_total"`
+	// RefusedIdentity counts connections whose peer could not be bound
+	// (it exited before the accept, or its uid is not the socket peer's).
+	RefusedIdentity uint64 `json:"refused_identity_total"`
+	// RefusedGone counts requests refused because the process that
+	// opened their connection had exited, or its pid was reused, or it
+	// changed uid.
+	RefusedGone uint64 `json:"refused_gone_total"`
+	// Oversize counts request bodies refused over the body limit.
+	Oversize uint64 `json:"oversize_requests_total"`
+	// FDLimit is the agent's RLIMIT_NOFILE.
+	FDLimit uint64 `json:"fd_limit"`
+	// PeerIdentity says how a connection is bound to its process:
+	// "pidfd" (SO_PEERPIDFD, kernel 6.5+) or "start-time".
+	PeerIdentity string `json:"peer_identity"`
 }
 
 // StateStatus describes the saved state (the agent's state.dir).

@@ -15,6 +15,10 @@ import (
 // with the terminating NUL.
 const maxSocketPath = 107
 
+// maxAPIConnections bounds api.max-connections: each connection holds two
+// file descriptors (socket, pidfd) and a goroutine.
+const maxAPIConnections = 4096
+
 // maxRingBuffer bounds the ring buffer, which is locked kernel memory.
 const maxRingBuffer = 1 << 30
 
@@ -82,6 +86,14 @@ func oneOf(s string, allowed ...string) error {
 func pid(n int) error {
 	if n < 0 || n > 1<<22 {
 		return fmt.Errorf("must be 0 or a PID (1 to %d), got %d", 1<<22, n)
+	}
+	return nil
+}
+
+// between accepts n in [lo, hi].
+func between(n, lo, hi int) error {
+	if n < lo || n > hi {
+		return fmt.Errorf("must be between %d and %d, got %d", lo, hi, n)
 	}
 	return nil
 }

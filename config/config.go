@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/sessions"
 )
@@ -92,6 +93,11 @@ type API struct {
 	// can be open to every user: each request is authorized by the caller's
 	// credentials (SO_PEERCRED).
 	SocketMode os.FileMode
+	// MaxConnections caps the open connections of all non-root users
+	// together (api.max-connections); MaxConnectionsPerUID those of one
+	// uid (api.max-connections-per-uid). Root's are not capped.
+	MaxConnections       int
+	MaxConnectionsPerUID int
 }
 
 // BPF configures the eBPF sensor.
@@ -135,8 +141,10 @@ type Log struct {
 func Default() Config {
 	return Config{
 		API: API{
-			Socket:     "/run/mcptrace/mcptrace.sock",
-			SocketMode: 0o666,
+			Socket:               "/run/mcptrace/mcptrace.sock",
+			SocketMode:           0o666,
+			MaxConnections:       api.DefaultMaxConnections,
+			MaxConnectionsPerUID: api.DefaultMaxConnectionsPerUID,
 		},
 		BPF: BPF{
 			RingBufferSize: 8 << 20,
@@ -184,6 +192,10 @@ func (c *Config) options() []option {
 			func() error { return socketPath(c.API.Socket) }},
 		{"api.socket-mode", "permissions of the API socket, octal (callers are authorized per request)", &c.API.SocketMode,
 			func() error { return fileMode(c.API.SocketMode) }},
+		{"api.max-connections", "most connections all non-root users may hold open together (root's are not capped)", &c.API.MaxConnections,
+			func() error { return between(c.API.MaxConnections, 1, maxAPIConnections) }},
+		{"api.max-connections-per-uid", "most connections one non-root uid may hold open, at most api.max-connections", &c.API.MaxConnectionsPerUID,
+			func() error { return between(c.API.MaxConnectionsPerUID, 1, c.API.MaxConnections) }},
 		{"bpf.ring-buffer-size", "size in bytes of the BPF ring buffer, a power of two multiple of the page size", &c.BPF.RingBufferSize,
 			func() error { return ringBufferSize(c.BPF.RingBufferSize) }},
 		{"bpf.bpffs", "mount point of the BPF file system", &c.BPF.BPFFS,

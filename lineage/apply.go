@@ -148,6 +148,7 @@ func (g *Graph) applyExec(ev *Event) {
 		Argv:          cloneStrings(ev.Argv),
 		ArgvTruncated: ev.ArgvTruncated,
 		Source:        SourceKernel,
+		UID:           ev.UID,
 	}
 	n.p.Images = g.addExecImage(n, img)
 	n.p.Kernel = false // an exec makes even a kernel-spawned helper a user process

@@ -32,6 +32,13 @@ type Image struct {
 	Argv          []string `json:"argv,omitempty"`
 	ArgvTruncated bool     `json:"argv_truncated,omitempty"`
 	Source        Source   `json:"source"`
+	// UID is the real uid the image was executed under (the exec event's,
+	// or /proc's when read from there); an inherited image keeps its
+	// creator's. The API shows an image only to root and to this uid: a
+	// process that changed uid after an exec does not show its new owner
+	// what it ran before. State saved before this field existed reads 0
+	// (root's), which hides those images from other users.
+	UID uint32 `json:"uid"`
 }
 
 // Gap flags record what the graph had to fill in because an event was lost,

@@ -25,20 +25,22 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			a, err := agent.New(agent.Options{
-				Socket:             cfg.API.Socket,
-				SocketMode:         cfg.API.SocketMode,
-				RingBufferSize:     cfg.BPF.RingBufferSize,
-				TraceFS:            cfg.BPF.TraceFS,
-				BPFFS:              cfg.BPF.BPFFS,
-				PinDir:             cfg.BPF.PinDir,
-				StateDir:           cfg.State.Dir,
-				CheckpointInterval: cfg.State.CheckpointInterval,
-				ProcRoot:           cfg.Lineage.ProcRoot,
-				Retention:          cfg.Lineage.Retention,
-				RepairInterval:     cfg.Lineage.RepairInterval,
-				Sessions:           cfg.SessionsConfig(),
-				Enforcer:           ec,
-				Logger:             log,
+				Socket:                  cfg.API.Socket,
+				SocketMode:              cfg.API.SocketMode,
+				APIMaxConnections:       cfg.API.MaxConnections,
+				APIMaxConnectionsPerUID: cfg.API.MaxConnectionsPerUID,
+				RingBufferSize:          cfg.BPF.RingBufferSize,
+				TraceFS:                 cfg.BPF.TraceFS,
+				BPFFS:                   cfg.BPF.BPFFS,
+				PinDir:                  cfg.BPF.PinDir,
+				StateDir:                cfg.State.Dir,
+				CheckpointInterval:      cfg.State.CheckpointInterval,
+				ProcRoot:                cfg.Lineage.ProcRoot,
+				Retention:               cfg.Lineage.Retention,
+				RepairInterval:          cfg.Lineage.RepairInterval,
+				Sessions:                cfg.SessionsConfig(),
+				Enforcer:                ec,
+				Logger:                  log,
 			})
 			if err != nil {
 				return err

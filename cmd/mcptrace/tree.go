@@ -28,6 +28,7 @@ func newTreeCmd() *cobra.Command {
 		kernel     bool
 		noChain    bool
 		showSecret bool
+		raw        bool
 		width      int
 	)
 	cmd := &cobra.Command{
@@ -45,14 +46,23 @@ func newTreeCmd() *cobra.Command {
 
 Exited processes stay in the graph while something they created lives, and
 are shown as exited so the chain is never broken. Secrets in command lines
-are redacted, also in --json.`,
+are redacted, also in --json: the agent redacts them for every caller but
+root, and shows a user only the programs a process ran under that user's
+uid. Root may ask for raw command lines with --raw.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig(cmd)
 			if err != nil {
 				return err
 			}
+			if raw && os.Geteuid() != 0 {
+				return usageError{fmt.Errorf("--raw is for root: the agent redacts command lines for every other user")}
+			}
 			c := api.NewClient(cfg.API.Socket)
+			// Root's --show-secrets asks for raw argv too; for anyone else
+			// the agent redacts whatever is asked.
+			c.Raw = (raw || showSecret) && os.Geteuid() == 0
+			showSecret = showSecret || raw
 			ctx := cmd.Context()
 			var list api.ProcessList
 			var notes map[lineage.ID]string
@@ -127,7 +137,8 @@ are redacted, also in --json.`,
 	f.BoolVar(&asJSON, "json", false, "print the processes as JSON for machines")
 	f.BoolVar(&kernel, "kernel-threads", false, "include kernel threads")
 	f.BoolVar(&noChain, "no-chain", false, "show only each process's current program, not its exec chain")
-	f.BoolVar(&showSecret, "show-secrets", false, "do not redact command lines (they can hold tokens)")
+	f.BoolVar(&showSecret, "show-secrets", false, "do not redact command lines here (the agent redacts them for every user but root; root gets them raw)")
+	f.BoolVar(&raw, "raw", false, "root only: ask the agent for unredacted command lines (with --json; they can hold tokens)")
 	f.IntVar(&width, "width", 0, "line width (default: the terminal's, or 120)")
 	bindSocketFlag(cmd)
 	return cmd
