@@ -1,0 +1,100 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sessions"
+)
+
+// world is a synthetic node: a graph fed with events, a tracker on it and
+// a server answering from both, without a socket.
+type world struct {
+	t     testing.TB
+	g     *lineage.Graph
+	tr    *sessions.Tracker
+	s     *Server
+	clock uint64
+}
+
+const (
+	sec    = uint64(1e9)
+	nobody = 65534
+	other  = 1000
+)
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	g := lineage.New(lineage.Config{})
+	g.Seed([]lineage.Snapshot{{ID: lineage.ID{PID: 1}, Comm: "systemd", Filename: "/usr/lib/systemd/systemd", Argv: []string{"/sbin/init"}}}, 1)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w := &world{t: t, g: g, clock: sec}
+	tr, err := sessions.NewTracker(g, sessions.Config{Now: func() uint64 { return w.clock }}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.tr = tr
+	w.s = &Server{
+		Graph: g, Sessions: tr, Log: log,
+		Do: func(op sessions.Op) (sessions.Result, error) {
+			_, res, err := tr.Do(op)
+			return res, err
+		},
+		Now: func() uint64 { return w.clock },
+	}
+	return w
+}
+
+func (w *world) next() uint64 { w.clock += 7e6; return w.clock }
+
+func (w *world) observe(ev lineage.Event) {
+	w.g.Apply(ev)
+	w.tr.Observe(ev)
+}
+
+// spawn forks pid from creator as uid and execs argv in it.
+func (w *world) spawn(creator lineage.ID, pid, uid uint32, argv ...string) lineage.ID {
+	id := lineage.ID{PID: pid, Start: w.next()}
+	w.observe(lineage.Event{Kind: lineage.KindFork, Time: id.Start, Proc: id, Creator: creator, Parent: creator, UID: uid, Comm: "fork"})
+	if len(argv) > 0 {
+		w.exec(id, uid, argv...)
+	}
+	return id
+}
+
+// exec runs argv in p, now of uid.
+func (w *world) exec(p lineage.ID, uid uint32, argv ...string) {
+	w.observe(lineage.Event{Kind: lineage.KindExec, Time: w.next(), Proc: p, UID: uid, Comm: argv[0], Filename: "/usr/bin/" + argv[0], Argv: argv})
+}
+
+func (w *world) begin(root lineage.ID, id string) sessions.Session {
+	w.t.Helper()
+	s, err := w.tr.Begin(root, id, sessions.OriginAPI)
+	if err != nil {
+		w.t.Fatalf("begin %s: %v", id, err)
+	}
+	return s
+}
+
+// request sends a request through the server's handler as c (a caller
+// injected as the socket's peer would be) and returns status and body.
+func (w *world) request(c Caller, method, target, body string) (int, string) {
+	req := httptest.NewRequest(method, "http://mcptrace"+target, strings.NewReader(body))
+	req = req.WithContext(context.WithValue(req.Context(), callerKey{}, c))
+	rec := httptest.NewRecorder()
+	w.s.handler().ServeHTTP(rec, req)
+	// JSON escapes < and > in strings; tests look for <redacted>.
+	return rec.Code, strings.NewReplacer(`\u003c`, "<", `\u003e`, ">").Replace(rec.Body.String())
+}
+
+var init1 = lineage.ID{PID: 1}
+
+func callerOf(p lineage.ID, uid uint32) Caller { return Caller{PID: p.PID, UID: uid} }
+
+func statusOK(code int) bool { return code == http.StatusOK }

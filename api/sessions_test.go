@@ -1,0 +1,179 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// A session the caller may not act on answers exactly like one that does
+// not exist: same status, same body but for the ID asked, nothing about
+// its owner or root.
+func TestRefusedSessionAnswersLikeAMissingOne(t *testing.T) {
+	w := newWorld(t)
+	host := w.spawn(init1, 100, 0, "gateway")
+	w.begin(host, "victim")
+	attacker := w.spawn(init1, 200, nobody, "sh")
+	c := callerOf(attacker, nobody)
+	for _, tc := range []struct {
+		name, method, path, body string
+	}{
+		{"get", http.MethodGet, "/v1/sessions/%s", ""},
+		{"end", http.MethodPost, "/v1/sessions/%s/end", "{}"},
+		{"mark", http.MethodPost, "/v1/mark", `{"session":"%s"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ask := func(id string) (int, string) {
+				body := tc.body
+				if strings.Contains(body, "%s") {
+					body = fmt.Sprintf(body, id)
+				}
+				path := tc.path
+				if strings.Contains(path, "%s") {
+					path = fmt.Sprintf(path, id)
+				}
+				code, out := w.request(c, tc.method, path, body)
+				return code, strings.ReplaceAll(out, id, "ID")
+			}
+			code1, body1 := ask("victim")
+			code2, body2 := ask("nosuch")
+			if code1 != code2 || body1 != body2 {
+				t.Errorf("refused: %d %s\nmissing: %d %s", code1, body1, code2, body2)
+			}
+			for _, leak := range []string{"owner", "uid 0", "100", "root pid"} {
+				if strings.Contains(body1, leak) {
+					t.Errorf("refusal tells %q: %s", leak, body1)
+				}
+			}
+		})
+	}
+	if s, _ := w.tr.Get("victim"); s.State.String() != "active" {
+		t.Errorf("the victim's session ended: %+v", s)
+	}
+}
+
+// The owner of a session sees and counts only the members and kill
+// records of its own uid; root sees all of them.
+func TestSessionDetailShowsOnlyTheCallersMembersAndKills(t *testing.T) {
+	w := newWorld(t)
+	host := w.spawn(init1, 100, nobody, "agent")
+	w.begin(host, "mine")
+	own := w.spawn(host, 101, nobody, "node", "server.js")
+	helper := w.spawn(host, 102, nobody, "sudo", "apt-get")
+	w.exec(helper, 0, "apt-get", "upgrade", "--password=ROOTSECRET")
+	enf := &enforcer.Enforcer{}
+	enf.AddRecords([]enforcer.KillRecord{
+		{Session: "mine", Process: own, Comm: "node", Argv: []string{"node", "server.js"}, Result: enforcer.ResultKilled, At: time.Unix(1, 0)},
+		{Session: "mine", Process: helper, Comm: "apt-get", Argv: []string{"apt-get", "upgrade"}, Result: enforcer.ResultKilled, At: time.Unix(1, 0)},
+	})
+	w.s.Enforcer = enf
+	for _, tc := range []struct {
+		name          string
+		c             Caller
+		members, kill int
+		apt           bool
+	}{
+		{"owner", callerOf(host, nobody), 2, 1, false},
+		{"root", Caller{UID: 0}, 3, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := w.request(tc.c, http.MethodGet, "/v1/sessions/mine", "")
+			if code != http.StatusOK {
+				t.Fatalf("%d %s", code, body)
+			}
+			if want := fmt.Sprintf(`"members":%d,`, tc.members); !strings.Contains(body, want) {
+				t.Errorf("detail lacks %s: %s", want, body)
+			}
+			if want := fmt.Sprintf(`"killed":%d`, tc.kill); !strings.Contains(body, want) {
+				t.Errorf("detail lacks %s: %s", want, body)
+			}
+			if strings.Contains(body, "apt-get") != tc.apt {
+				t.Errorf("apt-get shown: %v, want %v: %s", !tc.apt, tc.apt, body)
+			}
+			if strings.Contains(body, "ROOTSECRET") {
+				t.Errorf("secret shown: %s", body)
+			}
+			_, list := w.request(tc.c, http.MethodGet, "/v1/sessions", "")
+			if want := fmt.Sprintf(`"members":%d,"alive":%d,"killed":%d`, tc.members, tc.members, tc.kill); !strings.Contains(list, want) {
+				t.Errorf("list lacks %s: %s", want, list)
+			}
+		})
+	}
+}
+
+// Argv is redacted by the server for every caller but root, whatever it
+// asks; a user sees only the images executed under its own uid (not the
+// root-run script before a setpriv, nor the image inherited from a root
+// creator); root gets raw argv only when it asks.
+func TestNonRootSeesRedactedArgvOfItsOwnImagesOnly(t *testing.T) {
+	w := newWorld(t)
+	p := w.spawn(init1, 300, 0, "sh", "-c", "mysql -uroot -pROOTSECRET db; exec setpriv --reuid 65534 app")
+	w.exec(p, 0, "setpriv", "--reuid", "65534", "app")
+	w.exec(p, nobody, "app", "--token=USERSECRET", "--verbose")
+	host := w.spawn(init1, 310, 0, "gateway", "--api-key=HOSTSECRET")
+	child := w.spawn(host, 311, 0) // runs the host's image, then drops to nobody
+	w.exec(child, nobody, "tool", "run")
+	for _, tc := range []struct {
+		name, query string
+		c           Caller
+		want, not   []string
+	}{
+		{"user", "", Caller{UID: nobody}, []string{`"app"`, "--token=<redacted>", `"tool"`},
+			[]string{"ROOTSECRET", "setpriv", "USERSECRET", "HOSTSECRET", "gateway", "mysql"}},
+		{"user asking raw", "?raw=1", Caller{UID: nobody}, []string{"--token=<redacted>"},
+			[]string{"ROOTSECRET", "setpriv", "USERSECRET", "HOSTSECRET"}},
+		{"root", "", Caller{UID: 0}, []string{"setpriv", "--token=<redacted>", "--api-key=<redacted>"},
+			[]string{"ROOTSECRET", "USERSECRET", "HOSTSECRET"}},
+		{"root asking raw", "?raw=1", Caller{UID: 0}, []string{"ROOTSECRET", "USERSECRET", "HOSTSECRET"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/processes", "/v1/tree/300", "/v1/ancestors/311"} {
+				code, body := w.request(tc.c, http.MethodGet, path+tc.query, "")
+				if code != http.StatusOK {
+					t.Fatalf("%s: %d %s", path, code, body)
+				}
+				if path != "/v1/processes" {
+					// Each of the other two answers shows one of the processes.
+					continue
+				}
+				for _, s := range tc.want {
+					if !strings.Contains(body, s) {
+						t.Errorf("%s lacks %q: %s", path, s, body)
+					}
+				}
+				for _, s := range tc.not {
+					if strings.Contains(body, s) {
+						t.Errorf("%s shows %q: %s", path, s, body)
+					}
+				}
+			}
+		})
+	}
+	// The graph itself keeps every image and its argv.
+	if got, _ := w.g.Get(p); len(got.Images) != 4 || got.Images[1].UID != 0 || got.Images[3].UID != nobody {
+		t.Errorf("graph images: %+v", got.Images)
+	}
+}
+
+// Bodies over the limit are refused as too large, on every endpoint that
+// reads one, and counted.
+func TestOversizedBodyIsRefusedAndCounted(t *testing.T) {
+	w := newWorld(t)
+	big := `{"session":"` + strings.Repeat("a", 2*maxBody) + `"}`
+	for i, path := range []string{"/v1/mark", "/v1/sessions"} {
+		code, body := w.request(Caller{UID: nobody}, http.MethodPost, path, big)
+		if code != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: %d %s, want 413", path, code, body)
+		}
+		if got := w.s.oversize.Load(); got != uint64(i+1) {
+			t.Errorf("%s: oversize counter %d, want %d", path, got, i+1)
+		}
+	}
+}
+
+var _ = lineage.ID{}

@@ -1,0 +1,351 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/internal/testenv"
+)
+
+// Helper processes: the test binary run again with API_TEST_HELPER.
+func TestMain(m *testing.M) {
+	switch os.Getenv("API_TEST_HELPER") {
+	case "connect":
+		helperConnect()
+	case "hold":
+		helperHold()
+	case "flood":
+		helperFlood()
+	}
+	os.Exit(m.Run())
+}
+
+// getOn sends GET path on c and returns "CODE body" on one line.
+func getOn(c net.Conn, br *bufio.Reader, path string) string {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: mcptrace\r\n\r\n", path); err != nil {
+		return "error " + err.Error()
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return strconv.Itoa(resp.StatusCode) + " " + strings.TrimSpace(string(b))
+}
+
+// helperConnect connects to the socket, starts a "hold" child that
+// inherits the connection, says "ready" and waits to be killed.
+func helperConnect() {
+	c, err := net.Dial("unix", os.Getenv("API_TEST_SOCKET"))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	f, _ := c.(*net.UnixConn).File()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "API_TEST_HELPER=hold")
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	select {}
+}
+
+// helperHold sends GET /v1/status on the inherited connection (fd 3) for
+// every line read, printing the answer.
+func helperHold() {
+	c, err := net.FileConn(os.NewFile(3, "conn"))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	br := bufio.NewReader(c)
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		fmt.Println(getOn(c, br, "/v1/status"))
+	}
+	os.Exit(0)
+}
+
+// helperFlood opens API_TEST_N connections, sends one request on each and
+// prints how many were answered 200 and how many refused, then holds them until stdin
+// closes.
+func helperFlood() {
+	n, _ := strconv.Atoi(os.Getenv("API_TEST_N"))
+	var ok, busy int
+	var conns []net.Conn
+	for i := 0; i < n; i++ {
+		c, err := net.Dial("unix", os.Getenv("API_TEST_SOCKET"))
+		if err != nil {
+			continue
+		}
+		conns = append(conns, c)
+		// A refused connection is answered 503 and closed at once: the
+		// request may not even be written.
+		if strings.HasPrefix(getOn(c, bufio.NewReader(c), "/v1/status"), "200 ") {
+			ok++
+		} else {
+			busy++
+		}
+	}
+	fmt.Println(ok, busy)
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// serveSocket runs s on a private socket every uid may reach until the
+// test ends.
+func serveSocket(t *testing.T, s *Server) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcptrace-api-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "api.sock")
+	l, err := Listen(sock, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return sock
+}
+
+// selfAs returns a copy of the test binary that uid may execute (the
+// build directory is private to root).
+func selfAs(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "mcptrace-api-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "api.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// reusePID starts `sleep` processes until one gets pid (ns_last_pid),
+// and returns it; the test fails when the pid cannot be had.
+func reusePID(t *testing.T, pid int) *exec.Cmd {
+	t.Helper()
+	for try := 0; try < 200; try++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Fatalf("set ns_last_pid: %v", err)
+		}
+		cmd := exec.Command("/bin/sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == pid {
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			return cmd
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	t.Fatalf("could not get pid %d for a new process in 200 tries", pid)
+	return nil
+}
+
+// A connection whose connecting process exited (a zombie, reaped, or its
+// pid reused by a new process of the same uid) acts for nobody: every
+// request on it is refused, though it was answered while the process ran.
+func testHeldConnectionActsForNobody(t *testing.T, noPIDFD bool) {
+	testenv.Root(t)
+	for _, stage := range []string{"zombie", "reaped", "pid reused"} {
+		t.Run(stage, func(t *testing.T) {
+			w := newWorld(t)
+			w.s.noPIDFD = noPIDFD
+			w.s.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			sock := serveSocket(t, w.s)
+			a := exec.Command(os.Args[0], "-test.run=^$")
+			a.Env = append(os.Environ(), "API_TEST_HELPER=connect", "API_TEST_SOCKET="+sock)
+			in, _ := a.StdinPipe()
+			out, _ := a.StdoutPipe()
+			a.Stderr = os.Stderr
+			if err := a.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(out)
+			line := func() string {
+				if !sc.Scan() {
+					t.Fatalf("helper said nothing: %v", sc.Err())
+				}
+				return sc.Text()
+			}
+			// The holder exits when its stdin closes.
+			t.Cleanup(func() {
+				in.Close()
+				a.Process.Kill()
+				a.Wait()
+			})
+			if l := line(); l != "ready" {
+				t.Fatalf("helper: %s", l)
+			}
+			fmt.Fprintln(in, "go")
+			if l := line(); !strings.HasPrefix(l, "200 ") {
+				t.Fatalf("while the connecting process runs: %s, want 200", l)
+			}
+			a.Process.Kill()
+			waitZombie(t, a.Process.Pid)
+			if stage != "zombie" {
+				// Reap it without closing the pipes to the holder.
+				var ws syscall.WaitStatus
+				if _, err := syscall.Wait4(a.Process.Pid, &ws, 0, nil); err != nil {
+					t.Fatalf("reap: %v", err)
+				}
+			}
+			if stage == "pid reused" {
+				reusePID(t, a.Process.Pid)
+			}
+			before := w.s.gone.Load()
+			fmt.Fprintln(in, "go")
+			if l := line(); !strings.HasPrefix(l, "403 ") || !strings.Contains(l, "exited or changed") {
+				t.Fatalf("after the connecting process exited (%s): %s, want 403", stage, l)
+			}
+			if w.s.gone.Load() != before+1 {
+				t.Errorf("refusal not counted")
+			}
+		})
+	}
+}
+
+func waitZombie(t *testing.T, pid int) {
+	t.Helper()
+	testenv.Eventually(t, "connecting process is a zombie", func() (bool, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := strings.LastIndexByte(string(b), ')')
+		return err == nil && i > 0 && strings.HasPrefix(string(b[i+1:]), " Z"), string(b)
+	})
+}
+
+func TestHeldConnectionActsForNobodyWithPIDFD(t *testing.T) {
+	if !peerPIDFDSupported() {
+		testenv.Missing(t, "SO_PEERPIDFD", "the kernel binds a socket's peer to a pidfd from Linux 6.5")
+	}
+	testHeldConnectionActsForNobody(t, false)
+}
+
+// The fallback (start time read at accept, checked at each request) runs
+// on every kernel.
+func TestHeldConnectionActsForNobodyByStartTime(t *testing.T) {
+	testHeldConnectionActsForNobody(t, true)
+}
+
+// One uid cannot hold more than its share of connections, all non-root
+// users together not more than the total; the refusals are counted, the
+// agent's file descriptors stay bounded and root still gets through.
+func TestConnectionFloodIsCappedPerUIDAndInTotal(t *testing.T) {
+	testenv.Root(t)
+	w := newWorld(t)
+	w.s.MaxConnections, w.s.MaxConnectionsPerUID = 24, 16
+	sock := serveSocket(t, w.s)
+	bin := selfAs(t)
+	fdsBefore := countFDs(t)
+	flood := func(uid uint32, n int) (ok, busy int) {
+		cmd := exec.Command(bin, "-test.run=^$")
+		cmd.Env = append(os.Environ(), "API_TEST_HELPER=flood", "API_TEST_SOCKET="+sock, "API_TEST_N="+strconv.Itoa(n))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Close(); cmd.Wait() })
+		sc := bufio.NewScanner(out)
+		if !sc.Scan() {
+			t.Fatalf("flood as uid %d said nothing", uid)
+		}
+		if _, err := fmt.Sscan(sc.Text(), &ok, &busy); err != nil {
+			t.Fatalf("flood as uid %d: %q", uid, sc.Text())
+		}
+		return ok, busy
+	}
+	if ok, busy := flood(nobody, 40); ok != 16 || busy != 24 {
+		t.Errorf("uid %d: %d answered, %d refused; want 16, 24", nobody, ok, busy)
+	}
+	if ok, busy := flood(other, 16); ok != 8 || busy != 8 {
+		t.Errorf("uid %d: %d answered, %d refused; want 8, 8 (total cap 24)", other, ok, busy)
+	}
+	st := w.s.apiStatus()
+	if st.Connections != 24 || st.RefusedUIDCap != 24 || st.RefusedTotalCap != 8 {
+		t.Errorf("status %+v, want 24 open, 24 refused over the uid cap, 8 over the total", st)
+	}
+	// Each admitted connection holds at most two descriptors here.
+	if fds := countFDs(t); fds > fdsBefore+2*24+8 {
+		t.Errorf("agent holds %d descriptors, %d before the flood", fds, fdsBefore)
+	}
+	c := NewClient(sock)
+	if _, err := c.Status(context.Background()); err != nil {
+		t.Errorf("root refused during the flood: %v", err)
+	}
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// Headers over the limit are refused before any handler runs.
+func TestOversizedHeaderIsRefused(t *testing.T) {
+	testenv.Root(t)
+	w := newWorld(t)
+	sock := serveSocket(t, w.s)
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET /v1/status HTTP/1.1\r\nHost: mcptrace\r\nX-Junk: %s\r\n\r\n", strings.Repeat("j", 64<<10))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("status %d, want 431", resp.StatusCode)
+	}
+}
