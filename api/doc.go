@@ -3,11 +3,21 @@
 //
 // Every request is authorized from the caller's peer credentials
 // (SO_PEERCRED), read by the server from the connection itself, not from
-// anything the client says. Root (uid 0) sees the whole node; any other
-// user sees only processes of their own uid, because the argv of other
-// users' processes can hold secrets. The socket file is therefore
-// world-connectable (mode 0666 by default): the file mode only decides who
-// may ask, the peer credentials decide what each caller may see.
+// anything the client says. A connection is bound at accept to the process
+// that opened it (a pidfd from SO_PEERPIDFD on Linux 6.5+, else its start
+// time) and every request on it is refused once that process exited, its
+// pid was reused or its uid changed. Root (uid 0) sees the whole node; any
+// other user sees only processes of their own uid, only the images they
+// executed under that uid, and argv redacted (package redact) — root gets
+// raw argv only when it asks (?raw=1). A session another user may not see
+// or end answers exactly like a session that does not exist. The socket
+// file is therefore world-connectable (mode 0666 by default): the file mode
+// only decides who may ask, the peer credentials decide what each caller
+// may see.
 //
-// The package does not render anything for people; see package treeview.
+// Connections of non-root users are capped per uid and in total, headers
+// and bodies are bounded, and FDReserve descriptors stay free for the
+// enforcer. The package does not rate-limit requests on an admitted
+// connection, and does not render anything for people; see package
+// treeview.
 package api

@@ -251,10 +251,12 @@ func testHeldConnectionActsForNobody(t *testing.T, noPIDFD bool) {
 
 func waitZombie(t *testing.T, pid int) {
 	t.Helper()
+	// Every thread gone, only the leader's exit status left.
 	testenv.Eventually(t, "connecting process is a zombie", func() (bool, string) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		i := strings.LastIndexByte(string(b), ')')
-		return err == nil && i > 0 && strings.HasPrefix(string(b[i+1:]), " Z"), string(b)
+		stat, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		status, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		_, err := parsePeer(stat, status)
+		return err1 == nil && err2 == nil && err == errPeerGone, string(stat)
 	})
 }
 

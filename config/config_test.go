@@ -167,7 +167,7 @@ func TestLoadRejects(t *testing.T) {
 		{"unknown key", "lineage:\n  retention: 1m\n  retension: 2m\n", nil, nil,
 			[]string{"unknown key lineage.retension", "did you mean lineage.retention?"}},
 		{"unknown section", "sessions:\n  idle: 1m\n", nil, nil, []string{"unknown key sessions.idle"}},
-		{"value for a section", "api: /run/x.sock\n", nil, nil, []string{"api is a section (api.socket, api.socket-mode)"}},
+		{"value for a section", "api: /run/x.sock\n", nil, nil, []string{"api is a section (api.socket, api.socket-mode, api.max-connections, api.max-connections-per-uid)"}},
 		{"snake case key", "bpf:\n  ring_buffer_size: 4096\n", nil, nil, []string{"unknown key bpf.ring_buffer_size", "did you mean bpf.ring-buffer-size?"}},
 		{"ring buffer not a power of two", "bpf:\n  ring-buffer-size: 1000000\n", nil, nil,
 			[]string{"bpf.ring-buffer-size (", "must be a power of two multiple of the page size", "got 1000000"}},
@@ -277,25 +277,27 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 	fs := flagSet(t)
 	want := map[string]string{
-		"api.socket":                "/run/mcptrace/mcptrace.sock",
-		"api.socket-mode":           "0666",
-		"bpf.ring-buffer-size":      "8388608",
-		"bpf.bpffs":                 "/sys/fs/bpf",
-		"bpf.tracefs":               "/sys/kernel/tracing",
-		"bpf.pin-dir":               "/sys/fs/bpf/mcptrace",
-		"state.dir":                 "/run/mcptrace/state",
-		"state.checkpoint-interval": "30s",
-		"lineage.retention":         "5m0s",
-		"lineage.proc-root":         "/proc",
-		"lineage.repair-interval":   "1s",
-		"log.level":                 "info",
-		"log.format":                "text",
-		"sessions.default-rules":    "true",
-		"sessions.retention":        "15m0s",
-		"sessions.within-pid":       "0",
-		"enforcer.mode":             "enforce",
-		"enforcer.policy":           "graceful",
-		"enforcer.grace-period":     "2s",
+		"api.socket":                  "/run/mcptrace/mcptrace.sock",
+		"api.socket-mode":             "0666",
+		"api.max-connections":         "128",
+		"api.max-connections-per-uid": "16",
+		"bpf.ring-buffer-size":        "8388608",
+		"bpf.bpffs":                   "/sys/fs/bpf",
+		"bpf.tracefs":                 "/sys/kernel/tracing",
+		"bpf.pin-dir":                 "/sys/fs/bpf/mcptrace",
+		"state.dir":                   "/run/mcptrace/state",
+		"state.checkpoint-interval":   "30s",
+		"lineage.retention":           "5m0s",
+		"lineage.proc-root":           "/proc",
+		"lineage.repair-interval":     "1s",
+		"log.level":                   "info",
+		"log.format":                  "text",
+		"sessions.default-rules":      "true",
+		"sessions.retention":          "15m0s",
+		"sessions.within-pid":         "0",
+		"enforcer.mode":               "enforce",
+		"enforcer.policy":             "graceful",
+		"enforcer.grace-period":       "2s",
 	}
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -398,5 +400,25 @@ func TestLoadRejectsBadRuleLists(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestAPIConnectionCapsAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		total, perUID int
+		bad           string
+	}{
+		{128, 16, ""},
+		{0, 16, "api.max-connections"},
+		{maxAPIConnections + 1, 16, "api.max-connections"},
+		{128, 0, "api.max-connections-per-uid"},
+		{8, 16, "api.max-connections-per-uid"},
+	} {
+		c := Default()
+		c.API.MaxConnections, c.API.MaxConnectionsPerUID = tc.total, tc.perUID
+		err := c.Validate()
+		if tc.bad == "" && err != nil || tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad+": ")) {
+			t.Errorf("total %d per uid %d: %v, want error naming %q", tc.total, tc.perUID, err, tc.bad)
+		}
 	}
 }
