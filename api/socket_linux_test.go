@@ -65,7 +65,8 @@ func helperConnect() {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	select {}
+	time.Sleep(time.Hour) // until killed (select{} is a deadlock to the runtime)
+	os.Exit(0)
 }
 
 // helperHold sends GET /v1/status on the inherited connection (fd 3) for
