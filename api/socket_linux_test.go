@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcptrace/mcptrace/internal/testenv"
 )
 
@@ -261,11 +263,25 @@ func waitZombie(t *testing.T, pid int) {
 	})
 }
 
-func TestHeldConnectionActsForNobodyWithPIDFD(t *testing.T) {
-	if !peerPIDFDSupported() {
-		testenv.Missing(t, "SO_PEERPIDFD", "the kernel binds a socket's peer to a pidfd from Linux 6.5")
+// The binding the kernel offers (a pidfd from Linux 6.5, the start time
+// before) is the one the server uses, and a held connection acts for
+// nobody with it. Runs on every kernel of the matrix: on 6.5+ a missing
+// SO_PEERPIDFD fails the test, before 6.5 a present one does.
+func TestHeldConnectionActsForNobodyWithTheKernelsBinding(t *testing.T) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
 	}
-	testHeldConnectionActsForNobody(t, false)
+	release := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("kernel release %q: %v", release, err)
+	}
+	want := major > 6 || major == 6 && minor >= 5
+	if got := peerPIDFDSupported(); got != want {
+		t.Fatalf("kernel %s: SO_PEERPIDFD supported = %v, want %v (Linux 6.5 added it)", release, got, want)
+	}
+	testHeldConnectionActsForNobody(t, !want)
 }
 
 // The fallback (start time read at accept, checked at each request) runs
