@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/sessions"
@@ -51,6 +52,7 @@ type Server struct {
 	noPIDFD bool
 
 	http     *http.Server
+	logs     *ratelog.Limiter // what callers can make the agent log, per uid
 	adm      admission
 	pidfd    bool   // peers are bound by pidfd
 	fdLimit  uint64 // RLIMIT_NOFILE
@@ -122,6 +124,17 @@ func (s *Server) handler() http.Handler {
 	return http.MaxBytesHandler(s.authenticate(mux), maxBody)
 }
 
+// What a caller can make the API log (refusals, begins): a burst of
+// logBurst lines per uid, then one per logEvery, the rest counted into the
+// next line; at most logKeys uids are remembered.
+const (
+	logBurst = 5
+	logEvery = 10 * time.Second
+	logKeys  = 1024
+)
+
+func uidKey(uid uint32) string { return "uid " + strconv.FormatUint(uint64(uid), 10) }
+
 // Serve answers requests on l until ctx ends.
 //
 // Every accepted connection is bound to the process that opened it (see
@@ -131,6 +144,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
+	s.logs = ratelog.New(logBurst, logEvery, logKeys)
 	if s.Now == nil {
 		s.Now = func() uint64 { return 0 }
 	}
@@ -209,7 +223,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if c.peer != nil {
 			if err := c.peer.verify(); err != nil {
 				s.gone.Add(1)
-				s.Log.Warn("request refused: the connection's process is gone", "peer_pid", c.PID, "peer_uid", c.UID)
+				s.logs.Log(s.Log, slog.LevelWarn, uidKey(c.UID), "request refused: the connection's process is gone", "peer_pid", c.PID, "peer_uid", c.UID)
 				w.Header().Set("Connection", "close")
 				writeError(w, http.StatusForbidden, err.Error()+"; open a new connection")
 				return

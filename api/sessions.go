@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sessions"
@@ -259,7 +261,7 @@ func (s *Server) callerNode(r *http.Request, c Caller) (lineage.Process, bool) {
 		err := s.Sync(ctx)
 		cancel()
 		if err != nil {
-			s.Log.Warn("could not catch up with the kernel's events before resolving a caller", "caller_pid", c.PID, "err", err)
+			s.logs.Log(s.Log, slog.LevelWarn, "sync", "could not catch up with the kernel's events before resolving a caller", "caller_pid", c.PID, "err", err)
 		}
 	}
 	// The process that connected: alive, started before the connection
@@ -303,7 +305,7 @@ func (s *Server) handleBegin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), fmt.Sprintf("begin session for %d: %v", req.PID, err))
 		return
 	}
-	s.Log.Info("session begun through the API", "session", res.Session.ID, "root", p.ID.PID, "caller_uid", c.UID)
+	s.logs.Log(s.Log, slog.LevelInfo, uidKey(c.UID), "session begun through the API", "session", ratelog.Field(res.Session.ID), "root", p.ID.PID, "caller_uid", c.UID)
 	writeJSON(w, http.StatusOK, res.Session)
 }
 
@@ -323,7 +325,7 @@ func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Do(sessions.Op{Kind: sessions.OpMark, Caller: caller.ID, UID: c.UID, Session: req.Session})
 	if err != nil {
-		s.Log.Warn("destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", req.Session, "err", err)
+		s.logs.Log(s.Log, slog.LevelWarn, uidKey(c.UID), "destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(req.Session), "err", ratelog.Field(err.Error()))
 		s.refuse(w, req.Session, err)
 		return
 	}
@@ -343,7 +345,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Do(sessions.Op{Kind: sessions.OpEnd, Caller: caller.ID, UID: c.UID, Session: r.PathValue("id")})
 	if err != nil {
-		s.Log.Warn("session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", r.PathValue("id"), "err", err)
+		s.logs.Log(s.Log, slog.LevelWarn, uidKey(c.UID), "session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(r.PathValue("id")), "err", ratelog.Field(err.Error()))
 		s.refuse(w, r.PathValue("id"), err)
 		return
 	}
