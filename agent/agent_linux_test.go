@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 	switch os.Getenv("AGENT_TEST_HELPER") {
 	case "threads-exec":
 		agenttest.ThreadsThenExec()
+	case "api-flood":
+		floodHelper()
 	case "own-pgroup":
 		// A member that moved to its own process group.
 		syscall.Setpgid(0, 0)
