@@ -335,9 +335,9 @@ func TestSparedProgramExecdByAMemberLives(t *testing.T) {
 		}
 		before, _ := doom.DoomKills()
 		io.WriteString(in, "go\n")
-		testenv.Eventually(t, "the member to exec tail", func() (bool, string) {
+		testenv.Eventually(t, "the member to exec tail (or die)", func() (bool, string) {
 			st, err := readStat(member.id.PID)
-			return err == nil && st.comm == "tail", st.comm
+			return !member.alive() || err == nil && st.comm == "tail", st.comm
 		})
 		time.Sleep(100 * time.Millisecond)
 		if !member.alive() {
