@@ -354,3 +354,27 @@ func TestSparedProgramExecdByAMemberLives(t *testing.T) {
 		}
 	})
 }
+
+func TestInterruptedEndingDoomsItsLiveMembers(t *testing.T) {
+	r := newRig(t)
+	stubborn := r.start("sh", "-c", ignoreTERM)
+	time.Sleep(100 * time.Millisecond)
+	seq := 0
+	doom := newFakeDoomer(&seq)
+	e := New(Config{Policy: PolicyGraceful, Grace: time.Minute}, doom, testLogger(t))
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	rep := e.End(ctx, Ending{Session: "s1", Reason: "root exited", Members: r.tree(stubborn.id)})
+	if !rep.Interrupted {
+		t.Fatalf("report %+v, want interrupted", summary(rep))
+	}
+	if _, ok := doom.doom[stubborn.id]; !ok {
+		t.Error("the live member of an interrupted ending was left undoomed: nothing holds it until an agent resumes")
+	}
+	if doom.undoom[stubborn.id] != 0 {
+		t.Error("the live member was undoomed")
+	}
+	if !stubborn.alive() {
+		t.Error("the member was killed before its grace ended")
+	}
+}

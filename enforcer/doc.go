@@ -49,10 +49,13 @@
 // entries on exit, so this is only a safety net) and leaves survivors
 // doomed: they are still members. Doom applies only to processes that
 // would be signalled, never to spared or refused ones, and never in audit
-// mode. New hands the spare rules to the Doomer (ExecSparer) so that a
-// doomed process exec'ing a program a rule may protect leaves doom alive
-// instead of being killed; a Doomer that cannot take them is not used
-// when spare rules exist.
+// mode. An End interrupted by its context (the agent stopping) dooms its
+// live members before it returns: no agent will be there when the grace
+// ends, and the kernel holds them until one resumes the ending. New
+// hands the spare rules to the Doomer (ExecSparer) so that a doomed
+// process exec'ing a program a rule may protect leaves doom alive instead
+// of being killed; a Doomer that cannot take them is not used when spare
+// rules exist.
 //
 // Before every signal a target is judged again as it is now: a spare
 // rule may match a program it exec'd since (the graph's latest image or

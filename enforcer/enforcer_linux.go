@@ -748,6 +748,19 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 	}
 	// Gave up: whatever is not provably dead survives.
 	s.reap()
+	if r.Interrupted {
+		// The agent is stopping and will not be here when the grace
+		// ends: the SIGKILL phase's doom starts now, so the kernel holds
+		// the members (a fork or exec kills them) until an agent resumes
+		// the ending.
+		var live []*target
+		for _, t := range s.order {
+			if t.alive() {
+				live = append(live, t)
+			}
+		}
+		s.doomAll(live)
+	}
 	for _, t := range s.order {
 		if t.state == stDone {
 			continue
