@@ -36,6 +36,28 @@ type Status struct {
 	State StateStatus `json:"state"`
 	// Start says what the last start found and did.
 	Start StartStatus `json:"start"`
+	// Enforcer counts what the enforcer did, since the saved state began.
+	Enforcer EnforcerStatus `json:"enforcer"`
+}
+
+// EnforcerStatus are the enforcer's counters (enforcer.Stats) and the
+// kernel's doom counters.
+type EnforcerStatus struct {
+	Endings uint64 `json:"endings_total"`
+	Killed  uint64 `json:"killed_total"`
+	Spared  uint64 `json:"spared_total"`
+	// SparedPrivilege counts members spared because the session's owner
+	// (not root) could not signal them itself; they are in Spared too.
+	SparedPrivilege uint64 `json:"spared_privilege_boundary_total"`
+	Refused         uint64 `json:"refused_total"`
+	Failed          uint64 `json:"failed_total"`
+	Survivors       uint64 `json:"survivors_total"`
+	Escalated       uint64 `json:"escalated_total"`
+	DoomErrors      uint64 `json:"doom_errors_total"`
+	// DoomSparedExecs counts doomed processes that exec'd a program a
+	// spare rule may protect and left doom alive (kernel counter, summed
+	// over the pin sets the agent reads).
+	DoomSparedExecs uint64 `json:"doom_spared_execs_total"`
 }
 
 // StateStatus describes the saved state (the agent's state.dir).
