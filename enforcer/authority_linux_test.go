@@ -107,6 +107,26 @@ func waitUIDs(t *testing.T, pid uint32, comm string, want procfs.UIDs) {
 	})
 }
 
+// startTrapped starts sh -c script args... and returns once the script
+// has said "ready" (after installing its traps: a slow guest may take
+// longer than any fixed sleep).
+func (r *rig) startTrapped(script string, args ...string) *proc {
+	r.t.Helper()
+	cmd := exec.Command("sh", append([]string{"-c", script}, args...)...)
+	out, w, err := os.Pipe()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout = w
+	p := r.startCmd(cmd)
+	w.Close()
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		r.t.Fatalf("the member said %q (%v), want ready", line, err)
+	}
+	return p
+}
+
 // otherUID is a non-root uid no account uses, for a member of another
 // user than the session's owner.
 const otherUID = 42424
@@ -264,9 +284,8 @@ func TestSIGTERMTrapThatForksFinishesItsCleanupWithinTheGrace(t *testing.T) {
 	done := filepath.Join(t.TempDir(), "DONE")
 	// The trap forks (sleep, touch) during the grace: with doom before
 	// SIGTERM the kernel killed the shell at its first fork.
-	member := r.start("sh", "-c", `trap 'sleep 0.2; touch "$0"; exit 0' TERM; while :; do sleep 0.05; done`, done)
-	time.Sleep(100 * time.Millisecond)
-	const grace = 2 * time.Second
+	member := r.startTrapped(`trap 'sleep 0.2; touch "$0"; exit 0' TERM; echo ready; exec >/dev/null; while :; do sleep 0.05; done`, done)
+	grace := testenv.Bound(2 * time.Second)
 	e := New(Config{Policy: PolicyGraceful, Grace: grace}, doom, testLogger(t))
 	rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: r.tree(member.id)})
 	if !rep.Empty || rep.Survivors != 0 {
@@ -290,9 +309,8 @@ func TestSparedProgramExecdByAMemberLives(t *testing.T) {
 	t.Run("exec'd in the SIGTERM handler", func(t *testing.T) {
 		r := newRig(t)
 		doom := realDoomer(t)
-		member := r.start("sh", "-c", `trap 'exec tail -f /dev/null' TERM; while :; do sleep 0.05; done`)
-		time.Sleep(100 * time.Millisecond)
-		e := New(Config{Policy: PolicyGraceful, Grace: 500 * time.Millisecond, Spare: spare}, doom, testLogger(t))
+		member := r.startTrapped(`trap 'exec tail -f /dev/null' TERM; echo ready; exec >/dev/null; while :; do sleep 0.05; done`)
+		e := New(Config{Policy: PolicyGraceful, Grace: testenv.Bound(time.Second), Spare: spare}, doom, testLogger(t))
 		rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: r.tree(member.id)})
 		if !rep.Empty || rep.Survivors != 0 {
 			t.Fatalf("report %+v", summary(rep))
