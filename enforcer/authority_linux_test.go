@@ -227,6 +227,46 @@ func uids(real, eff, saved, fs uint32) procfs.UIDs {
 	return procfs.UIDs{Real: real, Effective: eff, Saved: saved, FS: fs}
 }
 
+func TestMemberThatBecomesRootDuringTheGraceIsSpared(t *testing.T) {
+	const owner = 65534
+	helper := installSetuidHelper(t)
+	r := newRig(t)
+	// A member of the owner's session that, on SIGTERM, execs the
+	// setuid-root helper: at the SIGKILL phase it is root's process.
+	cmd := asUID(exec.Command("sh", "-c", `trap 'exec "$0"' TERM; echo ready; exec >/dev/null; while :; do sleep 0.05; done`, helper), owner)
+	cmd.Env = append(os.Environ(), setuidHelperVar+"=1")
+	out, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout = w
+	member := r.startCmd(cmd)
+	w.Close()
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("member said %q", line)
+	}
+	seq := 0
+	doom := newFakeDoomer(&seq)
+	e := New(Config{Policy: PolicyGraceful, Grace: testenv.Bound(time.Second)}, doom, testLogger(t))
+	rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Owner: owner, Members: r.tree(member.id)})
+	if !rep.Empty || rep.Survivors != 0 {
+		t.Fatalf("report %+v", summary(rep))
+	}
+	time.Sleep(50 * time.Millisecond)
+	if !member.alive() {
+		t.Fatalf("the member that became root's process was killed (%v)", member.exitSignal(t))
+	}
+	waitUIDs(t, member.id.PID, "sleep", procfs.UIDs{})
+	rec := recordOf(t, rep, member.id)
+	if !strings.HasPrefix(rec.Result, ResultSparedPrivilege+": ") || rec.Signal != "SIGTERM" {
+		t.Errorf("record %+v, want SIGTERM then %s", rec, ResultSparedPrivilege)
+	}
+	if _, ok := doom.doom[member.id]; ok {
+		t.Error("the member beyond the owner's reach was doomed")
+	}
+}
+
 func TestMayKillFollowsKill2(t *testing.T) {
 	cases := []struct {
 		name  string

@@ -787,13 +787,25 @@ func (s *sweep) signalLast(graceEnd time.Time) {
 	s.kill(batch)
 }
 
-// kill is the SIGKILL phase of ts: every live one is doomed first, then
-// each is sent SIGKILL (after the checks of signal, which undoom what
-// turned out spared). Doom starts here and nowhere else, so under the
-// graceful policy a member is free to fork or exec during its grace.
+// kill is the SIGKILL phase of ts: every live one the owner may still
+// signal is doomed first, then each is sent SIGKILL (after the checks of
+// signal, which undoom what turned out spared). Doom starts here (and for
+// an End interrupted mid-grace, as it returns), so under the graceful
+// policy a member is free to fork or exec during its grace.
 func (s *sweep) kill(ts []*target) {
 	if len(ts) == 0 {
 		return
+	}
+	// What moved out of the owner's reach (a setuid exec during the
+	// grace) is spared before it could be doomed; errors are left to
+	// signal's own check.
+	for _, t := range ts {
+		if !t.alive() {
+			continue
+		}
+		if why, err := s.boundary(t.p.ID.PID); err == nil && why != "" && !pidfdDead(t.fd) {
+			s.decide(t, why, false, "when", "at signal time")
+		}
 	}
 	s.doomAll(ts)
 	for _, t := range ts {
