@@ -65,7 +65,7 @@ func (a *Agent) start(act sessions.Action) {
 	a.ending.Add(1)
 	a.mu.Unlock()
 	s := act.End
-	en := enforcer.Ending{Session: s.ID, Generation: act.Generation, EndedAt: s.EndedAt, Reason: s.EndReason}
+	en := enforcer.Ending{Session: s.ID, Generation: act.Generation, EndedAt: s.EndedAt, Reason: s.EndReason, Owner: s.Owner}
 	if act.Generation != 0 {
 		cutoff := act.Cutoff
 		en.EndedAt, en.Reason = cutoff, "marker"

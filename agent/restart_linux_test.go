@@ -365,14 +365,24 @@ func TestUnusableStateGivesAWarningAndARunningAgent(t *testing.T) {
 
 // TestDoomKillsAForkLoopWhileTheAgentIsDown: (f) of the durable-sessions
 // issue. A member of an ended session that ignores SIGTERM starts forking
-// in a loop only once the agent is gone: the doomed map, pinned with the
-// programs, kills it and its children in the kernel, and the restarted
-// agent finishes the ending with no survivor.
+// in a loop only once the agent is gone. Doom starts at the SIGKILL phase
+// (issue 9), so during the grace the member is not doomed; an agent that
+// stops by SIGTERM dooms it on its way out (it will not be there when the
+// grace ends), and the doomed map, pinned with the programs, kills it in
+// the kernel. An agent stopped by SIGKILL cannot: the member runs until
+// the restarted agent resumes the ending. Either way the restarted agent
+// finishes the ending with no survivor.
 func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
 	for _, sig := range stopSignals {
 		t.Run(sig.String(), func(t *testing.T) {
-			// A long grace: the ending is still under way when the agent stops.
-			ag := agenttest.StartProcess(t, "--enforcer.grace-period=60s")
+			// A grace long enough that the ending is still under way when
+			// the agent stops; after a SIGKILL the resumed ending waits a
+			// grace again, so keep that one short.
+			grace := "60s"
+			if sig == syscall.SIGKILL {
+				grace = "3s"
+			}
+			ag := agenttest.StartProcess(t, "--enforcer.grace-period="+grace)
 			env := fmt.Sprintf("MCPTRACE_DOOM_TEST=%d-%v", os.Getpid(), sig)
 			fifo := filepath.Join(t.TempDir(), "go")
 			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -411,15 +421,25 @@ func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
 			})
 			cmd.Process.Kill() // the root exits: the session ends
 			cmd.Wait()
-			testenv.Eventually(t, "the member doomed in the kernel's pinned map", func() (bool, string) {
-				return pinnedDoomed(t, ag.PinDir, member.PID), "not in any pinned doomed map"
+			testenv.Eventually(t, "the ending under way", func() (bool, string) {
+				d, err := ag.Client().Session(context.Background(), "f")
+				return err == nil && d.Session.State != sessions.Active, fmt.Sprint(err)
 			})
+			time.Sleep(300 * time.Millisecond)
+			if pinnedDoomed(t, ag.PinDir, member.PID) {
+				t.Fatal("the member was doomed during its SIGTERM grace")
+			}
 			ag.Stop(sig)
 			// The agent is down: the member starts forking now.
 			go os.WriteFile(fifo, []byte("go\n"), 0)
-			testenv.Eventually(t, "the forking member killed by the kernel while no agent runs", func() (bool, string) {
-				return !member.Alive(), member.String()
-			})
+			if sig == syscall.SIGTERM {
+				if !pinnedDoomed(t, ag.PinDir, member.PID) && member.Alive() {
+					t.Fatal("the agent stopped mid-grace without dooming the member")
+				}
+				testenv.Eventually(t, "the forking member killed by the kernel while no agent runs", func() (bool, string) {
+					return !member.Alive(), member.String()
+				})
+			}
 			time.Sleep(200 * time.Millisecond)
 			ag.Start()
 			testenv.Eventually(t, "no survivor after the restart", func() (bool, string) {

@@ -382,6 +382,9 @@ echo ready; read line`)
 		}
 		killed += rep.Killed
 	}
+	if st := a.Status().Enforcer; st.Killed < uint64(killed) || st.Endings < uint64(trials) || st.Survivors != 0 {
+		t.Errorf("status enforcer counters %+v, want at least %d endings and %d killed, no survivor", st, trials, killed)
+	}
 	t.Logf("%d trials, 0 survivors, %d processes killed", trials, killed)
 }
 

@@ -50,6 +50,18 @@ func (a *Agent) Status() api.Status {
 	for _, p := range b.problems {
 		st.Start.Problems = append(st.Start.Problems, p.What)
 	}
+	if a.enf != nil {
+		es := a.enf.Stats()
+		st.Enforcer = api.EnforcerStatus{
+			Endings: es.Sessions, Killed: es.Killed, Spared: es.Spared, SparedPrivilege: es.SparedPrivilege,
+			Refused: es.Refused, Failed: es.Failed, Survivors: es.Survivors, Escalated: es.Escalated, DoomErrors: es.DoomErrors,
+		}
+	}
+	if a.sensor != nil {
+		if dk, err := a.sensor.DoomKills(); err == nil {
+			st.Enforcer.DoomSparedExecs = dk.SparedExecs
+		}
+	}
 	return st
 }
 

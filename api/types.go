@@ -38,6 +38,8 @@ type Status struct {
 	Start StartStatus `json:"start"`
 	// API is the API's own counters and limits.
 	API APIStatus `json:"api"`
+	// Enforcer counts what the enforcer did, since the saved state began.
+	Enforcer EnforcerStatus `json:"enforcer"`
 }
 
 // APIStatus describes the API socket's connections, limits and refusals.
@@ -63,6 +65,26 @@ type APIStatus struct {
 	// PeerIdentity says how a connection is bound to its process:
 	// "pidfd" (SO_PEERPIDFD, kernel 6.5+) or "start-time".
 	PeerIdentity string `json:"peer_identity"`
+}
+
+// EnforcerStatus are the enforcer's counters (enforcer.Stats) and the
+// kernel's doom counters.
+type EnforcerStatus struct {
+	Endings uint64 `json:"endings_total"`
+	Killed  uint64 `json:"killed_total"`
+	Spared  uint64 `json:"spared_total"`
+	// SparedPrivilege counts members spared because the session's owner
+	// (not root) could not signal them itself; they are in Spared too.
+	SparedPrivilege uint64 `json:"spared_privilege_boundary_total"`
+	Refused         uint64 `json:"refused_total"`
+	Failed          uint64 `json:"failed_total"`
+	Survivors       uint64 `json:"survivors_total"`
+	Escalated       uint64 `json:"escalated_total"`
+	DoomErrors      uint64 `json:"doom_errors_total"`
+	// DoomSparedExecs counts doomed processes that exec'd a program a
+	// spare rule may protect and left doom alive (kernel counter, summed
+	// over the pin sets the agent reads).
+	DoomSparedExecs uint64 `json:"doom_spared_execs_total"`
 }
 
 // StateStatus describes the saved state (the agent's state.dir).

@@ -40,7 +40,10 @@ enum doom_kill {
 	DOOM_KILL_FORKER = 0, /* a doomed process forked: killed */
 	DOOM_KILL_CHILD = 1,  /* the child of a doomed process, before it ran (6.13+) */
 	DOOM_KILL_EXEC = 2,   /* a doomed process exec'd: killed */
-	DOOM_KILL_MAX = 3,
+	/* Not a kill: a doomed process exec'd a program a spare rule may
+	 * protect (map spare_comms, spare_all); it left doom alive. */
+	DOOM_SPARED_EXEC = 3,
+	DOOM_KILL_MAX = 4,
 };
 
 /* A process for its whole life: thread-group id plus the group leader's

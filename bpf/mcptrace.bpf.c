@@ -55,15 +55,37 @@ struct {
  * time in clock ticks (start_boottime / DOOM_TICK_NS, the precision of
  * /proc/PID/stat, so processes the agent only knows from /proc can be
  * doomed too), so a recycled pid is never taken for a doomed one. User space
- * (the enforcer) adds every member before it signals; the fork program
- * adds the children of doomed processes, and a doomed process that forks
- * or execs is killed on the spot. Entries leave at exit. */
+ * (the enforcer) adds every member right before it sends SIGKILL; the fork
+ * program adds the children of doomed processes, and a doomed process that
+ * forks or execs is killed on the spot (unless the exec starts a program a
+ * spare rule may protect: spare_comms). Entries leave at exit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u64);
 } doomed SEC(".maps");
+
+/* The enforcer's spare rules as the kernel applies them at exec: a doomed
+ * process that execs a program whose name (comm, zero-padded to COMM_LEN)
+ * is a key here, or any program when spare_all[0] is not 0 (rules the
+ * kernel cannot evaluate: exe globs, argv patterns), leaves doom instead
+ * of being killed, and the enforcer judges the new program in user space.
+ * A spared program is never killed by the kernel. Filled by user space
+ * before any process is doomed; not pinned. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__uint(key_size, COMM_LEN);
+	__uint(value_size, 1);
+} spare_comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} spare_all SEC(".maps");
 
 /* Kills counted by the kernel, indexed by enum doom_kill. */
 struct {
@@ -226,6 +248,42 @@ static __always_inline int on_fork(enum run run, struct task_struct *parent, str
 	return 0;
 }
 
+/* exec_spared reports whether a spare rule may protect the program task p
+ * has just exec'd: the kernel cannot tell for sure, so it spares whatever
+ * might be (see spare_comms). */
+static __always_inline bool exec_spared(struct task_struct *p)
+{
+	__u32 zero = 0;
+	__u32 *all = bpf_map_lookup_elem(&spare_all, &zero);
+	if (all && *all)
+		return true;
+	/* Zero-padded: the key is all COMM_LEN bytes. */
+	char comm[COMM_LEN] = {};
+	struct task_struct *leader = BPF_CORE_READ(p, group_leader);
+	if (bpf_probe_read_kernel_str(comm, sizeof(comm), &leader->comm) < 0)
+		return false;
+	return bpf_map_lookup_elem(&spare_comms, comm) != NULL;
+}
+
+/* doom_exec: a doomed process may not start a new program, unless a spare
+ * rule may protect the program: then it leaves doom and lives, and the
+ * enforcer judges it. Runs after the exec record is sent (or counted
+ * lost). */
+static __always_inline void doom_exec(struct task_struct *p)
+{
+	struct proc_ident self;
+	ident_of(&self, p);
+	if (!is_doomed(&self))
+		return;
+	if (exec_spared(p)) {
+		bpf_map_delete_elem(&doomed, &self.pid);
+		count(&doom_kills, DOOM_SPARED_EXEC);
+		return;
+	}
+	if (bpf_send_signal(MCPTRACE_SIGKILL) == 0)
+		count(&doom_kills, DOOM_KILL_EXEC);
+}
+
 static __always_inline int on_exec(enum run run, struct task_struct *p, struct linux_binprm *bprm)
 {
 	/* self_exec_id counts the task's execs: one claim per exec. */
@@ -235,6 +293,7 @@ static __always_inline int on_exec(enum run run, struct task_struct *p, struct l
 	struct exec_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(EVENT_EXEC);
+		doom_exec(p);
 		return 0;
 	}
 	/* After de_thread the exec'ing thread is the group leader and carries
@@ -271,12 +330,8 @@ static __always_inline int on_exec(enum run run, struct task_struct *p, struct l
 		e->base.flags |= EVENT_FLAG_ARGS_UNREADABLE;
 	}
 	e->args_len = len;
-	struct proc_ident self = e->base.proc;
 	bpf_ringbuf_submit(e, 0);
-
-	/* A doomed process may not start a new program. */
-	if (is_doomed(&self) && bpf_send_signal(MCPTRACE_SIGKILL) == 0)
-		count(&doom_kills, DOOM_KILL_EXEC);
+	doom_exec(p);
 	return 0;
 }
 

@@ -37,7 +37,8 @@ const (
 	McptraceDoomKillDOOM_KILL_FORKER McptraceDoomKill = 0
 	McptraceDoomKillDOOM_KILL_CHILD  McptraceDoomKill = 1
 	McptraceDoomKillDOOM_KILL_EXEC   McptraceDoomKill = 2
-	McptraceDoomKillDOOM_KILL_MAX    McptraceDoomKill = 3
+	McptraceDoomKillDOOM_SPARED_EXEC McptraceDoomKill = 3
+	McptraceDoomKillDOOM_KILL_MAX    McptraceDoomKill = 4
 )
 
 type McptraceEvent struct {
@@ -110,6 +111,8 @@ const (
 	McptraceMapEvents                  = "events"
 	McptraceMapLostEvents              = "lost_events"
 	McptraceMapRecovered               = "recovered"
+	McptraceMapSpareAll                = "spare_all"
+	McptraceMapSpareComms              = "spare_comms"
 	McptraceProgRingBarrier            = "ring_barrier"
 	McptraceProgSchedProcessExec       = "sched_process_exec"
 	McptraceProgSchedProcessExecBackup = "sched_process_exec_backup"
@@ -186,6 +189,8 @@ type McptraceMapSpecs struct {
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	LostEvents *ebpf.MapSpec `ebpf:"lost_events"`
 	Recovered  *ebpf.MapSpec `ebpf:"recovered"`
+	SpareAll   *ebpf.MapSpec `ebpf:"spare_all"`
+	SpareComms *ebpf.MapSpec `ebpf:"spare_comms"`
 }
 
 // McptraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -226,6 +231,8 @@ type McptraceMaps struct {
 	Events     *ebpf.Map `ebpf:"events"`
 	LostEvents *ebpf.Map `ebpf:"lost_events"`
 	Recovered  *ebpf.Map `ebpf:"recovered"`
+	SpareAll   *ebpf.Map `ebpf:"spare_all"`
+	SpareComms *ebpf.Map `ebpf:"spare_comms"`
 }
 
 func (m *McptraceMaps) Close() error {
@@ -236,6 +243,8 @@ func (m *McptraceMaps) Close() error {
 		m.Events,
 		m.LostEvents,
 		m.Recovered,
+		m.SpareAll,
+		m.SpareComms,
 	)
 }
 

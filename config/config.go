@@ -74,6 +74,10 @@ type Enforcer struct {
 	// Spare exempts programs from ever being signalled (enforcer.spare;
 	// configuration file only).
 	Spare []SpareRule
+	// CrossUID lets a session owned by a non-root uid end members its
+	// owner could not signal itself (enforcer.cross-uid); off, they are
+	// spared across the privilege boundary.
+	CrossUID bool
 }
 
 // SpareRule names programs the enforcer never signals. Every field given
@@ -224,6 +228,8 @@ func (c *Config) options() []option {
 			func() error { return oneOf(c.Enforcer.Policy, "graceful", "immediate") }},
 		{"enforcer.grace-period", "wait between SIGTERM and SIGKILL", &c.Enforcer.GracePeriod,
 			func() error { return atLeast(c.Enforcer.GracePeriod, time.Millisecond) }},
+		{"enforcer.cross-uid", "a session owned by a non-root user also ends members that user could not signal itself (other uids, setuid programs); off: they are spared and counted", &c.Enforcer.CrossUID,
+			func() error { return nil }},
 		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv} (configuration file only)", &c.Enforcer.Spare,
 			func() error { _, err := c.spareRules(); return err }},
 		{"state.dir", "where the agent keeps its memory across restarts: sessions, lineage, pending kills (tmpfs by default)", &c.State.Dir,
@@ -282,9 +288,10 @@ func (c Config) SessionsConfig() sessions.Config {
 // the spare rules compiled; errors name the rule.
 func (c Config) EnforcerConfig() (enforcer.Config, error) {
 	ec := enforcer.Config{
-		Mode:   enforcer.Mode(c.Enforcer.Mode),
-		Policy: enforcer.Policy(c.Enforcer.Policy),
-		Grace:  c.Enforcer.GracePeriod,
+		Mode:     enforcer.Mode(c.Enforcer.Mode),
+		Policy:   enforcer.Policy(c.Enforcer.Policy),
+		Grace:    c.Enforcer.GracePeriod,
+		CrossUID: c.Enforcer.CrossUID,
 	}
 	spare, err := c.spareRules()
 	ec.Spare = spare

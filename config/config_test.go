@@ -264,6 +264,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 		switch o.key {
 		case "api.socket-mode", // 0000 is a valid mode
 			"sessions.default-rules",           // false is valid
+			"enforcer.cross-uid",               // false is valid
 			"sessions.within-pid",              // 0 (the whole node) is valid
 			"sessions.rules", "enforcer.spare": // no rules is valid
 			continue
@@ -298,6 +299,7 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"enforcer.mode":               "enforce",
 		"enforcer.policy":             "graceful",
 		"enforcer.grace-period":       "2s",
+		"enforcer.cross-uid":          "false",
 	}
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {

@@ -24,7 +24,9 @@
 // PolicyGraceful (default) sends SIGTERM to every live member at once,
 // watches the pidfds (a pidfd polls readable when its process exits) until
 // Config.Grace has passed since End started, then sends SIGKILL to the
-// rest; members found after the grace get SIGKILL at once.
+// rest; members found after the grace get SIGKILL at once. Members born
+// during the grace (started after End began: a SIGTERM handler's
+// cleanup) get no SIGTERM: they run until the grace ends, then SIGKILL.
 // PolicyImmediate sends SIGKILL at once.
 //
 // The sweep calls the MembersFunc again every Config.SweepInterval and
@@ -37,16 +39,29 @@
 // alive are Report.Survivors, recorded "failed: still alive, …" and
 // logged at error.
 //
-// With a Doomer (the sensor's BPF map), every verified member is doomed
-// before any member of the same round is signalled: the kernel kills a
-// doomed process that forks or execs, and children inherit doom, so the
-// race between the signal and a fork is closed in the kernel; the sweep is
-// the safety net that works without it. When End returns it undooms the
-// members it saw die (the kernel deletes entries on exit, so this is only
-// a safety net) and leaves survivors doomed: they are still members. Doom
-// applies only to processes that would be signalled, never to spared or
-// refused ones, and never in audit mode. Note that a doomed process is
-// killed if it forks or execs during its SIGTERM grace.
+// With a Doomer (the sensor's BPF map), the members of a SIGKILL batch are
+// doomed right before any of them is sent SIGKILL, and never earlier:
+// under the graceful policy a member may fork or exec in its SIGTERM
+// handler. The kernel kills a doomed process that forks or execs, and
+// children inherit doom, so the race between SIGKILL and a fork is closed
+// in the kernel; the sweep is the safety net that works without it. When
+// End returns it undooms the members it saw die (the kernel deletes
+// entries on exit, so this is only a safety net) and leaves survivors
+// doomed: they are still members. Doom applies only to processes that
+// would be signalled, never to spared or refused ones, and never in audit
+// mode. An End interrupted by its context (the agent stopping) dooms its
+// live members before it returns: no agent will be there when the grace
+// ends, and the kernel holds them until one resumes the ending. New
+// hands the spare rules to the Doomer (ExecSparer) so that a doomed
+// process exec'ing a program a rule may protect leaves doom alive instead
+// of being killed; a Doomer that cannot take them is not used when spare
+// rules exist.
+//
+// Before every signal a target is judged again as it is now: a spare
+// rule may match a program it exec'd since (the graph's latest image or
+// /proc), or its uids may be out of the owner's reach; it is then spared
+// (and undoomed). The judgement and the signal are two steps: an exec
+// between them (microseconds) is still signalled.
 //
 // # What it never kills
 //
@@ -65,6 +80,15 @@
 // path glob or argv regexp, against what the graph says and what /proc
 // says; either matching spares. A rule spares that process only, not its
 // subtree.
+//
+// Spared across a privilege boundary ("spared: privilege boundary: <uids>",
+// Report.SparedPrivilege, Stats.SparedPrivilege, also counted as spared):
+// when Ending.Owner is not root and Config.CrossUID is off, members the
+// owner could not signal itself by kill(2)'s rule — the owner is neither
+// the member's real nor its saved set-user-ID, as /proc/PID/status says
+// at admission and before every signal (a sudo, a setuid helper, another
+// user's process). They are never doomed. Root-owned sessions end members
+// of every uid.
 //
 // A member that has exited before it could be signalled is recorded
 // "exited-before-signal"; a member the graph already marks Exited is not

@@ -51,10 +51,16 @@ const (
 const (
 	ResultKilled             = "killed"
 	ResultExitedBeforeSignal = "exited-before-signal"
-	ResultSpared             = "spared"
-	ResultWouldKill          = "would-kill"
-	ResultRefused            = "refused" // prefix: "refused: <why>"
-	ResultFailed             = "failed"  // prefix: "failed: <error>"
+	// ResultSpared: a spare rule matched. Every result that starts with it
+	// is a spared member.
+	ResultSpared = "spared"
+	// ResultSparedPrivilege prefixes "spared: privilege boundary: <uids>":
+	// the session's owner (not root) could not signal the member itself
+	// (kill(2) rules), and Config.CrossUID is off.
+	ResultSparedPrivilege = ResultSpared + ": privilege boundary"
+	ResultWouldKill       = "would-kill"
+	ResultRefused         = "refused" // prefix: "refused: <why>"
+	ResultFailed          = "failed"  // prefix: "failed: <error>"
 )
 
 // ErrUnsupported is returned by Supported, and recorded as the failure of
@@ -73,6 +79,11 @@ type Config struct {
 	// Spare exempts named programs: a member matching any rule is recorded
 	// "spared" and never signalled nor doomed.
 	Spare []SpareRule
+	// CrossUID lets a session owned by a non-root uid end members its
+	// owner could not signal itself (other uids, setuid programs). Off by
+	// default: those are spared (ResultSparedPrivilege). Sessions owned by
+	// root end members of every uid either way.
+	CrossUID bool
 	// SweepInterval is how often the sweep re-reads the member set for new or
 	// surviving members. Default 50ms.
 	SweepInterval time.Duration
@@ -235,6 +246,17 @@ type Doomer interface {
 	Undoom(id lineage.ID) error
 }
 
+// ExecSparer is a Doomer that spares, in the kernel, a doomed process that
+// execs a program a spare rule may protect: one named in comms, or any
+// program when all is set. Such a process leaves doom alive, and the
+// enforcer judges it. New hands it the spare rules; a Doomer with spare
+// rules configured that is not an ExecSparer, or whose SpareExecs fails,
+// is not used (the sweep alone ends sessions), so doom never kills what a
+// spare rule protects.
+type ExecSparer interface {
+	SpareExecs(comms []string, all bool) error
+}
+
 // Ending is what End ends.
 type Ending struct {
 	// Session names the session, in records and logs.
@@ -248,6 +270,11 @@ type Ending struct {
 	// from it.
 	EndedAt uint64
 	Reason  string
+	// Owner is the session owner's uid. When it is not 0 (and
+	// Config.CrossUID is off), only members the owner could signal itself
+	// are ended: kill(2)'s rule, the owner is the member's real or saved
+	// set-user-ID, read from /proc at every signal.
+	Owner uint32
 	// Members returns the processes to end (see MembersFunc).
 	Members MembersFunc
 	// Last are members ended last: doomed like the others, but signalled
@@ -273,7 +300,8 @@ type KillRecord struct {
 	// would have sent. Empty when nothing was (or would be) sent.
 	Signal string
 	// Result is one of "killed", "exited-before-signal", "spared",
-	// "would-kill", "refused: <why>", "failed: <error>".
+	// "spared: privilege boundary: <uids>", "would-kill",
+	// "refused: <why>", "failed: <error>".
 	Result string
 	// Latency is from the session's end to the moment the death was
 	// observed (pidfd readable or gone); zero when no death was observed.
@@ -293,6 +321,9 @@ type Report struct {
 	// their record's result.
 	Killed, Spared, Refused, Failed, Survivors int
 	ExitedBeforeSignal, WouldKill              int
+	// SparedPrivilege counts the spared members (counted in Spared too)
+	// the session's owner could not signal itself (ResultSparedPrivilege).
+	SparedPrivilege int `json:",omitempty"`
 	// Escalated counts members sent SIGKILL after the SIGTERM grace ran
 	// out; DoomErrors, members the kernel could not be told to doom.
 	Escalated  int `json:",omitempty"`
@@ -315,6 +346,7 @@ func (s *Stats) Add(r Report) {
 	s.Killed += uint64(r.Killed)
 	s.ExitedBeforeSignal += uint64(r.ExitedBeforeSignal)
 	s.Spared += uint64(r.Spared)
+	s.SparedPrivilege += uint64(r.SparedPrivilege)
 	s.WouldKill += uint64(r.WouldKill)
 	s.Refused += uint64(r.Refused)
 	s.Failed += uint64(r.Failed)
@@ -332,6 +364,7 @@ type Stats struct {
 	Killed             uint64
 	ExitedBeforeSignal uint64
 	Spared             uint64
+	SparedPrivilege    uint64 // spared across a privilege boundary (in Spared too)
 	WouldKill          uint64
 	Refused            uint64
 	Failed             uint64
@@ -364,7 +397,47 @@ func New(cfg Config, doom Doomer, log *slog.Logger) *Enforcer {
 	}
 	e := &Enforcer{cfg: cfg.withDefaults(log), doom: doom, log: log}
 	e.os = newOSState(log)
+	if doom != nil && e.cfg.Mode == ModeEnforce {
+		e.doom = e.spareInKernel(doom)
+	}
 	return e
+}
+
+// spareInKernel hands the spare rules to the Doomer's exec decision and
+// returns the Doomer to use: nil when the kernel could kill what a spare
+// rule protects.
+func (e *Enforcer) spareInKernel(doom Doomer) Doomer {
+	comms, all := execSpares(e.cfg.Spare)
+	es, ok := doom.(ExecSparer)
+	switch {
+	case ok:
+		if err := es.SpareExecs(comms, all); err != nil {
+			e.log.Error("enforcer: the kernel cannot be told the spare rules; not dooming (the sweep still ends sessions)", "err", err)
+			return nil
+		}
+	case len(e.cfg.Spare) > 0:
+		e.log.Warn("enforcer: the doomer cannot spare programs at exec; not dooming (the sweep still ends sessions)")
+		return nil
+	}
+	return doom
+}
+
+// execSpares is what the kernel can apply of the spare rules at exec:
+// the names of rules that match by comm (a superset of what those rules
+// spare), and all when some rule matches without a comm.
+func execSpares(rules []SpareRule) (comms []string, all bool) {
+	for _, r := range rules {
+		if r.Comm == "" {
+			all = true
+			continue
+		}
+		c := r.Comm
+		if len(c) > commLen {
+			c = c[:commLen]
+		}
+		comms = append(comms, c)
+	}
+	return comms, all
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -444,8 +517,11 @@ func (e *Enforcer) finish(r *Report, escalated, doomErrs int) {
 			r.Killed++
 		case rec.Result == ResultExitedBeforeSignal:
 			r.ExitedBeforeSignal++
-		case rec.Result == ResultSpared:
+		case strings.HasPrefix(rec.Result, ResultSpared):
 			r.Spared++
+			if strings.HasPrefix(rec.Result, ResultSparedPrivilege) {
+				r.SparedPrivilege++
+			}
 		case rec.Result == ResultWouldKill:
 			r.WouldKill++
 		case strings.HasPrefix(rec.Result, ResultRefused):
@@ -462,7 +538,7 @@ func (e *Enforcer) finish(r *Report, escalated, doomErrs int) {
 
 	attrs := []any{
 		"session", r.Session, "generation", r.Generation, "reason", r.Reason, "mode", string(r.Mode),
-		"killed", r.Killed, "exited", r.ExitedBeforeSignal, "spared", r.Spared,
+		"killed", r.Killed, "exited", r.ExitedBeforeSignal, "spared", r.Spared, "spared_privilege", r.SparedPrivilege,
 		"refused", r.Refused, "failed", r.Failed, "would_kill", r.WouldKill,
 		"survivors", r.Survivors, "empty", r.Empty, "duration", r.Duration,
 	}
@@ -470,7 +546,7 @@ func (e *Enforcer) finish(r *Report, escalated, doomErrs int) {
 		e.log.Error("enforcer: session members survived the sweep", attrs...)
 		for _, rec := range r.Records {
 			if rec.Result == ResultKilled || rec.Result == ResultExitedBeforeSignal ||
-				rec.Result == ResultSpared || strings.HasPrefix(rec.Result, ResultRefused) {
+				strings.HasPrefix(rec.Result, ResultSpared) || strings.HasPrefix(rec.Result, ResultRefused) {
 				continue
 			}
 			e.log.Error("enforcer: survivor", recordAttrs(rec)...)
@@ -488,7 +564,7 @@ func (e *Enforcer) logRecord(rec KillRecord, extra ...any) {
 		e.log.Error("enforcer: signal failed", attrs...)
 	case strings.HasPrefix(rec.Result, ResultRefused):
 		e.log.Warn("enforcer: refused to signal", attrs...)
-	case rec.Result == ResultSpared:
+	case strings.HasPrefix(rec.Result, ResultSpared):
 		e.log.Info("enforcer: spared", attrs...)
 	case rec.Result == ResultWouldKill:
 		e.log.Info("enforcer: would kill (audit)", attrs...)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/redact"
 )
 
@@ -181,7 +182,9 @@ type target struct {
 	fd     int // pidfd, -1 when none
 	state  tstate
 	doomed bool
-	// last: signalled only once the grace period has passed (Ending.Last).
+	// last: signalled only once the grace period has passed, with
+	// SIGKILL: Ending.Last, and under the graceful policy the members
+	// born during the grace (a SIGTERM handler's cleanup).
 	last bool
 	rec  KillRecord
 }
@@ -196,7 +199,10 @@ type sweep struct {
 	session string
 	endedAt uint64 // boottime ns
 	start   time.Time
-	last    map[tickID]bool
+	// startTick is End's start, boottime ticks: a member that started
+	// later was born during the grace.
+	startTick uint64
+	last      map[tickID]bool
 
 	targets map[tickID]*target
 	order   []*target
@@ -217,7 +223,8 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	if now := bootNow(); endedAt == 0 || endedAt > now {
 		endedAt = now
 	}
-	s := &sweep{e: e, en: &en, session: en.Session, endedAt: endedAt, start: start, targets: map[tickID]*target{}, last: map[tickID]bool{}}
+	s := &sweep{e: e, en: &en, session: en.Session, endedAt: endedAt, start: start, startTick: bootNow() / tickNS,
+		targets: map[tickID]*target{}, last: map[tickID]bool{}}
 	for _, id := range en.Last {
 		s.last[tickOf(id)] = true
 	}
@@ -260,10 +267,14 @@ func (s *sweep) admitAll(ms []lineage.Process) []*target {
 			continue
 		}
 		k := tickOf(p.ID)
-		if s.targets[k] != nil {
+		if t := s.targets[k]; t != nil {
+			t.p = p // the graph's latest view: a new image is judged at the next signal
 			continue
 		}
-		t := &target{key: k, p: p, fd: -1, last: s.last[k], rec: newRecord(s.en, p)}
+		// A member born during the grace is left alone until the SIGKILL
+		// phase: it may be the cleanup of a SIGTERM handler.
+		born := s.e.cfg.Policy == PolicyGraceful && k.tick > s.startTick
+		t := &target{key: k, p: p, fd: -1, last: s.last[k] || born, rec: newRecord(s.en, p)}
 		s.targets[k] = t
 		s.order = append(s.order, t)
 		news = append(news, t)
@@ -371,12 +382,105 @@ func (s *sweep) check(t *target) {
 		s.decide(t, ResultSpared, false, "rule", spareRuleName(rule))
 		return
 	}
+	why, err := s.boundary(p.ID.PID)
+	switch {
+	case pidfdDead(fd):
+		unix.Close(fd)
+		s.decide(t, ResultExitedBeforeSignal, true)
+		return
+	case err != nil:
+		unix.Close(fd)
+		t.state = stRetry
+		t.rec.Result = fmt.Sprintf("%s: %v", ResultFailed, err)
+		return
+	case why != "":
+		unix.Close(fd)
+		s.decide(t, why, false)
+		return
+	}
 	if st.state == 'Z' || pidfdDead(fd) {
 		unix.Close(fd)
 		s.decide(t, ResultExitedBeforeSignal, true)
 		return
 	}
 	t.fd, t.state, t.rec.Result = fd, stReady, ""
+}
+
+// mayKill reports whether a sender whose real and effective uid are owner
+// may signal a process with these uids, by kill(2)'s rule: the sender's
+// real or effective uid equals the target's real or saved set-user-ID.
+// Root (owner 0) may signal every process.
+func mayKill(owner uint32, u procfs.UIDs) bool {
+	return owner == 0 || u.Real == owner || u.Saved == owner
+}
+
+// boundary reads pid's uids and returns the spared result when the
+// session's owner could not signal it itself, or "" when it could (or
+// the owner is root, or Config.CrossUID is set). The caller holds a pidfd
+// on pid and checks it is alive afterwards: /proc/PID is that process.
+func (s *sweep) boundary(pid uint32) (string, error) {
+	owner := s.en.Owner
+	if owner == 0 || s.e.cfg.CrossUID {
+		return "", nil
+	}
+	u, err := procfs.ReadUIDs("", pid)
+	if err != nil {
+		return "", fmt.Errorf("reading uids: %w", err)
+	}
+	if mayKill(owner, u) {
+		return "", nil
+	}
+	return fmt.Sprintf("%s: uids real %d, effective %d, saved %d; the owner, uid %d, may not signal it",
+		ResultSparedPrivilege, u.Real, u.Effective, u.Saved, owner), nil
+}
+
+// recheck judges a verified target again right before a signal, as it is
+// now: a spare rule may match a program it exec'd since (the graph's
+// latest image or /proc), or its uids may have moved out of the owner's
+// reach (a setuid exec). It returns false when the target was decided or
+// must be retried, and undooms it when it is spared.
+func (s *sweep) recheck(t *target, st procStat) bool {
+	pid := t.p.ID.PID
+	img := t.p.Current()
+	rule := s.e.spareRule(t.p.Comm, img.Filename, img.Argv)
+	if rule == nil {
+		exe, _ := readExe(pid)
+		rule = s.e.spareRule(st.comm, exe, readArgv(pid))
+	}
+	why, err := "", error(nil)
+	if rule == nil {
+		why, err = s.boundary(pid)
+	}
+	switch {
+	case pidfdDead(t.fd):
+		s.dead(t)
+		return false
+	case err != nil:
+		t.state = stRetry
+		t.rec.Result = fmt.Sprintf("%s: %v", ResultFailed, err)
+		return false
+	case rule == nil && why == "":
+		return true
+	}
+	s.undoom(t)
+	if rule != nil {
+		s.decide(t, ResultSpared, false, "rule", spareRuleName(rule), "when", "at signal time")
+	} else {
+		s.decide(t, why, false, "when", "at signal time")
+	}
+	return false
+}
+
+// undoom takes a target out of doom.
+func (s *sweep) undoom(t *target) {
+	if !t.doomed || s.e.doom == nil {
+		return
+	}
+	if err := s.e.doom.Undoom(t.p.ID); err != nil {
+		s.e.log.Warn("enforcer: undoom failed", "session", s.session, "pid", t.p.ID.PID, "start_ns", t.p.ID.Start, "err", err)
+		return
+	}
+	t.doomed = false
 }
 
 // decide sets a final result; observed says a death was just observed.
@@ -411,14 +515,15 @@ func (s *sweep) dead(t *target) {
 	s.decide(t, ResultKilled, true)
 }
 
-// doomAll marks the verified targets doomed in the kernel, before any of
-// them is signalled, so a fork or exec racing the signal dies too.
+// doomAll marks the live targets of a SIGKILL batch doomed in the
+// kernel, before any of them is sent SIGKILL, so a fork or exec racing
+// the signal dies too.
 func (s *sweep) doomAll(ts []*target) {
 	if s.e.doom == nil {
 		return
 	}
 	for _, t := range ts {
-		if t.state != stReady || t.doomed {
+		if !t.alive() || t.doomed {
 			continue
 		}
 		if err := s.e.doom.Doom(t.p.ID); err != nil {
@@ -440,7 +545,8 @@ func (s *sweep) signal(t *target, sig unix.Signal) {
 	// Identity again, before every signal. The pidfd already pins the
 	// process (its PID cannot be reused while it is alive or a zombie), so
 	// a different start here means it has been reaped: nothing to signal.
-	if st, err := readStat(t.p.ID.PID); err != nil || st.startTicks != t.key.tick {
+	st, err := readStat(t.p.ID.PID)
+	if err != nil || st.startTicks != t.key.tick {
 		if pidfdDead(t.fd) {
 			s.dead(t)
 			return
@@ -453,8 +559,11 @@ func (s *sweep) signal(t *target, sig unix.Signal) {
 		s.decide(t, fmt.Sprintf("%s: %v", ResultRefused, err), false)
 		return
 	}
+	if !s.recheck(t, st) {
+		return
+	}
 	name := unix.SignalName(sig)
-	err := sendSignal(t.fd, t.p.ID.PID, sig)
+	err = sendSignal(t.fd, t.p.ID.PID, sig)
 	switch {
 	case err == unix.ESRCH:
 		s.dead(t)
@@ -557,7 +666,7 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 		}
 		news := s.admitAll(ms)
 		// Retry what failed before: reopen, or resend SIGKILL.
-		var retried []*target
+		var retried, resend []*target
 		for _, t := range s.order {
 			if t.state != stRetry {
 				continue
@@ -569,18 +678,23 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 				}
 				continue
 			}
-			s.signal(t, unix.SIGKILL)
+			resend = append(resend, t)
 		}
-		ready := append(news, retried...)
-		s.doomAll(ready)
-		sig := unix.SIGKILL
-		if graceful && time.Now().Before(graceEnd) {
-			sig = unix.SIGTERM
-		}
-		for _, t := range ready {
+		s.kill(resend)
+		var batch []*target
+		for _, t := range append(news, retried...) {
 			if t.state == stReady && !t.last {
-				s.signal(t, sig)
+				batch = append(batch, t)
 			}
+		}
+		if graceful && time.Now().Before(graceEnd) {
+			// Not doomed yet: a member may fork or exec in its SIGTERM
+			// handler. Doom starts at the SIGKILL phase.
+			for _, t := range batch {
+				s.signal(t, unix.SIGTERM)
+			}
+		} else {
+			s.kill(batch)
 		}
 		s.signalLast(graceEnd)
 		s.reap()
@@ -621,17 +735,32 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 		}
 		s.wait(ctx, next)
 		if graceful && !time.Now().Before(graceEnd) {
+			var batch []*target
 			for _, t := range s.order {
 				if t.state == stTerm && t.alive() {
 					s.escalated++
-					s.signal(t, unix.SIGKILL)
+					batch = append(batch, t)
 				}
 			}
+			s.kill(batch)
 		}
 		s.signalLast(graceEnd)
 	}
 	// Gave up: whatever is not provably dead survives.
 	s.reap()
+	if r.Interrupted {
+		// The agent is stopping and will not be here when the grace
+		// ends: the SIGKILL phase's doom starts now, so the kernel holds
+		// the members (a fork or exec kills them) until an agent resumes
+		// the ending.
+		var live []*target
+		for _, t := range s.order {
+			if t.alive() {
+				live = append(live, t)
+			}
+		}
+		s.doomAll(live)
+	}
 	for _, t := range s.order {
 		if t.state == stDone {
 			continue
@@ -649,8 +778,38 @@ func (s *sweep) signalLast(graceEnd time.Time) {
 	if time.Now().Before(graceEnd) {
 		return
 	}
+	var batch []*target
 	for _, t := range s.order {
 		if t.last && t.state == stReady && t.alive() {
+			batch = append(batch, t)
+		}
+	}
+	s.kill(batch)
+}
+
+// kill is the SIGKILL phase of ts: every live one the owner may still
+// signal is doomed first, then each is sent SIGKILL (after the checks of
+// signal, which undoom what turned out spared). Doom starts here (and for
+// an End interrupted mid-grace, as it returns), so under the graceful
+// policy a member is free to fork or exec during its grace.
+func (s *sweep) kill(ts []*target) {
+	if len(ts) == 0 {
+		return
+	}
+	// What moved out of the owner's reach (a setuid exec during the
+	// grace) is spared before it could be doomed; errors are left to
+	// signal's own check.
+	for _, t := range ts {
+		if !t.alive() {
+			continue
+		}
+		if why, err := s.boundary(t.p.ID.PID); err == nil && why != "" && !pidfdDead(t.fd) {
+			s.decide(t, why, false, "when", "at signal time")
+		}
+	}
+	s.doomAll(ts)
+	for _, t := range ts {
+		if t.alive() {
 			s.signal(t, unix.SIGKILL)
 		}
 	}

@@ -412,7 +412,7 @@ func summary(rep Report) Report {
 	return rep
 }
 
-func TestDoomsEveryMemberBeforeAnySignal(t *testing.T) {
+func TestDoomsEveryMemberBeforeSIGKILLAndNoneBeforeSIGTERM(t *testing.T) {
 	for _, policy := range []Policy{PolicyGraceful, PolicyImmediate} {
 		t.Run(string(policy), func(t *testing.T) {
 			r := newRig(t)
@@ -421,12 +421,17 @@ func TestDoomsEveryMemberBeforeAnySignal(t *testing.T) {
 				roots = append(roots, r.start("sleep", "1000").id)
 			}
 			roots = append(roots, r.start("sh", "-c", "sleep 1000 & sleep 1000 & wait").id)
-			time.Sleep(50 * time.Millisecond)
+			// Ignores SIGTERM: under the graceful policy it reaches the
+			// SIGKILL phase.
+			stubborn := r.start("sh", "-c", ignoreTERM)
+			roots = append(roots, stubborn.id)
+			time.Sleep(100 * time.Millisecond)
 
 			seq := 0
 			doom := newFakeDoomer(&seq)
 			type send struct {
 				pid uint32
+				sig unix.Signal
 				seq int
 			}
 			var mu sync.Mutex
@@ -437,43 +442,47 @@ func TestDoomsEveryMemberBeforeAnySignal(t *testing.T) {
 				n := seq
 				guardMu.Unlock()
 				mu.Lock()
-				sends = append(sends, send{pid, n})
+				sends = append(sends, send{pid, sig, n})
 				mu.Unlock()
 			})
 			t.Cleanup(func() { setOnSend(nil) })
 
 			members := r.tree(roots...)
-			initial := members()
-			e := New(Config{Policy: policy, Grace: 200 * time.Millisecond}, doom, testLogger(t))
+			e := New(Config{Policy: policy, Grace: 300 * time.Millisecond}, doom, testLogger(t))
 			rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: members})
 			if !rep.Empty || rep.Killed < len(roots) {
 				t.Fatalf("report %+v", summary(rep))
 			}
-			if len(sends) == 0 {
-				t.Fatal("no signal sent")
-			}
-			first := sends[0].seq
-			for _, p := range initial {
-				if p.Exited {
-					continue
-				}
-				n, ok := doom.doom[p.ID]
-				if !ok {
-					t.Errorf("member %v (%s) was not doomed", p.ID, p.Comm)
-				} else if n > first {
-					t.Errorf("member %v doomed (#%d) after the first signal (#%d)", p.ID, n, first)
-				}
-			}
-			for _, s := range sends {
-				doomed := false
+			doomedAt := func(pid uint32) (int, bool) {
+				doom.mu.Lock()
+				defer doom.mu.Unlock()
 				for id, n := range doom.doom {
-					if id.PID == s.pid && n < s.seq {
-						doomed = true
+					if id.PID == pid {
+						return n, true
 					}
 				}
-				if !doomed {
-					t.Errorf("pid %d signalled (#%d) without being doomed first", s.pid, s.seq)
+				return 0, false
+			}
+			kills := 0
+			for _, s := range sends {
+				n, doomed := doomedAt(s.pid)
+				switch s.sig {
+				case unix.SIGKILL:
+					kills++
+					if !doomed || n > s.seq {
+						t.Errorf("pid %d sent SIGKILL (#%d) without being doomed first", s.pid, s.seq)
+					}
+				case unix.SIGTERM:
+					if doomed && n < s.seq {
+						t.Errorf("pid %d doomed (#%d) before its SIGTERM (#%d): it could not fork or exec in its grace", s.pid, n, s.seq)
+					}
 				}
+			}
+			if kills == 0 {
+				t.Fatal("no SIGKILL sent")
+			}
+			if _, ok := doomedAt(stubborn.id.PID); !ok {
+				t.Error("the member that ignored SIGTERM was not doomed before its SIGKILL")
 			}
 			for id := range doom.doom {
 				if doom.undoom[id] != 1 {

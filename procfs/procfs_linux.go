@@ -208,12 +208,38 @@ func parseStat(b []byte) (stat, error) {
 
 type status struct {
 	uid     uint32 // real
+	uids    UIDs
 	tgid    uint32
 	threads int
 }
 
-// parseStatus takes the real UID, the thread group and the thread count
-// from /proc/PID/status.
+// UIDs are a process's user IDs as the Uid: line of /proc/PID/status gives
+// them: real, effective, saved set-user-ID and file system.
+type UIDs struct {
+	Real, Effective, Saved, FS uint32
+}
+
+// ReadUIDs reads the user IDs of process pid from root/PID/status. The
+// caller proves the file belongs to the process it means (a pidfd held on
+// a live process pins its PID). A process that is gone wraps
+// fs.ErrNotExist.
+func ReadUIDs(root string, pid uint32) (UIDs, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	b, err := os.ReadFile(filepath.Join(root, strconv.FormatUint(uint64(pid), 10), "status"))
+	if err != nil {
+		return UIDs{}, readErr(pid, err)
+	}
+	ss, err := parseStatus(b)
+	if err != nil {
+		return UIDs{}, fmt.Errorf("procfs: %d/status: %w", pid, err)
+	}
+	return ss.uids, nil
+}
+
+// parseStatus takes the UIDs, the thread group and the thread count from
+// /proc/PID/status.
 func parseStatus(b []byte) (status, error) {
 	var ss status
 	haveUID := false
@@ -228,11 +254,19 @@ func parseStatus(b []byte) (status, error) {
 		}
 		switch key {
 		case "Uid":
-			uid, err := strconv.ParseUint(f[0], 10, 32)
-			if err != nil {
-				return ss, fmt.Errorf("malformed Uid: %w", err)
+			if len(f) != 4 {
+				return ss, fmt.Errorf("malformed Uid: %d fields, want 4", len(f))
 			}
-			ss.uid, haveUID = uint32(uid), true
+			var ids [4]uint32
+			for i := range ids {
+				id, err := strconv.ParseUint(f[i], 10, 32)
+				if err != nil {
+					return ss, fmt.Errorf("malformed Uid: %w", err)
+				}
+				ids[i] = uint32(id)
+			}
+			ss.uids = UIDs{Real: ids[0], Effective: ids[1], Saved: ids[2], FS: ids[3]}
+			ss.uid, haveUID = ids[0], true
 		case "Tgid":
 			tgid, err := strconv.ParseUint(f[0], 10, 32)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -406,5 +407,62 @@ func TestScanSeedsLineageGraph(t *testing.T) {
 	}
 	if s := g.Stats(); s.Tracked != len(snaps) || s.Alive != len(snaps) {
 		t.Errorf("stats %+v after seeding %d snapshots", s, len(snaps))
+	}
+}
+
+func TestParseStatusUIDs(t *testing.T) {
+	cases := []struct {
+		name    string
+		status  string
+		want    UIDs
+		wantErr string
+	}{
+		{"four distinct ids", "Name:\tsudo\nTgid:\t7\nUid:\t1000\t0\t0\t0\nThreads:\t1\n", UIDs{Real: 1000, Effective: 0, Saved: 0, FS: 0}, ""},
+		{"setuid exec keeps the real id", "Uid:\t65534\t0\t0\t0\n", UIDs{Real: 65534, Saved: 0}, ""},
+		{"too few ids", "Uid:\t0\t0\n", UIDs{}, "4"},
+		{"not a number", "Uid:\t0\tx\t0\t0\n", UIDs{}, "malformed Uid"},
+		{"no Uid line", "Name:\tx\n", UIDs{}, "no Uid line"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ss, err := parseStatus([]byte(tc.status))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || ss.uids != tc.want || ss.uid != tc.want.Real {
+				t.Fatalf("parseStatus = %+v, %v; want uids %+v", ss, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadUIDsOfARealProcessOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		// testenv imports procfs: its Missing cannot be called from here.
+		if os.Getenv("MCPTRACE_REQUIRE_ALL") == "1" {
+			t.Fatal("root is missing (starting a process as uid 65534 needs uid 0) and MCPTRACE_REQUIRE_ALL=1 requires it")
+		}
+		t.Skip("root is missing: starting a process as uid 65534 needs uid 0")
+	}
+	cmd := exec.Command("sleep", "100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	got, err := ReadUIDs("", uint32(cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (UIDs{65534, 65534, 65534, 65534}); got != want {
+		t.Errorf("ReadUIDs = %+v, want %+v", got, want)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := ReadUIDs("", uint32(cmd.Process.Pid)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadUIDs of a reaped process: %v, want fs.ErrNotExist", err)
 	}
 }

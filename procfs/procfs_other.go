@@ -19,5 +19,13 @@ func Read(root string, pid uint32) (lineage.Snapshot, error) {
 	return lineage.Snapshot{}, errUnsupported
 }
 
+// UIDs are a process's user IDs (real, effective, saved, file system).
+type UIDs struct {
+	Real, Effective, Saved, FS uint32
+}
+
+// ReadUIDs is not supported on this OS.
+func ReadUIDs(root string, pid uint32) (UIDs, error) { return UIDs{}, errUnsupported }
+
 // BootTimeNow returns 0: there is no CLOCK_BOOTTIME on this OS.
 func BootTimeNow() uint64 { return 0 }

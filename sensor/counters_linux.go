@@ -148,6 +148,12 @@ func doomKills(m *ebpf.Map) (DoomKills, error) {
 	if d.Children, err = sum(bpf.McptraceDoomKillDOOM_KILL_CHILD); err != nil {
 		return d, err
 	}
-	d.Execs, err = sum(bpf.McptraceDoomKillDOOM_KILL_EXEC)
+	if d.Execs, err = sum(bpf.McptraceDoomKillDOOM_KILL_EXEC); err != nil {
+		return d, err
+	}
+	// A set an earlier build pinned may not count spared execs.
+	if uint32(bpf.McptraceDoomKillDOOM_SPARED_EXEC) < m.MaxEntries() {
+		d.SparedExecs, err = sum(bpf.McptraceDoomKillDOOM_SPARED_EXEC)
+	}
 	return d, err
 }

@@ -82,11 +82,57 @@ func (s *Sensor) copyDoomFrom(st *set) {
 	}
 }
 
+// spareCommLen is COMM_LEN of bpf/events.h: the key size of spare_comms.
+const spareCommLen = 16
+
+// SpareExecs tells the kernel which programs a doomed process may exec
+// without being killed, because a spare rule may protect them: those whose
+// process name (comm; the kernel keeps 15 bytes) is in comms, or every
+// program when all is set (rules the kernel cannot evaluate, on the
+// executable's path or argv). Such a process leaves doom alive and the
+// enforcer judges it. It replaces what an earlier call set.
+func (s *Sensor) SpareExecs(comms []string, all bool) error {
+	m := s.objs.SpareComms
+	var (
+		key  = make([]byte, spareCommLen)
+		keys [][]byte
+	)
+	for it := m.Iterate(); it.Next(&key, new(uint8)); {
+		keys = append(keys, append([]byte(nil), key...))
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("clear spare_comms: %w", err)
+		}
+	}
+	for _, c := range comms {
+		if c == "" {
+			continue
+		}
+		k := make([]byte, spareCommLen)
+		copy(k, c[:min(len(c), spareCommLen-1)])
+		if err := m.Update(k, uint8(1), ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("spare %q at exec: %w", c, err)
+		}
+	}
+	var v uint32
+	if all {
+		v = 1
+	}
+	if err := s.objs.SpareAll.Update(uint32(0), v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("spare every exec: %w", err)
+	}
+	return nil
+}
+
 // DoomKills counts the kills the kernel did for doomed processes.
 type DoomKills struct {
 	Forkers  uint64 // doomed processes killed when they forked
 	Children uint64 // children of doomed processes killed before they ran (Linux 6.13+)
 	Execs    uint64 // doomed processes killed when they exec'd
+	// SparedExecs counts doomed processes that exec'd a program a spare
+	// rule may protect (SpareExecs): they left doom alive.
+	SparedExecs uint64
 }
 
 // DoomKills returns the kernel's doom kill counters of every set the
@@ -101,6 +147,7 @@ func (s *Sensor) DoomKills() (DoomKills, error) {
 		d.Forkers += c.Doom.Forkers
 		d.Children += c.Doom.Children
 		d.Execs += c.Doom.Execs
+		d.SparedExecs += c.Doom.SparedExecs
 	}
 	return d, nil
 }

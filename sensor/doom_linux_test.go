@@ -78,6 +78,58 @@ func TestDoomedProcessIsKilledWhenItExecs(t *testing.T) {
 	}
 }
 
+func TestDoomedProcessExecingASparedProgramLeavesDoomAlive(t *testing.T) {
+	cases := []struct {
+		name  string
+		comms []string
+		all   bool
+	}{
+		{"spared by name", []string{"sh"}, false},
+		{"a rule the kernel cannot evaluate spares every exec", nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openSensor(t, sensor.Options{})
+			go drain(s)
+			if err := s.SpareExecs(tc.comms, tc.all); err != nil {
+				t.Fatal(err)
+			}
+			// The spared program forks once it runs: a process still
+			// doomed would be killed there.
+			cmd, in, id := startBlocked(t, `exec sh -c "sleep 0.2; exit 0"`)
+			if err := s.Doom(id); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := s.DoomKills()
+			io.WriteString(in, "go\n")
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("doomed process that exec'd a spared program: %v, want it to run and exit 0", err)
+			}
+			after, err := s.DoomKills()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.SparedExecs <= before.SparedExecs || after.Execs != before.Execs {
+				t.Errorf("doom counters %+v → %+v, want one spared exec and no kill", before, after)
+			}
+		})
+	}
+}
+
+func TestDoomedProcessExecingAnUnsparedProgramIsStillKilled(t *testing.T) {
+	s := openSensor(t, sensor.Options{})
+	go drain(s)
+	if err := s.SpareExecs([]string{"tail"}, false); err != nil {
+		t.Fatal(err)
+	}
+	cmd, in, id := startBlocked(t, "exec sleep 100")
+	if err := s.Doom(id); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "go\n")
+	killedBySIGKILL(t, cmd)
+}
+
 func TestDoomedProcessIsKilledWhenItForksAndChildInheritsDoom(t *testing.T) {
 	s := openSensor(t, sensor.Options{})
 	cmd, in, id := startBlocked(t, "sleep 100 & wait")
