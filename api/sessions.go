@@ -111,28 +111,22 @@ type EndedGeneration struct {
 func sessionVisible(c Caller, s sessions.Session) bool { return c.Root() || s.Owner == c.UID }
 
 // killVisible: root sees every kill record; anyone else only those of
-// processes of its own uid (the graph's; a record whose process the graph
-// no longer holds is shown to root only).
-func (s *Server) killVisible(c Caller, r enforcer.KillRecord) bool {
-	if c.Root() {
-		return true
-	}
-	p, ok := s.Graph.Get(r.Process)
-	return ok && p.UID == c.UID
-}
+// members of its own uid (the uid the enforcer recorded when the ending
+// began).
+func killVisible(c Caller, r enforcer.KillRecord) bool { return c.Root() || r.UID == c.UID }
 
-// kills returns the records of the sessions in want that c may see, by
-// session, in one pass over the enforcer's records.
-func (s *Server) kills(c Caller, want map[string]bool) map[string][]Kill {
-	out := map[string][]Kill{}
-	if s.Enforcer == nil || len(want) == 0 {
-		return out
+// kills returns the records of sess that c may see, reading only that
+// session's records.
+func (s *Server) kills(c Caller, sess sessions.Session) []Kill {
+	if s.Enforcer == nil {
+		return nil
 	}
-	for _, r := range s.Enforcer.Records() {
-		if !want[r.Session] || !s.killVisible(c, r) {
+	var out []Kill
+	for _, r := range s.Enforcer.SessionRecords(sess.Owner, sess.ID) {
+		if !killVisible(c, r) {
 			continue
 		}
-		out[r.Session] = append(out[r.Session], Kill{
+		out = append(out, Kill{
 			Session: r.Session, Generation: r.Generation, Process: r.Process, Comm: r.Comm, Argv: r.Argv,
 			Signal: r.Signal, Result: r.Result, LatencyMS: float64(r.Latency) / float64(time.Millisecond), At: r.At,
 		})
@@ -187,24 +181,18 @@ func (s *Server) endings(sess sessions.Session) []Ending {
 }
 
 // handleSessions lists the sessions the caller may see with their
-// counts: the kill records are read once for all of them.
+// counts, in O(what it answers): each session's own records are read, not
+// every record the enforcer keeps.
 func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	c, ok := s.caller(w, r)
 	if !ok {
 		return
 	}
-	var list []sessions.Session
-	want := map[string]bool{}
+	out := []SessionInfo{}
 	for _, sess := range s.Sessions.Sessions() {
 		if sessionVisible(c, sess) {
-			list = append(list, sess)
-			want[sess.ID] = true
+			out = append(out, s.info(sess, visible(c, s.Sessions.Members(sess.ID)), s.kills(c, sess)))
 		}
-	}
-	kills := s.kills(c, want)
-	out := make([]SessionInfo, 0, len(list))
-	for _, sess := range list {
-		out = append(out, s.info(sess, visible(c, s.Sessions.Members(sess.ID)), kills[sess.ID]))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -236,7 +224,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	// Members and kill records of other uids are neither shown nor
 	// counted to a caller other than root.
 	procs := visible(c, s.Sessions.Members(sess.ID))
-	kills := s.kills(c, map[string]bool{sess.ID: true})[sess.ID]
+	kills := s.kills(c, sess)
 	info := s.info(sess, procs, kills)
 	present(c, wantsRaw(c, r), procs)
 	if s.Refresh != nil {

@@ -68,8 +68,8 @@ func TestSessionDetailShowsOnlyTheCallersMembersAndKills(t *testing.T) {
 	w.exec(helper, 0, "apt-get", "upgrade", "--password=ROOTSECRET")
 	enf := &enforcer.Enforcer{}
 	enf.AddRecords([]enforcer.KillRecord{
-		{Session: "mine", Process: own, Comm: "node", Argv: []string{"node", "server.js"}, Result: enforcer.ResultKilled, At: time.Unix(1, 0)},
-		{Session: "mine", Process: helper, Comm: "apt-get", Argv: []string{"apt-get", "upgrade"}, Result: enforcer.ResultKilled, At: time.Unix(1, 0)},
+		{Session: "mine", Owner: nobody, Process: own, UID: nobody, Comm: "node", Argv: []string{"node", "server.js"}, Result: enforcer.ResultKilled, At: time.Unix(1, 0)},
+		{Session: "mine", Owner: nobody, Process: helper, UID: 0, Comm: "apt-get", Argv: []string{"apt-get", "upgrade"}, Result: enforcer.ResultKilled, At: time.Unix(1, 0)},
 	})
 	w.s.Enforcer = enf
 	for _, tc := range []struct {

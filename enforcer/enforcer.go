@@ -42,8 +42,6 @@ const (
 	DefaultGrace         = 2 * time.Second
 	DefaultSweepInterval = 50 * time.Millisecond
 	DefaultSweepTimeout  = 30 * time.Second
-	// RecordLimit bounds the ring of recent records returned by Records.
-	RecordLimit = 10000
 )
 
 // Results of a KillRecord. A refusal or a failure is "refused: <why>" or
@@ -291,8 +289,14 @@ type KillRecord struct {
 	// Generation is the ended generation the record belongs to, 0 when
 	// the whole session ended.
 	Generation uint32 `json:",omitempty"`
-	Process    lineage.ID
-	Comm       string
+	// Owner is the session owner's uid: records are kept, and quotas
+	// counted, per owner.
+	Owner   uint32 `json:",omitempty"`
+	Process lineage.ID
+	// UID is the member's uid as the graph knew it when the ending began:
+	// what decides who else may see the record.
+	UID  uint32 `json:",omitempty"`
+	Comm string
 	// Argv is redacted (redact.Argv).
 	Argv []string
 	// Signal is what was sent ("SIGTERM", "SIGKILL", "SIGTERM+SIGKILL" when
@@ -382,11 +386,9 @@ type Enforcer struct {
 	log  *slog.Logger
 	os   osState
 
-	mu    sync.Mutex
-	ring  []KillRecord
-	next  int
-	full  bool
-	stats Stats
+	mu      sync.Mutex
+	records recordStore
+	stats   Stats
 }
 
 // New returns an Enforcer. doom may be nil (no in-kernel help: the sweep
@@ -443,19 +445,20 @@ func execSpares(rules []SpareRule) (comms []string, all bool) {
 // Config returns the configuration in force, defaults filled in.
 func (e *Enforcer) Config() Config { return e.cfg }
 
-// Records returns up to RecordLimit most recent records, oldest first.
+// Records returns every record kept (each owner's RecordLimit most recent,
+// at most TotalRecordLimit), oldest first.
 func (e *Enforcer) Records() []KillRecord {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []KillRecord
-	if e.full {
-		out = append(out, e.ring[e.next:]...)
-	}
-	out = append(out, e.ring[:e.next]...)
-	for i := range out {
-		out[i].Argv = append([]string(nil), out[i].Argv...)
-	}
-	return out
+	return e.records.all()
+}
+
+// SessionRecords returns the records of the session owner's session,
+// oldest first, in O(its records).
+func (e *Enforcer) SessionRecords(owner uint32, session string) []KillRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.records.of(owner, session)
 }
 
 // Saved is what an Enforcer keeps across an agent restart: its records
@@ -487,18 +490,10 @@ func (e *Enforcer) AddRecords(recs []KillRecord) {
 	e.store(recs)
 }
 
-// store appends records to the ring; e.mu is held.
+// store keeps records within their owners' quotas; e.mu is held.
 func (e *Enforcer) store(recs []KillRecord) {
-	if e.ring == nil {
-		e.ring = make([]KillRecord, RecordLimit)
-	}
 	for _, rec := range recs {
-		rec.Argv = redact.Argv(rec.Argv)
-		e.ring[e.next] = rec
-		e.next++
-		if e.next == len(e.ring) {
-			e.next, e.full = 0, true
-		}
+		e.records.add(rec)
 	}
 }
 
@@ -614,7 +609,9 @@ func newRecord(en *Ending, p lineage.Process) KillRecord {
 	return KillRecord{
 		Session:    en.Session,
 		Generation: en.Generation,
+		Owner:      en.Owner,
 		Process:    p.ID,
+		UID:        p.UID,
 		Comm:       p.Comm,
 		Argv:       redact.Argv(img.Argv),
 	}

@@ -61,7 +61,7 @@ func TestInvalidConfigFallsBackToAudit(t *testing.T) {
 	}
 }
 
-func TestRecordsRingIsBounded(t *testing.T) {
+func TestRecordsAreBoundedPerOwner(t *testing.T) {
 	e := New(Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for s := range 3 {
 		r := Report{Session: fmt.Sprint(s)}
@@ -75,9 +75,50 @@ func TestRecordsRingIsBounded(t *testing.T) {
 		t.Fatalf("%d records", len(recs))
 	}
 	if recs[0].Session != "1" || recs[len(recs)-1].Session != "2" || recs[len(recs)-1].Process.PID != RecordLimit/2-1 {
-		t.Errorf("ring order: first %+v last %+v", recs[0], recs[len(recs)-1])
+		t.Errorf("order: first %+v last %+v", recs[0], recs[len(recs)-1])
+	}
+	if got := e.SessionRecords(0, "0"); len(got) != 0 {
+		t.Errorf("session 0 kept %d records after two sessions' worth came later", len(got))
+	}
+	if got := e.SessionRecords(0, "2"); len(got) != RecordLimit/2 {
+		t.Errorf("session 2 has %d records, want %d", len(got), RecordLimit/2)
 	}
 	if st := e.Stats(); st.Killed != 3*RecordLimit/2 || st.Sessions != 3 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// One user who ends sessions in a loop (mcptrace run -- true, over and
+// over) evicts only its own oldest records; another user's stay, and the
+// total stays bounded whatever the number of owners.
+func TestOneOwnersChurnNeverEvictsAnothersRecords(t *testing.T) {
+	e := New(Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rec := func(owner uint32, session string, pid uint32) KillRecord {
+		return KillRecord{Session: session, Owner: owner, Process: lineage.ID{PID: pid}, UID: owner, Result: ResultKilled}
+	}
+	e.AddRecords([]KillRecord{rec(1000, "work", 1), rec(1000, "work", 2)})
+	for i := range 3 * RecordLimit {
+		e.AddRecords([]KillRecord{rec(2000, fmt.Sprint("run-", i), uint32(i))})
+	}
+	if got := e.SessionRecords(1000, "work"); len(got) != 2 {
+		t.Errorf("uid 1000's session kept %d of its 2 records after uid 2000's churn", len(got))
+	}
+	if got := len(e.Records()); got != RecordLimit+2 {
+		t.Errorf("%d records kept, want uid 2000's quota %d plus uid 1000's 2", got, RecordLimit)
+	}
+	if got := e.SessionRecords(2000, "work"); len(got) != 0 {
+		t.Errorf("another owner's session of the same name shows %d records of uid 1000's", len(got))
+	}
+	// Many owners: the total bound evicts from the largest owner first.
+	for uid := range uint32(TotalRecordLimit/RecordLimit + 2) {
+		for i := range RecordLimit {
+			e.AddRecords([]KillRecord{rec(10000+uid, "s", uint32(i))})
+		}
+	}
+	if got := len(e.Records()); got > TotalRecordLimit {
+		t.Errorf("%d records kept, want at most %d", got, TotalRecordLimit)
+	}
+	if got := e.SessionRecords(1000, "work"); len(got) != 2 {
+		t.Errorf("the smallest owner lost records to the total bound: %d of 2 left", len(got))
 	}
 }
