@@ -113,10 +113,9 @@ func (t *Tracker) adoptBelow(s *session) {
 }
 
 // admit refuses a new session of owner when it has Config.MaxActivePerUID
-// active ones; the refusal is counted.
+// active ones; callers count the refusal.
 func (t *Tracker) admit(owner uint32) error {
 	if n := t.activePerUID[owner]; n >= t.maxActivePerUID {
-		t.st.refusedCap++
 		return fmt.Errorf("%w: uid %d has %d active sessions, the most sessions.max-active-per-uid allows; end some (mcptrace sessions, mcptrace session end ID)",
 			ErrTooManySessions, owner, n)
 	}

@@ -87,6 +87,14 @@ func TestActiveSessionsPerUIDAreCapped(t *testing.T) {
 			t.Errorf("stats %+v", st)
 		}
 	})
+	t.Run("the CLI asking for its refused tag is told why, counted once", func(t *testing.T) {
+		p, _ := w.tr.g.Lookup(610)
+		_, err := w.tr.Begin(p.ID, "fourth", OriginAPI)
+		wantErr(t, err, ErrTooManySessions)
+		if st := w.tr.Stats(); st.RefusedOverCap != 1 || st.TagsRefused != 1 {
+			t.Errorf("stats %+v: the refusal was counted again", st)
+		}
+	})
 	t.Run("Begin over the cap says why", func(t *testing.T) {
 		p := w.spawn(initID, 611, alice, "agent")
 		_, err := w.tr.Begin(p, "", "")

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -260,7 +261,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 		if !ok {
 			return acts
 		}
-		if err := t.tag(p, cmd, ev.ArgvTruncated, ev.Time, false); err != nil {
+		if err := t.tag(p, cmd, ev.ArgvTruncated, ev.Time, tagExec); err != nil {
 			// Never the argv: what follows "--" may carry secrets.
 			t.logFor(p.UID, slog.LevelWarn, "session tag refused", "pid", p.ID.PID, "uid", p.UID, "session", cmd.id, "err", err)
 			return acts
@@ -338,6 +339,7 @@ func (t *Tracker) ruleRoot(p lineage.Process, name string, at uint64, scan bool)
 		}
 	}
 	if err := t.admit(p.UID); err != nil {
+		t.st.refusedCap++
 		t.logFor(p.UID, slog.LevelWarn, "host matched a rule but no session began", "rule", name, "pid", p.ID.PID, "uid", p.UID, "err", err)
 		return false
 	}
@@ -346,14 +348,31 @@ func (t *Tracker) ruleRoot(p lineage.Process, name string, at uint64, scan bool)
 	return true
 }
 
+// How a tag comes to the tracker: the exec of the command line, a Scan of
+// the processes, or the CLI asking before it execs CMD (Begin), whose
+// refusal was counted at the exec.
+type tagVia uint8
+
+const (
+	tagExec tagVia = iota
+	tagScan
+	tagAsk
+)
+
 // tag applies a `mcptrace run|exec` command line seen in p's image.
-func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64, scan bool) error {
+func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64, via tagVia) error {
 	origin := OriginRun
 	if cmd.kind == cmdExec {
 		origin = OriginExec
 	}
+	scan := via == tagScan
 	refuse := func(err error) error {
-		t.st.tagsRefused++
+		if via != tagAsk {
+			t.st.tagsRefused++
+			if errors.Is(err, ErrTooManySessions) {
+				t.st.refusedCap++
+			}
+		}
 		return err
 	}
 	if s := t.rootSession(p.ID, false); s != nil {
@@ -426,15 +445,27 @@ func (t *Tracker) begin(root lineage.ID, id, origin string, at uint64) (Session,
 	case p.Exited:
 		return Session{}, fmt.Errorf("%w: pid %d", ErrExited, p.ID.PID)
 	}
-	if s := t.rootSession(p.ID, true); s != nil {
-		if origin == OriginAPI && s.Origin == OriginRun && (id == "" || s.Tag == id) {
-			// `mcptrace run` asking, before it execs, whether its own
-			// exec declared the session: it did.
-			return s.snapshot(), nil
+	if origin == OriginAPI {
+		// `mcptrace run|exec` asking, before it execs CMD, whether the
+		// exec of its own command line declared the session: the answer
+		// is the tag's, applied again if it was refused (a refusal is
+		// then explained to the CLI, which does not exec).
+		if cur := p.Current(); cur.Source != lineage.SourceInherited {
+			if cmd := parseCommand(cur.Argv, cur.ArgvTruncated); (cmd.kind == cmdRun || cmd.kind == cmdExec) && cmd.id == id {
+				if err := t.tag(p, cmd, cur.ArgvTruncated, at, tagAsk); err != nil {
+					return Session{}, err
+				}
+				if s := t.rootSession(p.ID, true); s != nil {
+					return s.snapshot(), nil
+				}
+			}
 		}
+	}
+	if s := t.rootSession(p.ID, true); s != nil {
 		return Session{}, fmt.Errorf("%w: pid %d is the root of session %q", ErrAlreadyRoot, p.ID.PID, s.ID)
 	}
 	if err := t.admit(p.UID); err != nil {
+		t.st.refusedCap++
 		return Session{}, err
 	}
 	tagID := id
@@ -695,7 +726,7 @@ func (t *Tracker) Scan() []Action {
 		}
 		alive[p.ID] = true
 		if cmd, truncated, ok := lastTag(p.Images); ok && !t.refused[p.ID] {
-			if err := t.tag(p, cmd, truncated, at, true); err != nil {
+			if err := t.tag(p, cmd, truncated, at, tagScan); err != nil {
 				t.refused[p.ID] = true
 				t.log.Warn("session tag refused", "pid", p.ID.PID, "err", err)
 			}
