@@ -85,3 +85,14 @@ func pid(n int) error {
 	}
 	return nil
 }
+
+// maxActivePerUID is the largest sessions.max-active-per-uid accepted.
+const maxActivePerUID = 1 << 16
+
+// intRange accepts lo to hi.
+func intRange(n, lo, hi int) error {
+	if n < lo || n > hi {
+		return fmt.Errorf("must be %d to %d, got %d", lo, hi, n)
+	}
+	return nil
+}
