@@ -70,10 +70,10 @@ func (a *Agent) start(act sessions.Action) {
 		cutoff := act.Cutoff
 		en.EndedAt, en.Reason = cutoff, "marker"
 		en.Members = func() []lineage.Process { return a.tracker.MembersBefore(s, cutoff) }
-		a.log.Info("session generation ending", "session", s.ID, "generation", act.Generation, "root", s.Root.PID)
+		a.sessionLog.Info("session generation ending", "session", s.ID, "generation", act.Generation, "root", s.Root.PID)
 	} else {
 		en.Members = func() []lineage.Process { return a.tracker.MembersOf(s) }
-		a.log.Info("session ending", "session", s.ID, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
+		a.sessionLog.Info("session ending", "session", s.ID, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
 	}
 	if !act.Sender.IsZero() {
 		en.Last = []lineage.ID{act.Sender}

@@ -1,6 +1,9 @@
 package api
 
-import "github.com/mcptrace/mcptrace/lineage"
+import (
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sessions"
+)
 
 // ProcessList is the answer of the process endpoints.
 type ProcessList struct {
@@ -36,6 +39,9 @@ type Status struct {
 	State StateStatus `json:"state"`
 	// Start says what the last start found and did.
 	Start StartStatus `json:"start"`
+	// Sessions are the session tracker's counters: refusals over the
+	// per-uid cap, ended sessions dropped over quota, logs held back…
+	Sessions sessions.Stats `json:"sessions"`
 }
 
 // StateStatus describes the saved state (the agent's state.dir).

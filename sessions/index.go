@@ -265,3 +265,19 @@ func (t *Tracker) logFor(owner uint32, level slog.Level, msg string, args ...any
 	}
 	t.log.Log(context.Background(), level, msg, args...)
 }
+
+// AllowLog reports whether a per-session log line about session id (an
+// enforcer's report, the agent's notes) may be written now under its
+// owner's rate limit; what is held back is counted in
+// Stats.LogsSuppressed. A session the tracker does not know is allowed.
+// Callers never ask it about an error.
+func (t *Tracker) AllowLog(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.get(id)
+	if s == nil {
+		return true
+	}
+	ok, _ := t.logs.allow(s.Owner, t.now())
+	return ok
+}
