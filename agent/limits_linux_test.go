@@ -177,7 +177,8 @@ func TestRunReportsARefusedDeclarationBeforeItExecs(t *testing.T) {
 }
 
 // Any user looping `mcptrace run -- true` past the node's cap of ended
-// sessions no longer evicts another user's.
+// sessions (and of kept reports) no longer evicts another user's session
+// nor its enforcer report.
 func TestOneUIDsChurnKeepsAnotherUIDsEndedSessions(t *testing.T) {
 	a := enforcingAgent(t, enforcer.ModeEnforce)
 	bin := testenv.Binary(t)
@@ -195,9 +196,10 @@ func TestOneUIDsChurnKeepsAnotherUIDsEndedSessions(t *testing.T) {
 	if out, err := loop.CombinedOutput(); err != nil {
 		t.Fatalf("churn: %v: %s", err, out)
 	}
-	waitFor(t, "the churn ended", func() (bool, string) {
+	waitFor(t, "the churn ended and enforced", func() (bool, string) {
 		st := a.Sessions().Stats()
-		return st.Ended[sessions.OriginRun] >= churn+1, fmt.Sprintf("%+v", st)
+		return st.Ended[sessions.OriginRun] >= churn+1 && a.Enforcer().Stats().Sessions >= churn+1 && a.Status().PendingEndings == 0,
+			fmt.Sprintf("%+v", st)
 	})
 	s, ok := a.Sessions().Get("keep")
 	if !ok || s.State != sessions.Ended {

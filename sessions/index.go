@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/mcptrace/mcptrace/lineage"
 )
@@ -280,4 +282,25 @@ func (t *Tracker) AllowLog(id string) bool {
 	}
 	ok, _ := t.logs.allow(s.Owner, t.now())
 	return ok
+}
+
+// Retains reports whether the session instance an ending key (EndingKey)
+// names is still listed: active, or ended and retained. The agent keeps
+// the reports of endings the tracker retains before others, so that the
+// tracker's per-owner quotas bound them too.
+func (t *Tracker) Retains(key string) bool {
+	if i := strings.LastIndexByte(key, '#'); i >= 0 {
+		key = key[:i]
+	}
+	i := strings.LastIndexByte(key, '@')
+	if i < 0 {
+		return false
+	}
+	began, err := strconv.ParseUint(key[i+1:], 10, 64)
+	if err != nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.instance(key[:i], began) != nil
 }
