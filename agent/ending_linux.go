@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"slices"
+
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sessions"
@@ -70,10 +72,10 @@ func (a *Agent) start(act sessions.Action) {
 		cutoff := act.Cutoff
 		en.EndedAt, en.Reason = cutoff, "marker"
 		en.Members = func() []lineage.Process { return a.tracker.MembersBefore(s, cutoff) }
-		a.log.Info("session generation ending", "session", s.ID, "generation", act.Generation, "root", s.Root.PID)
+		a.sessionLog.Info("session generation ending", "session", s.ID, "generation", act.Generation, "root", s.Root.PID)
 	} else {
 		en.Members = func() []lineage.Process { return a.tracker.MembersOf(s) }
-		a.log.Info("session ending", "session", s.ID, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
+		a.sessionLog.Info("session ending", "session", s.ID, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
 	}
 	if !act.Sender.IsZero() {
 		en.Last = []lineage.ID{act.Sender}
@@ -118,7 +120,7 @@ func (a *Agent) pendingCount() int {
 }
 
 // maxReports bounds the finished reports kept (their records are bounded
-// by the enforcer).
+// by the enforcer); those of sessions the tracker retains go last.
 const maxReports = 1000
 
 // keepReportLocked keeps a finished report (without records) under its
@@ -130,8 +132,13 @@ func (a *Agent) keepReportLocked(key string, rep enforcer.Report) {
 	}
 	a.reports[key] = rep
 	for len(a.order) > maxReports {
-		delete(a.reports, a.order[0])
-		a.order = a.order[1:]
+		// The oldest report of a session the tracker no longer lists
+		// goes first: the tracker keeps ended sessions per owner, so one
+		// user's churn pushes out its own reports, not another user's.
+		i := slices.IndexFunc(a.order, func(k string) bool { return !a.tracker.Retains(k) })
+		i = max(i, 0)
+		delete(a.reports, a.order[i])
+		a.order = slices.Delete(a.order, i, i+1)
 	}
 }
 

@@ -36,6 +36,7 @@ func (a *Agent) Status() api.Status {
 	}
 	st.RepairPending = a.kernel.RepairPending
 	st.PendingEndings = len(a.pending)
+	st.Sessions = a.tracker.Stats()
 	st.State = api.StateStatus{
 		Dir: a.opts.StateDir, Bytes: size, JournalBytes: a.journaled, JournalErrors: a.journalErrs,
 		CheckpointAgeSeconds: time.Since(a.lastCP).Seconds(),

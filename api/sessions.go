@@ -283,6 +283,11 @@ func (s *Server) handleBegin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "want a JSON body "+want)
 		return
 	}
+	if req.PID == c.PID {
+		// `mcptrace run|exec` asking about itself: its exec, whose tag
+		// it asks about, is applied first.
+		s.callerNode(r, c)
+	}
 	p, ok := s.Graph.Lookup(req.PID)
 	if !ok || p.Exited || !c.Root() && p.UID != c.UID {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("process %d is not a live process of yours in the lineage graph", req.PID))

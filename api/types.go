@@ -1,6 +1,9 @@
 package api
 
-import "github.com/mcptrace/mcptrace/lineage"
+import (
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sessions"
+)
 
 // ProcessList is the answer of the process endpoints.
 type ProcessList struct {
@@ -40,6 +43,9 @@ type Status struct {
 	API APIStatus `json:"api"`
 	// Enforcer counts what the enforcer did, since the saved state began.
 	Enforcer EnforcerStatus `json:"enforcer"`
+	// Sessions are the session tracker's counters: refusals over the
+	// per-uid cap, ended sessions dropped over quota, logs held back…
+	Sessions sessions.Stats `json:"sessions"`
 }
 
 // APIStatus describes the API socket's connections, limits and refusals.

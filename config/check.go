@@ -90,6 +90,9 @@ func pid(n int) error {
 	return nil
 }
 
+// maxActivePerUID is the largest sessions.max-active-per-uid accepted.
+const maxActivePerUID = 1 << 16
+
 // between accepts n in [lo, hi].
 func between(n, lo, hi int) error {
 	if n < lo || n > hi {

@@ -58,6 +58,12 @@ type Sessions struct {
 	// depth, and itself (sessions.within-pid); 0, the default, is the whole
 	// node. Test agents narrow themselves to their test binary with it.
 	WithinPID int
+	// MaxActivePerUID bounds the active sessions of one owner
+	// (sessions.max-active-per-uid); a further declaration is refused.
+	MaxActivePerUID int
+	// MaxEndedPerUID bounds the ended sessions of one owner kept listed
+	// (sessions.max-ended-per-uid); its oldest go first.
+	MaxEndedPerUID int
 }
 
 // Enforcer configures what happens to the members of an ended session.
@@ -162,8 +168,10 @@ func Default() Config {
 			RepairInterval: time.Second,
 		},
 		Sessions: Sessions{
-			DefaultRules: true,
-			Retention:    15 * time.Minute,
+			DefaultRules:    true,
+			Retention:       15 * time.Minute,
+			MaxActivePerUID: sessions.DefaultMaxActivePerUID,
+			MaxEndedPerUID:  sessions.DefaultMaxEndedPerUID,
 		},
 		Enforcer: Enforcer{
 			Mode:        "enforce",
@@ -222,6 +230,10 @@ func (c *Config) options() []option {
 			func() error { return atLeast(c.Sessions.Retention, time.Second) }},
 		{"sessions.within-pid", "only this PID and the processes it created begin sessions or send destroy markers; 0: the whole node", &c.Sessions.WithinPID,
 			func() error { return pid(c.Sessions.WithinPID) }},
+		{"sessions.max-active-per-uid", "most active sessions one uid may have; a further one is refused (counted, and `mcptrace run` fails)", &c.Sessions.MaxActivePerUID,
+			func() error { return between(c.Sessions.MaxActivePerUID, 1, maxActivePerUID) }},
+		{"sessions.max-ended-per-uid", "most ended sessions of one uid kept listed (its oldest go first; no uid's churn evicts another's)", &c.Sessions.MaxEndedPerUID,
+			func() error { return between(c.Sessions.MaxEndedPerUID, 1, sessions.DefaultMaxEnded) }},
 		{"enforcer.mode", "enforce (signal the members of ended sessions) or audit (record what would be killed)", &c.Enforcer.Mode,
 			func() error { return oneOf(c.Enforcer.Mode, "enforce", "audit") }},
 		{"enforcer.policy", "graceful (SIGTERM, grace period, SIGKILL) or immediate (SIGKILL)", &c.Enforcer.Policy,
@@ -281,7 +293,7 @@ func (c Config) NewLogger(w io.Writer) *slog.Logger {
 // SessionsConfig is the sessions part as package sessions takes it.
 func (c Config) SessionsConfig() sessions.Config {
 	return sessions.Config{DefaultRules: c.Sessions.DefaultRules, Rules: c.Sessions.Rules, Retention: c.Sessions.Retention,
-		WithinPID: uint32(c.Sessions.WithinPID)}
+		WithinPID: uint32(c.Sessions.WithinPID), MaxActivePerUID: c.Sessions.MaxActivePerUID, MaxEndedPerUID: c.Sessions.MaxEndedPerUID}
 }
 
 // EnforcerConfig is the enforcer part as package enforcer takes it, with

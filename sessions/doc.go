@@ -21,7 +21,8 @@
 //     wrapper and the binary it starts are one session). The zero Config has
 //     no rules.
 //   - `mcptrace run [--session ID] -- CMD…`: the process that execs it is
-//     the root (it then execs CMD).
+//     the root (it then execs CMD, once the agent, when it answers, has
+//     confirmed the session through Begin; a refusal is reported there).
 //   - `mcptrace exec --session ID -- SERVER…`: the process is the root of a
 //     sub-session nested in the session containing it. A host that runs
 //     many logical sessions in one process (the Copilot SDK server) starts
@@ -32,14 +33,26 @@
 //
 // A session found inside another is nested in it (Session.Parent).
 //
+// Tags are scoped by the owner's uid: two users may both declare `work`,
+// and neither's tag refuses or is named by the other's markers (the second
+// gets a node-unique ID such as work.2). One owner has at most
+// Config.MaxActivePerUID active sessions; a further declaration is refused
+// (ErrTooManySessions, counted). Begin, tags, markers and ends cost no scan
+// of all the sessions: they are indexed by ID, owner and tag, and parent.
+//
 // # Ending
 //
 // A session ends when its root exits (or the graph finds it gone: lost exit
 // event, PID reused, missing on repair), or on a destroy marker (`mcptrace
 // mark destroy [--session ID]`, seen as an exec or sent through the API;
 // see Tracker.Mark for who may end what). Ending a session ends the
-// sessions nested in it, never its parent or siblings. Ended sessions stay
-// listed for Config.Retention, at most Config.MaxEnded of them.
+// sessions nested in it, never its parent or siblings. A marker without
+// --session is refused (as if there were no session) unless its sender's
+// uid is 0 or the session owner's. Ended sessions stay listed for
+// Config.Retention, at most Config.MaxEndedPerUID of one owner and
+// Config.MaxEnded in all (the owner holding the most loses its oldest), so
+// no user's churn evicts another's. Per-session logs are rate-limited per
+// owner (Stats.LogsSuppressed).
 //
 // Each end is returned as an Action; Tracker.Members gives the processes
 // to end.
@@ -52,5 +65,6 @@
 // (events carry it; Config.Now or Sweep's argument give it otherwise),
 // runs no goroutine or timer, and does not authenticate API callers (the
 // API resolves SO_PEERCRED to a process and uid and passes them in).
-// Ending the members of a session is the enforcer's job.
+// Ending the members of a session is the enforcer's job, and so is
+// keeping its kill records (their per-owner bound is not here).
 package sessions

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/mcptrace/mcptrace/lineage"
@@ -86,11 +87,14 @@ func (t *Tracker) Do(op Op) (Op, Result, error) {
 // socket's credentials, resolved in the graph) with uid callerUID.
 //
 // Without sessionID it ends what the session whose root created the caller
-// marks for ending; with it, the active session with that ID and every
-// active one declared with that tag (see Session.Tag) — all or none. Each
-// must allow the caller, who must be uid 0, the session's owner, or the
-// session's root or one of the root's creators. A refusal returns an error
-// wrapping ErrNotAuthorized and is counted.
+// marks for ending, provided callerUID is 0 or that session's owner
+// (otherwise it is refused, counted, and answered as ErrNoSession, as if
+// there were none); with it, the caller's own active sessions declared
+// with that tag (see Session.Tag; tags are scoped by owner), failing
+// those the active session with that ID and its owner's sessions of that
+// tag — all or none. Each must allow the caller, who must be uid 0, the
+// session's owner, or the session's root or one of the root's creators. A
+// refusal returns an error wrapping ErrNotAuthorized and is counted.
 //
 // What a marker ends: for a session rooted at a host (Session.SparesRoot),
 // the generation in force below the root — every process the root created
@@ -210,6 +214,15 @@ func (t *Tracker) markTargets(caller lineage.ID, cp lineage.Process, known bool,
 			t.st.markersUnmatched++
 			return Result{}, fmt.Errorf("%w: the caller (%s) was not created by a session root; name the session with --session", ErrNoSession, who)
 		}
+		if uid != 0 && uid != s.Owner {
+			// A tenant's tool run by a root-owned host (a gateway that
+			// runs tools as per-tenant uids) does not end the host's
+			// session. Refused as if there were no session.
+			t.st.markersRefused++
+			t.logFor(uid, slog.LevelWarn, "destroy marker refused: the caller's uid is neither root nor the session owner's",
+				"via", via, "pid", caller.PID, "uid", uid, "session", s.ID, "owner_uid", s.Owner)
+			return Result{}, fmt.Errorf("%w: the caller (%s) was not created by a session root; name the session with --session", ErrNoSession, who)
+		}
 		if s.State != Active || s.hasMarker(caller, at) {
 			t.st.markersDuplicate++
 			return Result{Duplicate: true}, nil
@@ -218,7 +231,7 @@ func (t *Tracker) markTargets(caller lineage.ID, cp lineage.Process, known bool,
 		detail := fmt.Sprintf("destroy marker (%s) from %s, a child of the root", via, who)
 		return Result{Actions: t.markSession(s, detail, caller, uid, at, via, nil)}, nil
 	}
-	targets, dup, err := t.targets(sid)
+	targets, dup, err := t.targets(uid, sid)
 	if err != nil {
 		t.st.markersUnmatched++
 		return Result{}, err
@@ -252,27 +265,6 @@ func (t *Tracker) markSession(s *session, detail string, sender lineage.ID, uid 
 	return t.newGeneration(s, detail, sender, uid, at, via, acts)
 }
 
-// targets returns the sessions sid names: the active one with that ID and
-// every active one with that tag; when none is active, the most recently
-// ended one of that ID or tag (dup). ErrNoSession when it names nothing.
-func (t *Tracker) targets(sid string) (targets []*session, dup bool, err error) {
-	for _, s := range t.active {
-		if s.ID == sid || s.Tag == sid {
-			targets = append(targets, s)
-		}
-	}
-	slices.SortFunc(targets, cmpSessions)
-	if len(targets) == 0 {
-		for i := len(t.ended) - 1; i >= 0; i-- {
-			if s := t.ended[i]; s.ID == sid || s.Tag == sid {
-				return []*session{s}, true, nil
-			}
-		}
-		return nil, false, fmt.Errorf("%w: %q", ErrNoSession, sid)
-	}
-	return targets, false, nil
-}
-
 // authorize allows a caller to end every one of targets: uid 0, the
 // session's owner, or the session's root or one of its creators.
 func (t *Tracker) authorize(targets []*session, caller lineage.ID, known bool, uid uint32, who string) error {
@@ -296,7 +288,7 @@ func (t *Tracker) endOp(caller lineage.ID, uid uint32, sid string, at uint64) (R
 	if uid != 0 && !t.inScope(caller) {
 		return Result{}, fmt.Errorf("%w: %w: the caller (%s)", ErrNotAuthorized, ErrOutOfScope, who)
 	}
-	targets, dup, err := t.targets(sid)
+	targets, dup, err := t.targets(uid, sid)
 	if err != nil {
 		return Result{}, err
 	}

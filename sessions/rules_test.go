@@ -251,6 +251,20 @@ func TestParseCommand(t *testing.T) {
 		{"mcptrace mark destroy -- extra", command{kind: cmdOther}},
 		{"mcptrace mark destroy --config", command{kind: cmdOther}},
 		{"mcptrace mark destroy --bogus --session b", command{kind: cmdOther}},
+		// Flags before the subcommand's name, as cobra takes them.
+		{"mcptrace --config /etc/c.yaml run --session s1 -- node", command{kind: cmdRun, id: "s1"}},
+		{"mcptrace --config=/etc/c.yaml run --session s1 -- node", command{kind: cmdRun, id: "s1"}},
+		{"mcptrace --session s1 run -- node", command{kind: cmdRun, id: "s1"}},
+		{"mcptrace --config /c.yaml exec --session a -- node", command{kind: cmdExec, id: "a"}},
+		{"mcptrace mark --session b destroy", command{kind: cmdMark, id: "b"}},
+		{"mcptrace --config /c.yaml mark destroy --session b", command{kind: cmdMark, id: "b", idLast: true}},
+		{"mcptrace run --api.socket /x --session s1 -- node", command{kind: cmdRun, id: "s1"}},
+		{"mcptrace --config run run --session s1 -- node", command{kind: cmdRun, id: "s1"}},
+		{"mcptrace -c run --session s1 -- node", command{kind: cmdOther}},
+		{"mcptrace -- run --session s1 -- node", command{kind: cmdOther}},
+		{"mcptrace help run", command{kind: cmdOther}},
+		{"mcptrace mark destroy --kernel-only=maybe", command{kind: cmdOther}},
+		{"mcptrace mark destroy --kernel-only=0 --session b", command{kind: cmdMark, id: "b", idLast: true}},
 	}
 	t.Run("an argv the kernel cut is read as far as it goes", func(t *testing.T) {
 		for argv, want := range map[string]command{

@@ -205,12 +205,20 @@ var (
 	ErrExited         = errors.New("process has exited")
 	ErrNotRootable    = errors.New("process cannot be a session root")
 	ErrOutOfScope     = errors.New("process is outside the subtree this agent watches (sessions.within-pid)")
+	// ErrTooManySessions: the owner has Config.MaxActivePerUID active
+	// sessions.
+	ErrTooManySessions = errors.New("too many active sessions")
 )
 
 // Defaults for a zero Config.
 const (
 	DefaultRetention = 15 * time.Minute
 	DefaultMaxEnded  = 1000
+	// DefaultMaxActivePerUID bounds the active sessions of one owner.
+	DefaultMaxActivePerUID = 1024
+	// DefaultMaxEndedPerUID bounds the retained ended sessions of one
+	// owner.
+	DefaultMaxEndedPerUID = 200
 )
 
 // Config tunes a Tracker.
@@ -234,9 +242,17 @@ type Config struct {
 	WithinPID uint32
 	// Retention is how long an ended session stays listed. Default 15m.
 	Retention time.Duration
-	// MaxEnded bounds how many ended sessions are kept (oldest dropped
-	// first). Default 1000.
+	// MaxEnded bounds how many ended sessions are kept on the node; past
+	// it the owner holding the most loses its oldest. Default 1000.
 	MaxEnded int
+	// MaxEndedPerUID bounds how many ended sessions of one owner are kept
+	// (its oldest dropped first), so that no user's churn evicts another
+	// user's (sessions.max-ended-per-uid). Default 200.
+	MaxEndedPerUID int
+	// MaxActivePerUID bounds the active sessions of one owner: a further
+	// declaration (rule, tag, Begin) is refused with ErrTooManySessions
+	// and counted (sessions.max-active-per-uid). Default 1024.
+	MaxActivePerUID int
 	// Now returns CLOCK_BOOTTIME ns, used for Begin, Mark, Scan and Sweep
 	// times. Nil: the newest time seen in an event or passed to Sweep. It
 	// is called with the Tracker's lock held and must not call the Tracker.
@@ -273,6 +289,16 @@ type Stats struct {
 	// TagsRefused counts `mcptrace run|exec` tags that declared nothing:
 	// invalid or truncated ID, ID in use (run), process already a root.
 	TagsRefused uint64 `json:"tags_refused_total"`
+	// RefusedOverCap counts declarations (rule, tag, Begin) refused
+	// because their owner had Config.MaxActivePerUID active sessions.
+	RefusedOverCap uint64 `json:"refused_over_cap_total"`
+	// DroppedOverQuota counts ended sessions forgotten before their
+	// retention because their owner was over Config.MaxEndedPerUID, or
+	// held the most at Config.MaxEnded (also counted in Dropped).
+	DroppedOverQuota uint64 `json:"dropped_over_quota_total"`
+	// LogsSuppressed counts per-session logs held back by the per-owner
+	// rate limit (errors never are).
+	LogsSuppressed uint64 `json:"logs_suppressed_total"`
 	// Deduplicated counts rule matches inside an active session of the
 	// same rule, which begin no session.
 	Deduplicated uint64 `json:"deduplicated_total"`

@@ -90,22 +90,20 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 	}
 	for _, ss := range st.Active {
 		if s := add(ss, Active); s != nil {
-			t.active[s.ID] = s
+			t.addActive(s)
 		}
 	}
 	for _, ss := range st.Ended {
 		if s := add(ss, Ended); s != nil {
-			t.ended = append(t.ended, s)
+			t.retain(s)
 		}
-	}
-	for len(t.ended) > t.maxEnded {
-		t.drop(0)
 	}
 	t.marks = slices.Clone(st.Marks)
 	if len(t.marks) > maxMarkRecords {
 		t.marks = t.marks[len(t.marks)-maxMarkRecords:]
 	}
 	t.st = countersFrom(st.Stats)
+	t.logs.suppressedTotal = st.Stats.LogsSuppressed
 	return t, nil
 }
 
@@ -140,6 +138,8 @@ func countersFrom(s Stats) counters {
 	c.markersRefused = s.MarkersRefused
 	c.markersUnmatched = s.MarkersUnmatched
 	c.tagsRefused = s.TagsRefused
+	c.refusedCap = s.RefusedOverCap
+	c.droppedQuota = s.DroppedOverQuota
 	c.deduplicated = s.Deduplicated
 	c.generations = s.Generations
 	c.generationUnknown = s.GenerationUnknown

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -24,7 +25,11 @@ type Tracker struct {
 	rules     []rule
 	retention uint64
 	maxEnded  int
-	nowFn     func() uint64
+	// maxActivePerUID and maxEndedPerUID: Config.MaxActivePerUID and
+	// Config.MaxEndedPerUID, defaults filled in.
+	maxActivePerUID int
+	maxEndedPerUID  int
+	nowFn           func() uint64
 	// withinPID and within: Config.WithinPID and, once found in the
 	// graph, that process's identity.
 	withinPID uint32
@@ -34,8 +39,24 @@ type Tracker struct {
 	clock uint64 // newest time seen
 	// active maps the ID of every active session to it.
 	active map[string]*session
-	// ended lists the retained ended sessions, oldest end first.
-	ended []*session
+	// Indexes of the active sessions, kept by addActive, removeActive
+	// and setParent so that no begin, tag, marker or end scans them all:
+	// tags by owner and tag (tags are scoped by owner), children by
+	// Parent ID (top-level sessions are not indexed), activePerUID
+	// counts them by owner, tagCount by tag across owners, and suffix
+	// remembers the last ".N" uniqueID gave a base while its tag is in
+	// use.
+	tags         map[tagKey][]*session
+	children     map[string]map[*session]struct{}
+	activePerUID map[uint32]int
+	tagCount     map[string]int
+	suffix       map[string]int
+	// ended lists the retained ended sessions, oldest end first, and
+	// endedPerUID counts them by owner.
+	ended       []*session
+	endedPerUID map[uint32]int
+	// logs rate-limits the per-session info logs of each owner.
+	logs logLimiter
 	// byPID lists active and retained ended sessions by root PID.
 	byPID map[uint32][]*session
 	// refused remembers processes whose tag Scan refused, so that a
@@ -44,6 +65,13 @@ type Tracker struct {
 	// marks remembers recent markers seen as execs (see markRecord).
 	marks []markRecord
 	st    counters
+}
+
+// tagKey names a tag: tags are scoped by the owner's uid, so two users
+// may both declare `work` and neither's refuses the other's.
+type tagKey struct {
+	owner uint32
+	tag   string
 }
 
 type session struct {
@@ -62,6 +90,8 @@ type counters struct {
 	markersRefused        uint64
 	markersUnmatched      uint64
 	tagsRefused           uint64
+	refusedCap            uint64
+	droppedQuota          uint64
 	deduplicated          uint64
 	generations           uint64
 	generationUnknown     uint64
@@ -83,16 +113,25 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		log = slog.New(slog.DiscardHandler)
 	}
 	t := &Tracker{
-		g:         g,
-		log:       log,
-		rules:     rules,
-		retention: uint64(DefaultRetention),
-		maxEnded:  DefaultMaxEnded,
-		nowFn:     cfg.Now,
-		withinPID: cfg.WithinPID,
-		active:    make(map[string]*session),
-		byPID:     make(map[uint32][]*session),
-		refused:   make(map[lineage.ID]bool),
+		g:               g,
+		log:             log,
+		rules:           rules,
+		retention:       uint64(DefaultRetention),
+		maxEnded:        DefaultMaxEnded,
+		maxActivePerUID: DefaultMaxActivePerUID,
+		maxEndedPerUID:  DefaultMaxEndedPerUID,
+		nowFn:           cfg.Now,
+		withinPID:       cfg.WithinPID,
+		active:          make(map[string]*session),
+		tags:            make(map[tagKey][]*session),
+		children:        make(map[string]map[*session]struct{}),
+		activePerUID:    make(map[uint32]int),
+		tagCount:        make(map[string]int),
+		suffix:          make(map[string]int),
+		endedPerUID:     make(map[uint32]int),
+		byPID:           make(map[uint32][]*session),
+		refused:         make(map[lineage.ID]bool),
+		logs:            newLogLimiter(),
 		st: counters{
 			begun:   make(map[string]uint64),
 			ended:   make(map[string]uint64),
@@ -104,6 +143,12 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 	}
 	if cfg.MaxEnded > 0 {
 		t.maxEnded = cfg.MaxEnded
+	}
+	if cfg.MaxActivePerUID > 0 {
+		t.maxActivePerUID = cfg.MaxActivePerUID
+	}
+	if cfg.MaxEndedPerUID > 0 {
+		t.maxEndedPerUID = cfg.MaxEndedPerUID
 	}
 	return t, nil
 }
@@ -216,21 +261,21 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 		if !ok {
 			return acts
 		}
-		if err := t.tag(p, cmd, ev.ArgvTruncated, ev.Time, false); err != nil {
+		if err := t.tag(p, cmd, ev.ArgvTruncated, ev.Time, tagExec); err != nil {
 			// Never the argv: what follows "--" may carry secrets.
-			t.log.Warn("session tag refused", "pid", p.ID.PID, "session", cmd.id, "err", err)
+			t.logFor(p.UID, slog.LevelWarn, "session tag refused", "pid", p.ID.PID, "uid", p.UID, "session", cmd.id, "err", err)
 			return acts
 		}
 		return t.endIfExited(p.ID, ev.Time, acts)
 	case cmdMark:
 		if cmd.bad || (cmd.idLast && ev.ArgvTruncated) {
 			t.st.markersUnmatched++
-			t.log.Warn("destroy marker ignored: unusable --session", "pid", ev.Proc.PID, "argv_truncated", ev.ArgvTruncated)
+			t.logFor(ev.UID, slog.LevelWarn, "destroy marker ignored: unusable --session", "pid", ev.Proc.PID, "uid", ev.UID, "argv_truncated", ev.ArgvTruncated)
 			return acts
 		}
 		res, err := t.mark(ev.Proc, ev.UID, cmd.id, ev.Time, "exec")
 		if err != nil {
-			t.log.Warn("destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", cmd.id, "err", err)
+			t.logFor(ev.UID, slog.LevelWarn, "destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", cmd.id, "err", err)
 		}
 		if res.Duplicate {
 			return acts
@@ -293,19 +338,41 @@ func (t *Tracker) ruleRoot(p lineage.Process, name string, at uint64, scan bool)
 			return false
 		}
 	}
+	if err := t.admit(p.UID); err != nil {
+		t.st.refusedCap++
+		t.logFor(p.UID, slog.LevelWarn, "host matched a rule but no session began", "rule", name, "pid", p.ID.PID, "uid", p.UID, "err", err)
+		return false
+	}
 	id := t.uniqueID(name + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
 	t.start(p, chain, id, id, OriginRule+name, name, at)
 	return true
 }
 
+// How a tag comes to the tracker: the exec of the command line, a Scan of
+// the processes, or the CLI asking before it execs CMD (Begin), whose
+// refusal was counted at the exec.
+type tagVia uint8
+
+const (
+	tagExec tagVia = iota
+	tagScan
+	tagAsk
+)
+
 // tag applies a `mcptrace run|exec` command line seen in p's image.
-func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64, scan bool) error {
+func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64, via tagVia) error {
 	origin := OriginRun
 	if cmd.kind == cmdExec {
 		origin = OriginExec
 	}
+	scan := via == tagScan
 	refuse := func(err error) error {
-		t.st.tagsRefused++
+		if via != tagAsk {
+			t.st.tagsRefused++
+			if errors.Is(err, ErrTooManySessions) {
+				t.st.refusedCap++
+			}
+		}
 		return err
 	}
 	if s := t.rootSession(p.ID, false); s != nil {
@@ -326,16 +393,16 @@ func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64,
 	case !rootable(p):
 		return refuse(fmt.Errorf("%w: pid %d", ErrNotRootable, p.ID.PID))
 	}
+	if err := t.admit(p.UID); err != nil {
+		return refuse(err)
+	}
 	tagID := cmd.id
 	if tagID == "" {
 		tagID = t.uniqueID(origin + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
 	}
-	id := tagID
-	if _, taken := t.active[id]; taken {
-		if origin == OriginRun {
-			return refuse(fmt.Errorf("%w: %q", ErrIDInUse, id))
-		}
-		id = t.uniqueID(tagID)
+	id, err := t.allocate(p.UID, tagID, origin)
+	if err != nil {
+		return refuse(err)
 	}
 	t.start(p, t.chain(p.ID), id, tagID, origin, "", at)
 	return nil
@@ -378,20 +445,37 @@ func (t *Tracker) begin(root lineage.ID, id, origin string, at uint64) (Session,
 	case p.Exited:
 		return Session{}, fmt.Errorf("%w: pid %d", ErrExited, p.ID.PID)
 	}
+	if origin == OriginAPI {
+		// `mcptrace run|exec` asking, before it execs CMD, whether the
+		// exec of its own command line declared the session: the answer
+		// is the tag's, applied again if it was refused (a refusal is
+		// then explained to the CLI, which does not exec).
+		if cur := p.Current(); cur.Source != lineage.SourceInherited {
+			if cmd := parseCommand(cur.Argv, cur.ArgvTruncated); (cmd.kind == cmdRun || cmd.kind == cmdExec) && cmd.id == id {
+				if err := t.tag(p, cmd, cur.ArgvTruncated, at, tagAsk); err != nil {
+					return Session{}, err
+				}
+				if s := t.rootSession(p.ID, true); s != nil {
+					return s.snapshot(), nil
+				}
+			}
+		}
+	}
 	if s := t.rootSession(p.ID, true); s != nil {
 		return Session{}, fmt.Errorf("%w: pid %d is the root of session %q", ErrAlreadyRoot, p.ID.PID, s.ID)
+	}
+	if err := t.admit(p.UID); err != nil {
+		t.st.refusedCap++
+		return Session{}, err
 	}
 	tagID := id
 	if tagID == "" {
 		prefix := strings.TrimPrefix(origin, OriginRule)
 		tagID = t.uniqueID(prefix + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
 	}
-	sid := tagID
-	if _, taken := t.active[sid]; taken {
-		if origin != OriginExec {
-			return Session{}, fmt.Errorf("%w: %q", ErrIDInUse, sid)
-		}
-		sid = t.uniqueID(tagID)
+	sid, err := t.allocate(p.UID, tagID, origin)
+	if err != nil {
+		return Session{}, err
 	}
 	s := t.start(p, t.chain(p.ID), sid, tagID, origin, host, at)
 	return s.snapshot(), nil
@@ -414,16 +498,11 @@ func (t *Tracker) start(p lineage.Process, chain []lineage.Process, id, tag, ori
 	if enc := t.enclosing(chain); enc != nil {
 		s.Parent = enc.ID
 	}
-	// Sessions that began earlier below p now sit inside s.
-	for _, c := range t.active {
-		if c.Parent == s.Parent && t.inChain(p.ID, c.Root) {
-			c.Parent = s.ID
-		}
-	}
-	t.active[id] = s
+	t.addActive(s)
+	t.adoptBelow(s)
 	t.byPID[p.ID.PID] = append(t.byPID[p.ID.PID], s)
 	t.st.begun[origin]++
-	t.log.Info("session began", "session", id, "root_pid", p.ID.PID, "owner_uid", p.UID, "origin", origin, "parent", s.Parent)
+	t.logFor(p.UID, slog.LevelInfo, "session began", "session", id, "tag", tag, "root_pid", p.ID.PID, "owner_uid", p.UID, "origin", origin, "parent", s.Parent)
 	return s
 }
 
@@ -435,7 +514,7 @@ func (t *Tracker) reattach(s *session) {
 		return
 	}
 	if enc := t.enclosing(chain); enc != nil && enc != s {
-		s.Parent = enc.ID
+		t.setParent(s, enc.ID)
 		t.log.Debug("session nested after its root's creator became known", "session", s.ID, "parent", enc.ID)
 	}
 }
@@ -542,13 +621,17 @@ func (t *Tracker) isRoot(s *session, id lineage.ID) bool {
 	return false
 }
 
+// uniqueID returns base, or base.N with the N after the last one handed
+// out for base while its tag is in use: O(1) but for IDs a user chose
+// that are in the way.
 func (t *Tracker) uniqueID(base string) string {
 	if _, taken := t.active[base]; !taken {
 		return base
 	}
-	for n := 2; ; n++ {
+	for n := max(t.suffix[base], 1) + 1; ; n++ {
 		id := base + "." + strconv.Itoa(n)
 		if _, taken := t.active[id]; !taken {
+			t.suffix[base] = n
 			return id
 		}
 	}
@@ -570,28 +653,23 @@ func (t *Tracker) endWithin(s *session, reason, detail string, at uint64, within
 	for _, c := range t.nested(s.ID) {
 		acts = t.endWithin(c, ReasonParentEnded, fmt.Sprintf("enclosing session %q ended: %s", s.ID, detail), at, key, acts)
 	}
+	t.removeActive(s)
 	s.State = Ended
 	s.EndedAt = at
 	s.EndReason = reason
-	delete(t.active, s.ID)
-	t.ended = append(t.ended, s)
 	t.st.ended[s.Origin]++
 	t.st.reasons[reason]++
-	t.log.Info("session ended", "session", s.ID, "root_pid", s.Root.PID, "reason", reason, "detail", detail)
+	t.logFor(s.Owner, slog.LevelInfo, "session ended", "session", s.ID, "root_pid", s.Root.PID, "owner_uid", s.Owner, "reason", reason, "detail", detail)
 	acts = append(acts, Action{End: s.snapshot(), Reason: detail, Within: within})
-	for len(t.ended) > t.maxEnded {
-		t.drop(0)
-	}
+	t.retain(s)
 	return acts
 }
 
 // nested returns the active sessions whose Parent is id, by Began then ID.
 func (t *Tracker) nested(id string) []*session {
 	var out []*session
-	for _, s := range t.active {
-		if s.Parent == id {
-			out = append(out, s)
-		}
+	for s := range t.children[id] {
+		out = append(out, s)
 	}
 	slices.SortFunc(out, cmpSessions)
 	return out
@@ -609,6 +687,9 @@ func cmpSessions(a, b *session) int {
 func (t *Tracker) drop(i int) {
 	s := t.ended[i]
 	t.ended = slices.Delete(t.ended, i, i+1)
+	if t.endedPerUID[s.Owner]--; t.endedPerUID[s.Owner] <= 0 {
+		delete(t.endedPerUID, s.Owner)
+	}
 	list := t.byPID[s.Root.PID]
 	if j := slices.Index(list, s); j >= 0 {
 		list = slices.Delete(list, j, j+1)
@@ -645,7 +726,7 @@ func (t *Tracker) Scan() []Action {
 		}
 		alive[p.ID] = true
 		if cmd, truncated, ok := lastTag(p.Images); ok && !t.refused[p.ID] {
-			if err := t.tag(p, cmd, truncated, at, true); err != nil {
+			if err := t.tag(p, cmd, truncated, at, tagScan); err != nil {
 				t.refused[p.ID] = true
 				t.log.Warn("session tag refused", "pid", p.ID.PID, "err", err)
 			}
@@ -879,6 +960,9 @@ func (t *Tracker) stats() Stats {
 		Generations:       t.st.generations,
 		GenerationUnknown: t.st.generationUnknown,
 		TagsRefused:       t.st.tagsRefused,
+		RefusedOverCap:    t.st.refusedCap,
+		DroppedOverQuota:  t.st.droppedQuota,
+		LogsSuppressed:    t.logs.suppressedTotal,
 		Deduplicated:      t.st.deduplicated,
 	}
 }

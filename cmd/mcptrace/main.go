@@ -46,6 +46,12 @@ func main() {
 type usageError struct{ error }
 
 func newRoot() *cobra.Command {
+	return newRootWith(newAgentCmd(), newTreeCmd(), newStatusCmd(),
+		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newUninstallCmd())
+}
+
+// newRootWith is the root command with these subcommands.
+func newRootWith(cmds ...*cobra.Command) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "mcptrace",
 		Short:         "Trace the process lineage of AI agent sessions and the MCP servers they start",
@@ -53,8 +59,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("config", "", "configuration file (YAML); default /etc/mcptrace/config.yaml when it exists")
-	root.AddCommand(newAgentCmd(), newTreeCmd(), newStatusCmd(),
-		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newUninstallCmd())
+	root.AddCommand(cmds...)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,8 +57,15 @@ func tagArgs(cmd *cobra.Command, args []string, id string, idRequired bool) erro
 	return nil
 }
 
+// accepted, when set (by tests), is told of every run, exec and mark
+// destroy the CLI accepts, instead of acting on it: its command path and
+// --session value.
+var accepted func(command, id string)
+
 // newTagCmd makes run and exec: both exec into the command after "--",
 // leaving their own command line, with the tag, in the kernel's exec event.
+// Before they exec they ask the agent whether that declared the session,
+// and report a refusal instead of running the command.
 func newTagCmd(use, short, long, idUsage string, idRequired bool) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
@@ -68,11 +76,49 @@ func newTagCmd(use, short, long, idUsage string, idRequired bool) *cobra.Command
 			if err := tagArgs(cmd, args, id, idRequired); err != nil {
 				return err
 			}
+			if accepted != nil {
+				accepted(cmd.Name(), id)
+				return nil
+			}
+			if err := confirmTag(cmd, id); err != nil {
+				return err
+			}
 			return execInto(args)
 		},
 	}
 	cmd.Flags().StringVar(&id, "session", "", idUsage)
+	bindSocketFlag(cmd)
 	return cmd
+}
+
+// confirmWait bounds how long run and exec wait for the agent's answer.
+const confirmWait = 5 * time.Second
+
+// confirmTag asks the agent whether the exec of this process's command
+// line declared its session. A refusal (another session of the caller
+// with this ID, the per-uid cap, …) is an error: the command is not run.
+// No agent on the socket (a sandbox without it) or no answer in time is
+// not: the kernel's report of the exec is what declares the session.
+func confirmTag(cmd *cobra.Command, id string) error {
+	cfg, err := loadConfig(cmd)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), confirmWait)
+	defer cancel()
+	_, err = api.NewClient(cfg.API.Socket).Begin(ctx, uint32(os.Getpid()), id)
+	switch {
+	case err == nil, errors.Is(err, api.ErrAgentUnreachable):
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(cmd.ErrOrStderr(), "mcptrace: the agent did not confirm the session within %v; running anyway\n", confirmWait)
+		return nil
+	}
+	what := "session"
+	if id != "" {
+		what = fmt.Sprintf("session %q", id)
+	}
+	return fmt.Errorf("%s not declared, the command was not run: %w", what, err)
 }
 
 func newRunCmd() *cobra.Command {
@@ -81,7 +127,10 @@ func newRunCmd() *cobra.Command {
 		`Run CMD as the root of a new session. mcptrace execs CMD in the same
 process; the agent recognises the session from this command line, which the
 kernel reports at exec, so no connection to the agent is needed (CMD may run
-in a sandbox without the socket). When CMD exits, or a destroy marker names
+in a sandbox without the socket). When an agent answers on the socket,
+mcptrace asks it first whether the session was declared, and fails without
+running CMD when it was refused (an active session of yours with this ID,
+too many active sessions). When CMD exits, or a destroy marker names
 the session, every process CMD created, at any depth, is ended.`,
 		"session `ID` (default: generated, run-PID)", false)
 }
@@ -137,6 +186,10 @@ grace period, so that it can print the result. It ignores SIGTERM.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if id != "" && !sessions.ValidID(id) {
 				return usageError{fmt.Errorf("session ID %q is not valid", id)}
+			}
+			if accepted != nil {
+				accepted(cmd.Parent().Name()+" "+cmd.Name(), id)
+				return nil
 			}
 			signal.Ignore(syscall.SIGTERM)
 			out := cmd.OutOrStdout()

@@ -1,0 +1,306 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// Indexes of the active sessions, quotas and the log limiter: what keeps
+// the tracker's work per begin, tag, marker and end independent of how
+// many sessions there are (it runs under the lock the event consumer
+// needs), and one user's churn from costing another user anything.
+
+// addActive registers s, active, in every index.
+func (t *Tracker) addActive(s *session) {
+	t.active[s.ID] = s
+	k := tagKey{s.Owner, s.Tag}
+	t.tags[k] = append(t.tags[k], s)
+	t.tagCount[s.Tag]++
+	t.activePerUID[s.Owner]++
+	if s.Parent != "" {
+		t.addChild(s.Parent, s)
+	}
+}
+
+// removeActive takes s out of every index of the active sessions.
+func (t *Tracker) removeActive(s *session) {
+	if t.active[s.ID] == s {
+		delete(t.active, s.ID)
+	}
+	k := tagKey{s.Owner, s.Tag}
+	if list := t.tags[k]; len(list) > 0 {
+		if i := slices.Index(list, s); i >= 0 {
+			list = slices.Delete(list, i, i+1)
+		}
+		if len(list) == 0 {
+			delete(t.tags, k)
+		} else {
+			t.tags[k] = list
+		}
+	}
+	if t.tagCount[s.Tag]--; t.tagCount[s.Tag] <= 0 {
+		delete(t.tagCount, s.Tag)
+		delete(t.suffix, s.Tag)
+	}
+	if len(t.suffix) > len(t.active)+1024 {
+		clear(t.suffix) // bases whose tag was never in use (rule IDs)
+	}
+	if t.activePerUID[s.Owner]--; t.activePerUID[s.Owner] <= 0 {
+		delete(t.activePerUID, s.Owner)
+	}
+	if s.Parent != "" {
+		t.removeChild(s.Parent, s)
+	}
+	if len(t.children[s.ID]) == 0 {
+		delete(t.children, s.ID)
+	}
+}
+
+func (t *Tracker) addChild(parent string, s *session) {
+	set := t.children[parent]
+	if set == nil {
+		set = make(map[*session]struct{})
+		t.children[parent] = set
+	}
+	set[s] = struct{}{}
+}
+
+func (t *Tracker) removeChild(parent string, s *session) {
+	if set := t.children[parent]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(t.children, parent)
+		}
+	}
+}
+
+// setParent nests the active session s in parent.
+func (t *Tracker) setParent(s *session, parent string) {
+	if s.Parent == parent {
+		return
+	}
+	if s.State == Active && s.Parent != "" {
+		t.removeChild(s.Parent, s)
+	}
+	s.Parent = parent
+	if s.State == Active && parent != "" {
+		t.addChild(parent, s)
+	}
+}
+
+// adoptBelow nests in s the active sessions that began earlier below its
+// root, at s's level: it walks the root's proven descendants (for the
+// exec of a tag, the process alone), never the other sessions.
+func (t *Tracker) adoptBelow(s *session) {
+	desc := t.g.Descendants(s.Root)
+	if len(desc) <= 1 {
+		return
+	}
+	in := map[lineage.ID]bool{desc[0].ID: true}
+	for _, p := range desc[1:] {
+		if p.Gaps&lineage.GapUnknownCreator != 0 || !in[p.Creator] {
+			continue
+		}
+		in[p.ID] = true
+		if c := t.rootSession(p.ID, true); c != nil && c != s && c.Parent == s.Parent {
+			t.setParent(c, s.ID)
+		}
+	}
+}
+
+// admit refuses a new session of owner when it has Config.MaxActivePerUID
+// active ones; callers count the refusal.
+func (t *Tracker) admit(owner uint32) error {
+	if n := t.activePerUID[owner]; n >= t.maxActivePerUID {
+		return fmt.Errorf("%w: uid %d has %d active sessions, the most sessions.max-active-per-uid allows; end some (mcptrace sessions, mcptrace session end ID)",
+			ErrTooManySessions, owner, n)
+	}
+	return nil
+}
+
+// allocate gives the ID of a new session of owner declared with tag:
+// the tag itself when no session has that ID, else tag.N. A tag is
+// scoped by its owner: another user's session of that ID or tag never
+// refuses it. Only a tag of the same owner still active refuses a
+// `mcptrace run` or `session begin` (ErrIDInUse); an `mcptrace exec`
+// tag joins it (tag, tag.2, tag.3…).
+func (t *Tracker) allocate(owner uint32, tag, origin string) (string, error) {
+	if len(t.tags[tagKey{owner, tag}]) > 0 && origin != OriginExec {
+		return "", fmt.Errorf("%w: %q", ErrIDInUse, tag)
+	}
+	return t.uniqueID(tag), nil
+}
+
+// targets returns the sessions sid names for a caller of uid: the
+// caller's own active sessions tagged sid; failing those, the active
+// session with the ID sid and the sessions its owner tagged sid. When
+// none is active, the most recently ended one of that owner's tag or of
+// that ID (dup). ErrNoSession when it names nothing.
+func (t *Tracker) targets(uid uint32, sid string) (targets []*session, dup bool, err error) {
+	if own := t.tags[tagKey{uid, sid}]; len(own) > 0 {
+		targets = slices.Clone(own)
+	} else if s := t.active[sid]; s != nil {
+		targets = slices.Clone(t.tags[tagKey{s.Owner, sid}])
+		if !slices.Contains(targets, s) {
+			targets = append(targets, s)
+		}
+	}
+	slices.SortFunc(targets, cmpSessions)
+	if len(targets) == 0 {
+		for i := len(t.ended) - 1; i >= 0; i-- {
+			if s := t.ended[i]; s.Owner == uid && s.Tag == sid || s.ID == sid {
+				return []*session{s}, true, nil
+			}
+		}
+		return nil, false, fmt.Errorf("%w: %q", ErrNoSession, sid)
+	}
+	return targets, false, nil
+}
+
+// retain keeps s, just ended, among the retained ended sessions. An owner
+// over Config.MaxEndedPerUID loses its own oldest; at Config.MaxEnded the
+// owner holding the most loses its oldest: one user's churn never pushes
+// out another user's sessions while it holds more than they do.
+func (t *Tracker) retain(s *session) {
+	t.ended = append(t.ended, s)
+	t.endedPerUID[s.Owner]++
+	for t.endedPerUID[s.Owner] > t.maxEndedPerUID {
+		t.dropOldestOf(s.Owner)
+	}
+	for len(t.ended) > t.maxEnded {
+		t.dropOldestOf(t.largestHolder())
+	}
+}
+
+// dropOldestOf forgets the oldest retained ended session of owner.
+func (t *Tracker) dropOldestOf(owner uint32) {
+	for i, s := range t.ended {
+		if s.Owner == owner {
+			t.drop(i)
+			t.st.droppedQuota++
+			return
+		}
+	}
+}
+
+// largestHolder is the owner with the most retained ended sessions (the
+// lowest uid among equals, so that a replay decides the same).
+func (t *Tracker) largestHolder() uint32 {
+	var best uint32
+	n := -1
+	for uid, c := range t.endedPerUID {
+		if c > n || c == n && uid < best {
+			best, n = uid, c
+		}
+	}
+	return best
+}
+
+// Per-owner log limits: a burst of logBurst per-session logs, then one
+// per logEvery of event time; what is held back is counted and said with
+// the next log of that owner.
+const (
+	logBurst   = 20
+	logEvery   = uint64(1_000_000_000) // ns
+	maxLogUIDs = 4096
+)
+
+type logBucket struct {
+	tokens     uint64 // in ns of credit: logEvery per log
+	last       uint64
+	suppressed uint64
+}
+
+type logLimiter struct {
+	buckets         map[uint32]*logBucket
+	suppressedTotal uint64
+}
+
+func newLogLimiter() logLimiter { return logLimiter{buckets: make(map[uint32]*logBucket)} }
+
+// allow reports whether owner may log now, and how many of its logs were
+// held back since its last one.
+func (l *logLimiter) allow(owner uint32, now uint64) (bool, uint64) {
+	b := l.buckets[owner]
+	if b == nil {
+		if len(l.buckets) >= maxLogUIDs {
+			clear(l.buckets)
+		}
+		b = &logBucket{tokens: logBurst * logEvery, last: now}
+		l.buckets[owner] = b
+	}
+	if now > b.last {
+		b.tokens = min(b.tokens+(now-b.last), logBurst*logEvery)
+		b.last = now
+	}
+	if b.tokens < logEvery {
+		b.suppressed++
+		l.suppressedTotal++
+		return false, 0
+	}
+	b.tokens -= logEvery
+	held := b.suppressed
+	b.suppressed = 0
+	return true, held
+}
+
+// logFor logs a per-session message of owner's, at most as often as the
+// limiter allows. Errors are never held back.
+func (t *Tracker) logFor(owner uint32, level slog.Level, msg string, args ...any) {
+	if !t.log.Enabled(context.Background(), level) {
+		return
+	}
+	if level < slog.LevelError {
+		ok, held := t.logs.allow(owner, t.clock)
+		if !ok {
+			return
+		}
+		if held > 0 {
+			args = append(args, "held_back_logs", held)
+		}
+	}
+	t.log.Log(context.Background(), level, msg, args...)
+}
+
+// AllowLog reports whether a per-session log line about session id (an
+// enforcer's report, the agent's notes) may be written now under its
+// owner's rate limit; what is held back is counted in
+// Stats.LogsSuppressed. A session the tracker does not know is allowed.
+// Callers never ask it about an error.
+func (t *Tracker) AllowLog(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.get(id)
+	if s == nil {
+		return true
+	}
+	ok, _ := t.logs.allow(s.Owner, t.now())
+	return ok
+}
+
+// Retains reports whether the session instance an ending key (EndingKey)
+// names is still listed: active, or ended and retained. The agent keeps
+// the reports of endings the tracker retains before others, so that the
+// tracker's per-owner quotas bound them too.
+func (t *Tracker) Retains(key string) bool {
+	if i := strings.LastIndexByte(key, '#'); i >= 0 {
+		key = key[:i]
+	}
+	i := strings.LastIndexByte(key, '@')
+	if i < 0 {
+		return false
+	}
+	began, err := strconv.ParseUint(key[i+1:], 10, 64)
+	if err != nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.instance(key[:i], began) != nil
+}
