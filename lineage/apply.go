@@ -29,6 +29,7 @@ func (g *Graph) Apply(ev Event) {
 		return
 	}
 	g.clock = max(g.clock, ev.Time)
+	g.enforceCap()
 }
 
 // applyFork records that ev.Creator created ev.Proc.
@@ -117,6 +118,7 @@ func (g *Graph) lateFork(n *node, ev *Event, creator *node, placeholder bool) {
 			// image read from /proc already shows what the process runs.
 			if len(ims) == 0 || (ims[0].Source == SourceKernel && ims[0].Time >= ev.Time) {
 				n.p.Images = append([]Image{img}, ims...)
+				g.capImages(n)
 			}
 		}
 		if !n.procRead && !hasKernelImage(n) {
@@ -150,6 +152,7 @@ func (g *Graph) applyExec(ev *Event) {
 		Source:        SourceKernel,
 	}
 	n.p.Images = g.addExecImage(n, img)
+	g.capImages(n)
 	n.p.Kernel = false // an exec makes even a kernel-spawned helper a user process
 	if !created {
 		g.updateFields(n, ev)

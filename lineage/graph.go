@@ -10,6 +10,29 @@ const (
 	DefaultRetention = 5 * time.Minute
 	// DefaultTickNS is 1e9/USER_HZ with USER_HZ = 100.
 	DefaultTickNS = 10_000_000
+
+	// DefaultMaxNodes caps the graph at 200,000 processes. A busy build
+	// host starts a few hundred processes a second; with the default
+	// retention of 5 minutes that is well under 100,000 nodes, so the cap
+	// is only reached by a flood. A node costs about 1 KiB with a typical
+	// command line and at most DefaultMaxImages images of the kernel's
+	// 4 KiB argv capture, so the cap holds the graph to a few hundred MiB
+	// typically. Live processes are never evicted and are bounded by the
+	// kernel's pid_max instead.
+	DefaultMaxNodes = 200_000
+	// MinMaxNodes and MaxMaxNodes bound what an operator may configure
+	// (package config); the graph itself takes any positive cap.
+	MinMaxNodes = 1_000
+	MaxMaxNodes = 10_000_000
+
+	// DefaultMaxImages keeps the first image of a process and its latest
+	// 7: enough to show a wrapper chain (sh → npm → node …) whole, while a
+	// process that execs itself in a loop holds 8 images, not one per exec.
+	DefaultMaxImages = 8
+	// MinMaxImages and MaxMaxImages bound what an operator may configure;
+	// the graph never keeps fewer than 2 (the first and the latest).
+	MinMaxImages = 2
+	MaxMaxImages = 1024
 )
 
 // Config tunes a Graph. Zero values take the defaults.
@@ -21,6 +44,20 @@ type Config struct {
 	// match coarse snapshot identities with exact kernel ones. Default
 	// 10_000_000.
 	TickNS uint64
+	// MaxNodes caps the nodes of the graph. When it is reached, the oldest
+	// entirely dead branches (a node and everything it created, all
+	// exited, ordered by their newest exit) are evicted down to a little
+	// under the cap (Stats.Evicted). Live processes, and dead ones with a
+	// live descendant, are never evicted: lineage to a live process is
+	// what an enforcer acts on. When nothing can be evicted, new processes
+	// are still admitted over the cap and counted (Stats.OverCap).
+	// Default DefaultMaxNodes.
+	MaxNodes int
+	// MaxImages caps the images kept per process: the first and the latest
+	// MaxImages-1; the others are dropped and counted
+	// (Process.ImagesDropped, Stats.ImagesDropped). Default
+	// DefaultMaxImages; values below 2 mean 2.
+	MaxImages int
 }
 
 // Graph is the lineage graph of the processes of one node. The zero value
@@ -30,6 +67,11 @@ type Graph struct {
 
 	retention uint64 // ns
 	tick      uint64 // ns
+	maxNodes  int
+	maxImages int
+	// nextEvictAt is 0, or while the cap cannot be met (nothing left to
+	// evict) the node count at which eviction is tried again.
+	nextEvictAt int
 
 	// byID indexes every node by its current public ID.
 	byID map[ID]*node
@@ -57,6 +99,8 @@ func New(cfg Config) *Graph {
 	g := &Graph{
 		retention: uint64(DefaultRetention),
 		tick:      DefaultTickNS,
+		maxNodes:  DefaultMaxNodes,
+		maxImages: DefaultMaxImages,
 		byID:      make(map[ID]*node),
 		byPID:     make(map[uint32][]*node),
 	}
@@ -65,6 +109,12 @@ func New(cfg Config) *Graph {
 	}
 	if cfg.TickNS > 0 {
 		g.tick = cfg.TickNS
+	}
+	if cfg.MaxNodes > 0 {
+		g.maxNodes = cfg.MaxNodes
+	}
+	if cfg.MaxImages > 0 {
+		g.maxImages = max(cfg.MaxImages, 2)
 	}
 	return g
 }

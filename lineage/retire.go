@@ -67,6 +67,9 @@ func (g *Graph) Retire(now uint64) int {
 		}
 	}
 	g.stats.retired += uint64(removed)
+	if len(g.byID) < g.maxNodes {
+		g.nextEvictAt = 0 // room again: evict as usual when it fills
+	}
 	return removed
 }
 

@@ -24,6 +24,7 @@ func (g *Graph) Seed(snaps []Snapshot, readAt uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.absorb(snaps, readAt, GapSeeded, false)
+	g.enforceCap()
 }
 
 // Repair reconciles the graph with a full /proc scan after the kernel lost
@@ -54,6 +55,7 @@ func (g *Graph) Repair(snaps []Snapshot, readAt uint64) RepairResult {
 			}
 		}
 	}
+	g.enforceCap()
 	return res
 }
 

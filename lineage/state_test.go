@@ -276,8 +276,24 @@ func scenarios() []scenario {
 			Filename: "/opt/\xff/tool", Argv: []string{"tool", "--name=na\xc3"}, ArgvTruncated: true}),
 	)
 
+	// A process that execs itself past its image cap, dead branches
+	// evicted by the node cap and live processes admitted over it.
+	looper := id(900, 2*sec+1)
+	capped := append(commonStart(), evOp(forkEv(looper, host)))
+	for i := range 6 {
+		capped = append(capped, evOp(execEv(looper.Start+1+uint64(i), looper, "loop", fmt.Sprint(i))))
+	}
+	for i := range 8 {
+		x := id(910+uint32(i), 3*sec+uint64(i)*ms)
+		capped = append(capped, evOp(forkEv(x, host)))
+		if i%2 == 0 {
+			capped = append(capped, evOp(exitEv(x.Start+1, x, 0)))
+		}
+	}
+
 	out := []scenario{
 		{"empty", Config{}, nil},
+		{"image and node caps", Config{MaxNodes: 6, MaxImages: 3}, capped},
 		{"seed with coarse starts then buffered and new events", Config{}, seeded},
 		{"agent session through dead wrappers", Config{}, session},
 		{"recycled pids", Config{}, recycled},
@@ -869,15 +885,18 @@ func TestStateCoversEveryField(t *testing.T) {
 		where map[string]string
 	}{
 		{reflect.TypeFor[Graph](), map[string]string{
-			"mu":        "not state",
-			"retention": "Config",
-			"tick":      "Config",
-			"byID":      "Nodes",
-			"byPID":     "derived: Nodes grouped by PID, sorted",
-			"clock":     "Clock",
-			"repairAt":  "RepairAt",
-			"repaired":  "Repaired",
-			"stats":     "Stats",
+			"mu":          "not state",
+			"retention":   "Config",
+			"tick":        "Config",
+			"maxNodes":    "Config",
+			"maxImages":   "Config",
+			"nextEvictAt": "derived: 0 after Restore, whose enforceCap sets it again when the cap cannot be met",
+			"byID":        "Nodes",
+			"byPID":       "derived: Nodes grouped by PID, sorted",
+			"clock":       "Clock",
+			"repairAt":    "RepairAt",
+			"repaired":    "Repaired",
+			"stats":       "Stats",
 		}},
 		{reflect.TypeFor[node](), map[string]string{
 			"p":               "NodeState.Process",
@@ -901,6 +920,9 @@ func TestStateCoversEveryField(t *testing.T) {
 			"repairs":        "Stats.Repairs",
 			"duplicateExits": "Stats.DuplicateExits",
 			"ignored":        "Stats.Ignored",
+			"imagesDropped":  "Stats.ImagesDropped",
+			"evicted":        "Stats.Evicted",
+			"overCap":        "Stats.OverCap",
 			"gaps":           "Stats.Gaps",
 		}},
 	}
