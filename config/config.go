@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -120,6 +121,13 @@ type Lineage struct {
 	// RepairInterval is how often lost-event counters are checked, and the
 	// graph repaired from ProcRoot after a loss (lineage.repair-interval).
 	RepairInterval time.Duration
+	// MaxNodes caps the processes the graph keeps (lineage.max-nodes):
+	// past it the oldest entirely dead branches are evicted. Live
+	// processes are never evicted (see lineage.Config.MaxNodes).
+	MaxNodes int
+	// MaxImages caps the exec images kept per process
+	// (lineage.max-images): the first and the latest MaxImages-1.
+	MaxImages int
 }
 
 // Log configures the agent's own logging.
@@ -148,6 +156,8 @@ func Default() Config {
 			Retention:      5 * time.Minute,
 			ProcRoot:       "/proc",
 			RepairInterval: time.Second,
+			MaxNodes:       lineage.DefaultMaxNodes,
+			MaxImages:      lineage.DefaultMaxImages,
 		},
 		Sessions: Sessions{
 			DefaultRules: true,
@@ -183,7 +193,7 @@ func (c *Config) options() []option {
 		{"api.socket", "path of the API unix socket", &c.API.Socket,
 			func() error { return socketPath(c.API.Socket) }},
 		{"api.socket-mode", "permissions of the API socket, octal (callers are authorized per request)", &c.API.SocketMode,
-			func() error { return fileMode(c.API.SocketMode) }},
+			func() error { return socketMode(c.API.SocketMode) }},
 		{"bpf.ring-buffer-size", "size in bytes of the BPF ring buffer, a power of two multiple of the page size", &c.BPF.RingBufferSize,
 			func() error { return ringBufferSize(c.BPF.RingBufferSize) }},
 		{"bpf.bpffs", "mount point of the BPF file system", &c.BPF.BPFFS,
@@ -193,17 +203,21 @@ func (c *Config) options() []option {
 		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; `mcptrace uninstall` removes them)", &c.BPF.PinDir,
 			func() error { return absPath(c.BPF.PinDir) }},
 		{"lineage.retention", "how long exited processes stay in the lineage graph", &c.Lineage.Retention,
-			func() error { return atLeast(c.Lineage.Retention, time.Nanosecond) }},
+			func() error { return between(c.Lineage.Retention, time.Millisecond, maxRetention) }},
 		{"lineage.proc-root", "proc file system to seed and repair the lineage graph from", &c.Lineage.ProcRoot,
 			func() error { return absPath(c.Lineage.ProcRoot) }},
 		{"lineage.repair-interval", "how often lost events are checked for and the graph repaired", &c.Lineage.RepairInterval,
-			func() error { return atLeast(c.Lineage.RepairInterval, 10*time.Millisecond) }},
+			func() error { return between(c.Lineage.RepairInterval, 10*time.Millisecond, time.Hour) }},
+		{"lineage.max-nodes", "most processes the lineage graph keeps; past it the oldest entirely dead branches are evicted (live processes never are)", &c.Lineage.MaxNodes,
+			func() error { return intBetween(c.Lineage.MaxNodes, lineage.MinMaxNodes, lineage.MaxMaxNodes) }},
+		{"lineage.max-images", "most exec images kept per process: the first and the latest ones; the rest are counted as dropped", &c.Lineage.MaxImages,
+			func() error { return intBetween(c.Lineage.MaxImages, lineage.MinMaxImages, lineage.MaxMaxImages) }},
 		{"sessions.default-rules", "recognise the real agent hosts (Claude Code, Codex, Copilot, Cursor, goose, OpenClaw, VS Code) as session roots", &c.Sessions.DefaultRules,
 			func() error { return nil }},
 		{"sessions.rules", "extra host rules: a list of {name, comm, exe, argv, not} (configuration file only)", &c.Sessions.Rules,
 			func() error { return sessions.CompileRules(c.Sessions.Rules) }},
 		{"sessions.retention", "how long ended sessions stay listed", &c.Sessions.Retention,
-			func() error { return atLeast(c.Sessions.Retention, time.Second) }},
+			func() error { return between(c.Sessions.Retention, time.Second, maxRetention) }},
 		{"sessions.within-pid", "only this PID and the processes it created begin sessions or send destroy markers; 0: the whole node", &c.Sessions.WithinPID,
 			func() error { return pid(c.Sessions.WithinPID) }},
 		{"enforcer.mode", "enforce (signal the members of ended sessions) or audit (record what would be killed)", &c.Enforcer.Mode,
@@ -211,19 +225,23 @@ func (c *Config) options() []option {
 		{"enforcer.policy", "graceful (SIGTERM, grace period, SIGKILL) or immediate (SIGKILL)", &c.Enforcer.Policy,
 			func() error { return oneOf(c.Enforcer.Policy, "graceful", "immediate") }},
 		{"enforcer.grace-period", "wait between SIGTERM and SIGKILL", &c.Enforcer.GracePeriod,
-			func() error { return atLeast(c.Enforcer.GracePeriod, time.Millisecond) }},
+			func() error { return between(c.Enforcer.GracePeriod, time.Millisecond, enforcer.MaxGrace) }},
 		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv} (configuration file only)", &c.Enforcer.Spare,
 			func() error { _, err := c.spareRules(); return err }},
 		{"state.dir", "where the agent keeps its memory across restarts: sessions, lineage, pending kills (tmpfs by default)", &c.State.Dir,
 			func() error { return absPath(c.State.Dir) }},
 		{"state.checkpoint-interval", "how often the whole state is written and the journal started anew", &c.State.CheckpointInterval,
-			func() error { return atLeast(c.State.CheckpointInterval, time.Second) }},
+			func() error { return between(c.State.CheckpointInterval, time.Second, time.Hour) }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,
 			func() error { return oneOf(c.Log.Format, "text", "json") }},
 	}
 }
+
+// maxRetention bounds lineage.retention and sessions.retention: what is kept
+// longer than a day is better read from the logs.
+const maxRetention = 24 * time.Hour
 
 // Validate checks every option and reports every problem, each naming its
 // key and what is allowed.
