@@ -35,6 +35,8 @@ func newAgentCmd() *cobra.Command {
 				CheckpointInterval: cfg.State.CheckpointInterval,
 				ProcRoot:           cfg.Lineage.ProcRoot,
 				Retention:          cfg.Lineage.Retention,
+				MaxNodes:           cfg.Lineage.MaxNodes,
+				MaxImages:          cfg.Lineage.MaxImages,
 				RepairInterval:     cfg.Lineage.RepairInterval,
 				Sessions:           cfg.SessionsConfig(),
 				Enforcer:           ec,
