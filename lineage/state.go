@@ -41,6 +41,11 @@ var ErrInvalidState = errors.New("lineage: invalid state")
 //   - every Image.Source is one this package defines, and every key of
 //     Stats.Gaps names a single Gap flag (Gap.String).
 //
+// Restore applies cfg's caps to what it is given: a node with more than
+// MaxImages images keeps its first and latest ones (counted as dropped),
+// and a State with MaxNodes nodes or more has its oldest dead branches
+// evicted, so a restored graph is as bounded as a running one.
+//
 // Everything else is taken as it is: times, flags and counters are values
 // the graph reads and compares, and none of them can break it, even in a
 // combination Dump would not produce.

@@ -1092,6 +1092,12 @@ func canonical(s State) State {
 			}
 			ns.Images = append(ns.Images, im)
 		}
+		// Restore keeps the first and the latest images within the cap.
+		if over := len(ns.Images) - DefaultMaxImages; over > 0 {
+			ns.Images = append(ns.Images[:1], ns.Images[1+over:]...)
+			ns.ImagesDropped += uint64(over)
+			out.Stats.ImagesDropped += uint64(over)
+		}
 		out.Nodes[i] = ns
 	}
 	slices.SortFunc(out.Nodes, func(a, b NodeState) int {
@@ -1356,6 +1362,8 @@ func FuzzRestore(f *testing.F) {
 	}
 	f.Add([]byte(`{"nodes":[{"id":{"pid":1,"start_ns":0},"creator":{"pid":2}},{"id":{"pid":2},"creator":{"pid":1}}]}`))
 	f.Add([]byte(`{"nodes":[{"id":{"pid":1,"start_ns":5},"parent":{"pid":1,"start_ns":5}}],"stats":{"gaps":{"x":1}}}`))
+	f.Add([]byte(`{"nodes":[{"id":{"pid":1,"start_ns":5},"images_dropped":3,"images":[` +
+		strings.Repeat(`{"argv":["a"],"source":0},`, 11) + `{"argv":["z"],"source":0}]}],"stats":{"images_dropped":3}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s State
 		if json.Unmarshal(data, &s) != nil {
