@@ -128,6 +128,10 @@ type Lineage struct {
 	// MaxImages caps the exec images kept per process
 	// (lineage.max-images): the first and the latest MaxImages-1.
 	MaxImages int
+	// MaxImageBytes caps the memory all kept images hold, by the graph's
+	// own accounting (lineage.max-image-bytes); reaching it evicts like
+	// MaxNodes.
+	MaxImageBytes int
 }
 
 // Log configures the agent's own logging.
@@ -158,6 +162,7 @@ func Default() Config {
 			RepairInterval: time.Second,
 			MaxNodes:       lineage.DefaultMaxNodes,
 			MaxImages:      lineage.DefaultMaxImages,
+			MaxImageBytes:  lineage.DefaultMaxImageBytes,
 		},
 		Sessions: Sessions{
 			DefaultRules: true,
@@ -212,6 +217,10 @@ func (c *Config) options() []option {
 			func() error { return intBetween(c.Lineage.MaxNodes, lineage.MinMaxNodes, lineage.MaxMaxNodes) }},
 		{"lineage.max-images", "most exec images kept per process: the first and the latest ones; the rest are counted as dropped", &c.Lineage.MaxImages,
 			func() error { return intBetween(c.Lineage.MaxImages, lineage.MinMaxImages, lineage.MaxMaxImages) }},
+		{"lineage.max-image-bytes", "most bytes the kept exec images of all processes hold, by the graph's own accounting; past it the oldest entirely dead branches are evicted (live processes never are)", &c.Lineage.MaxImageBytes,
+			func() error {
+				return intBetween(c.Lineage.MaxImageBytes, lineage.MinMaxImageBytes, lineage.MaxMaxImageBytes)
+			}},
 		{"sessions.default-rules", "recognise the real agent hosts (Claude Code, Codex, Copilot, Cursor, goose, OpenClaw, VS Code) as session roots", &c.Sessions.DefaultRules,
 			func() error { return nil }},
 		{"sessions.rules", "extra host rules: a list of {name, comm, exe, argv, not} (configuration file only)", &c.Sessions.Rules,

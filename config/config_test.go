@@ -290,6 +290,7 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"lineage.repair-interval":   "1s",
 		"lineage.max-nodes":         "200000",
 		"lineage.max-images":        "8",
+		"lineage.max-image-bytes":   "536870912",
 		"log.level":                 "info",
 		"log.format":                "text",
 		"sessions.default-rules":    "true",
@@ -432,7 +433,8 @@ func TestEveryAcceptedValueMeansWhatItSays(t *testing.T) {
 		{"node cap too large", []string{"--lineage.max-nodes=20000000"}, "got 20000000"},
 		{"one image cannot keep the first and the latest", []string{"--lineage.max-images=1"}, "lineage.max-images (flag --lineage.max-images): must be between 2 and 1024, got 1"},
 		{"image cap too large", []string{"--lineage.max-images=4096"}, "got 4096"},
-		{"smallest caps", []string{"--lineage.max-images=2", "--lineage.max-nodes=1000"}, ""},
+		{"image byte cap too small", []string{"--lineage.max-image-bytes=1024"}, "lineage.max-image-bytes (flag --lineage.max-image-bytes): must be between 16777216 and 68719476736, got 1024"},
+		{"smallest caps", []string{"--lineage.max-images=2", "--lineage.max-nodes=1000", "--lineage.max-image-bytes=16777216"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -79,6 +79,7 @@ func (g *Graph) newFork(ev *Event, creator *node, placeholder bool) {
 		if img, ok := inheritedImage(creator, ev.Time); ok {
 			// Room for the exec that usually follows.
 			n.p.Images = append(make([]Image, 0, 2), img)
+			g.account(n)
 		}
 	} else {
 		placeholder = true
@@ -119,6 +120,7 @@ func (g *Graph) lateFork(n *node, ev *Event, creator *node, placeholder bool) {
 			if len(ims) == 0 || (ims[0].Source == SourceKernel && ims[0].Time >= ev.Time) {
 				n.p.Images = append([]Image{img}, ims...)
 				g.capImages(n)
+				g.account(n)
 			}
 		}
 		if !n.procRead && !hasKernelImage(n) {
@@ -153,6 +155,7 @@ func (g *Graph) applyExec(ev *Event) {
 	}
 	n.p.Images = g.addExecImage(n, img)
 	g.capImages(n)
+	g.account(n)
 	n.p.Kernel = false // an exec makes even a kernel-spawned helper a user process
 	if !created {
 		g.updateFields(n, ev)

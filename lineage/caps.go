@@ -23,23 +23,43 @@ func (g *Graph) capImages(n *node) {
 	g.stats.imagesDropped += uint64(over)
 }
 
-// evictSlack is how far under the cap an eviction goes, so that a full
-// graph pays for one walk every evictSlack new processes, not for each.
+// account brings n's share of imageBytes up to date after its images
+// changed.
+func (g *Graph) account(n *node) {
+	b := n.p.ImageBytes()
+	g.imageBytes += b - n.bytes
+	n.bytes = b
+}
+
+// evictSlack and bytesSlack are how far under the caps an eviction goes,
+// so that a full graph pays for one walk every evictSlack new processes
+// (or bytesSlack new bytes), not for each.
 func (g *Graph) evictSlack() int { return max(g.maxNodes/64, 1) }
+func (g *Graph) bytesSlack() int { return max(g.maxBytes/64, 1) }
+
+// overCaps reports whether the graph is at or past one of its caps.
+func (g *Graph) overCaps() bool { return len(g.byID) >= g.maxNodes || g.imageBytes >= g.maxBytes }
+
+// blocked reports whether the last eviction could not meet the caps and
+// it is not yet time to look again.
+func (g *Graph) blocked() bool {
+	return g.nextEvictAt > 0 && len(g.byID) < g.nextEvictAt && g.imageBytes < g.nextEvictBytes
+}
 
 // enforceCap evicts the oldest entirely dead branches while the graph holds
-// maxNodes nodes or more, down to maxNodes-evictSlack. Call it at the end of
-// every mutation, when no pointer into the graph is held: eviction removes
-// nodes.
+// maxNodes nodes or maxBytes image bytes or more, down to evictSlack nodes
+// and bytesSlack bytes under them. Call it at the end of every mutation,
+// when no pointer into the graph is held: eviction removes nodes.
 func (g *Graph) enforceCap() {
-	if len(g.byID) < g.maxNodes {
-		g.nextEvictAt = 0
+	if !g.overCaps() {
+		g.nextEvictAt, g.nextEvictBytes = 0, 0
 		return
 	}
-	if len(g.byID) < g.nextEvictAt {
+	if g.blocked() {
 		return
 	}
-	need := len(g.byID) - (g.maxNodes - g.evictSlack())
+	nodeTarget := g.maxNodes - g.evictSlack()
+	bytesTarget := g.maxBytes - g.bytesSlack()
 
 	// Every node whose whole creation subtree is dead is a candidate,
 	// with the newest exit in that subtree. Sorting by that time, deeper
@@ -91,7 +111,7 @@ func (g *Graph) enforceCap() {
 	creators := map[*node]bool{}
 	evicted := 0
 	for _, c := range cands {
-		if evicted >= need {
+		if len(g.byID) <= nodeTarget && g.imageBytes <= bytesTarget {
 			break
 		}
 		if cr := c.n.creator; cr != nil {
@@ -114,10 +134,11 @@ func (g *Graph) enforceCap() {
 		cr.children = kids
 	}
 	g.stats.evicted += uint64(evicted)
-	g.nextEvictAt = 0
-	if len(g.byID) >= g.maxNodes {
+	g.nextEvictAt, g.nextEvictBytes = 0, 0
+	if g.overCaps() {
 		// Only live processes and their dead ancestors are left: admit
 		// what comes (counted in create) and look again later.
 		g.nextEvictAt = len(g.byID) + g.evictSlack()
+		g.nextEvictBytes = g.imageBytes + g.bytesSlack()
 	}
 }

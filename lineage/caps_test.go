@@ -141,3 +141,45 @@ func TestRestoreKeepsDroppedAndEvictedCounts(t *testing.T) {
 		t.Errorf("restored node keeps %d images, cap 2", len(p.Images))
 	}
 }
+
+func TestImageByteCapEvictsTheOldestDeadBranchFirst(t *testing.T) {
+	// 4 KiB of empty arguments: 4096 strings, the costliest image the
+	// kernel's capture allows.
+	empty := make([]string, 4096)
+	cost := (&Process{Images: []Image{{Argv: empty}}}).ImageBytes()
+	g := New(Config{MaxImageBytes: 10 * cost})
+	seedInit(g)
+	apply(g, forkEv(host, initID))
+	var ids []ID
+	for i := range 30 {
+		x := id(100+uint32(i), 2*sec+uint64(i))
+		ids = append(ids, x)
+		apply(g, forkEv(x, host), Event{Kind: KindExec, Time: x.Start + 1, Proc: x, Filename: "/x", Argv: empty})
+		if i < 25 {
+			apply(g, exitEv(x.Start+2, x, 0))
+		}
+		checkInvariants(t, g)
+	}
+	s := g.Stats()
+	if s.ImageBytes > 10*cost || s.Evicted == 0 {
+		t.Errorf("image bytes %d over the cap %d, %d evicted", s.ImageBytes, 10*cost, s.Evicted)
+	}
+	// The newest dead ones and every live one are kept; the oldest went.
+	if _, ok := g.Get(ids[0]); ok {
+		t.Error("the oldest dead process was kept")
+	}
+	for _, x := range ids[25:] {
+		if _, ok := g.Get(x); !ok {
+			t.Errorf("live process %v evicted", x)
+		}
+	}
+	// Live processes alone past the byte cap are admitted and counted.
+	for i := range 20 {
+		x := id(500+uint32(i), 5*sec+uint64(i))
+		apply(g, forkEv(x, host), Event{Kind: KindExec, Time: x.Start + 1, Proc: x, Filename: "/x", Argv: empty})
+	}
+	if s := g.Stats(); s.Alive < 27 || s.OverCap == 0 {
+		t.Errorf("live processes past the byte cap: %d alive, %d over cap", s.Alive, s.OverCap)
+	}
+	checkInvariants(t, g)
+}

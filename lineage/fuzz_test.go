@@ -9,7 +9,8 @@ import (
 // and retirements over a handful of PIDs and start times (so identities
 // collide, recycle and match by tick), and checks that nothing panics, the
 // internal structure stays consistent and every query terminates. Inputs of
-// odd length run with tiny caps (5 nodes, 2 images): no process keeps more
+// odd length run with tiny caps (5 nodes, 2 images, 1200 bytes of images,
+// a few images' worth): the graph's byte accounting stays exact, no process keeps more
 // images than the cap, no live process is ever evicted, and the graph is
 // over its node cap only while nothing can be evicted.
 //
@@ -22,7 +23,7 @@ func FuzzApply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg := Config{Retention: time.Millisecond * 50}
 		if len(data)%2 == 1 {
-			cfg.MaxNodes, cfg.MaxImages = 5, 2
+			cfg.MaxNodes, cfg.MaxImages, cfg.MaxImageBytes = 5, 2, 1200
 		}
 		g := New(cfg)
 		exited := map[*node]bool{} // nodes seen exited: must never come back
@@ -77,8 +78,8 @@ func FuzzApply(f *testing.F) {
 				}
 			}
 			switch {
-			case len(g.byID) >= g.maxNodes && g.nextEvictAt == 0:
-				t.Fatalf("%d nodes at cap %d and no eviction tried", len(g.byID), g.maxNodes)
+			case g.overCaps() && g.nextEvictAt == 0:
+				t.Fatalf("%d nodes, %d image bytes at caps %d, %d and no eviction tried", len(g.byID), g.imageBytes, g.maxNodes, g.maxBytes)
 			case g.nextEvictAt > 0 && len(g.byID) > g.nextEvictAt+1:
 				t.Fatalf("%d nodes, past the next eviction point %d", len(g.byID), g.nextEvictAt)
 			}

@@ -33,6 +33,18 @@ const (
 	// the graph never keeps fewer than 2 (the first and the latest).
 	MinMaxImages = 2
 	MaxMaxImages = 1024
+
+	// DefaultMaxImageBytes caps what the images of all nodes hold at 512
+	// MiB. The node cap alone does not bound it: an image is up to the
+	// kernel's 4 KiB argv capture, and 4 KiB of empty arguments are 4096
+	// strings (64 KiB of string headers), so 200,000 nodes of 8 such
+	// images would be 100 GiB. Typical nodes (about 1 KiB) reach the node
+	// cap first.
+	DefaultMaxImageBytes = 512 << 20
+	// MinMaxImageBytes and MaxMaxImageBytes bound what an operator may
+	// configure.
+	MinMaxImageBytes = 16 << 20
+	MaxMaxImageBytes = 64 << 30
 )
 
 // Config tunes a Graph. Zero values take the defaults.
@@ -58,6 +70,10 @@ type Config struct {
 	// (Process.ImagesDropped, Stats.ImagesDropped). Default
 	// DefaultMaxImages; values below 2 mean 2.
 	MaxImages int
+	// MaxImageBytes caps the memory the images of all nodes hold, by the
+	// graph's own accounting (Stats.ImageBytes): reaching it evicts like
+	// MaxNodes. Default DefaultMaxImageBytes.
+	MaxImageBytes int
 }
 
 // Graph is the lineage graph of the processes of one node. The zero value
@@ -69,9 +85,13 @@ type Graph struct {
 	tick      uint64 // ns
 	maxNodes  int
 	maxImages int
-	// nextEvictAt is 0, or while the cap cannot be met (nothing left to
-	// evict) the node count at which eviction is tried again.
-	nextEvictAt int
+	maxBytes  int
+	// nextEvictAt and nextEvictBytes are 0, or while the caps cannot be
+	// met (nothing left to evict) the node count and image bytes at which
+	// eviction is tried again.
+	nextEvictAt, nextEvictBytes int
+	// imageBytes is the sum of every node's bytes (Process.ImageBytes).
+	imageBytes int
 
 	// byID indexes every node by its current public ID.
 	byID map[ID]*node
@@ -101,6 +121,7 @@ func New(cfg Config) *Graph {
 		tick:      DefaultTickNS,
 		maxNodes:  DefaultMaxNodes,
 		maxImages: DefaultMaxImages,
+		maxBytes:  DefaultMaxImageBytes,
 		byID:      make(map[ID]*node),
 		byPID:     make(map[uint32][]*node),
 	}
@@ -115,6 +136,9 @@ func New(cfg Config) *Graph {
 	}
 	if cfg.MaxImages > 0 {
 		g.maxImages = max(cfg.MaxImages, 2)
+	}
+	if cfg.MaxImageBytes > 0 {
+		g.maxBytes = cfg.MaxImageBytes
 	}
 	return g
 }
@@ -160,6 +184,9 @@ type node struct {
 	markedAt uint64
 	// exitFromEvent: the exit came from a kernel exit event, not inferred.
 	exitFromEvent bool
+
+	// bytes is p.ImageBytes() as last accounted (Graph.account).
+	bytes int
 
 	// retired: removed from the graph; kept only as a parent reference.
 	retired bool

@@ -67,8 +67,8 @@ func (g *Graph) Retire(now uint64) int {
 		}
 	}
 	g.stats.retired += uint64(removed)
-	if len(g.byID) < g.maxNodes {
-		g.nextEvictAt = 0 // room again: evict as usual when it fills
+	if !g.overCaps() {
+		g.nextEvictAt, g.nextEvictBytes = 0, 0 // room again: evict as usual when it fills
 	}
 	return removed
 }
@@ -90,4 +90,6 @@ func (g *Graph) remove(n *node) {
 	n.children = nil
 	n.parent = nil
 	n.p.Images = nil
+	g.imageBytes -= n.bytes
+	n.bytes = 0
 }

@@ -159,6 +159,7 @@ func (g *Graph) setProcImage(n *node, s *Snapshot, readAt uint64) {
 		return
 	}
 	n.p.Images = []Image{{Filename: s.Filename, Argv: cloneStrings(s.Argv), Source: SourceProc}}
+	g.account(n)
 	n.procRead = true
 	n.procReadAt = readAt
 }

@@ -329,6 +329,7 @@ func Restore(cfg Config, s State) (*Graph, error) {
 	for _, n := range nodes {
 		g.byPID[n.p.ID.PID] = append(g.byPID[n.p.ID.PID], n)
 		g.capImages(n) // a smaller Config.MaxImages than the saved graph's
+		g.account(n)
 	}
 	g.enforceCap()
 	return g, nil

@@ -63,10 +63,10 @@ func (g *Graph) Stats() Stats {
 		ImagesDropped:  g.stats.imagesDropped,
 		Evicted:        g.stats.evicted,
 		OverCap:        g.stats.overCap,
+		ImageBytes:     g.imageBytes,
 		Gaps:           make(map[Gap]uint64, len(allGaps)),
 	}
 	for _, n := range g.byID {
-		s.ImageBytes += n.p.ImageBytes()
 		if n.p.Exited {
 			s.Exited++
 		} else {

@@ -37,6 +37,7 @@ func newAgentCmd() *cobra.Command {
 				Retention:          cfg.Lineage.Retention,
 				MaxNodes:           cfg.Lineage.MaxNodes,
 				MaxImages:          cfg.Lineage.MaxImages,
+				MaxImageBytes:      cfg.Lineage.MaxImageBytes,
 				RepairInterval:     cfg.Lineage.RepairInterval,
 				Sessions:           cfg.SessionsConfig(),
 				Enforcer:           ec,
