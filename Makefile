@@ -6,7 +6,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test vmtest check clean
+.PHONY: all build run setup setup-test generate check-generate vet test fuzz vmtest check clean
 
 all: build
 
@@ -39,9 +39,16 @@ vet:
 test:
 	$(GO) test -count=1 -timeout 20m ./...
 
-# Everything CI runs: formatting, vet, generated code, host tests, the VM
-# kernel matrix.
-check: setup-test vet check-generate test vmtest
+# Every Go fuzz target in the repository (every func FuzzX in a _test.go
+# file, found by scripts/fuzz.sh), FUZZTIME each; the total is printed
+# before and after. `make fuzz FUZZTIME=5m` for a longer run.
+FUZZTIME ?= 30s
+fuzz:
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
+
+# Everything CI runs: formatting, vet, generated code, host tests, fuzzing,
+# the VM kernel matrix.
+check: setup-test vet check-generate test fuzz vmtest
 
 # VM kernel matrix: every package's tests in QEMU guests booted with real
 # Debian kernels (vmtests/README.md). `make vmtest KERNELS=6.1`,

@@ -32,6 +32,9 @@ type Options struct {
 	ProcRoot                string        // default /proc
 	Retention               time.Duration // default 5m
 	RepairInterval          time.Duration // how often lost counters are checked, default 1s
+	// MaxNodes, MaxImages and MaxImageBytes cap the lineage graph
+	// (lineage.Config); zero takes lineage's defaults.
+	MaxNodes, MaxImages, MaxImageBytes int
 	// PinDir is where the kernel side is pinned so it keeps running
 	// across restarts (sensor.Options.PinDir). Default DefaultPinDir.
 	PinDir string
@@ -172,7 +175,7 @@ func New(opts Options) (*Agent, error) {
 }
 
 func newGraph(opts Options) *lineage.Graph {
-	return lineage.New(lineage.Config{Retention: opts.Retention, TickNS: procfs.TickNS})
+	return lineage.New(lineage.Config{Retention: opts.Retention, TickNS: procfs.TickNS, MaxNodes: opts.MaxNodes, MaxImages: opts.MaxImages, MaxImageBytes: opts.MaxImageBytes})
 }
 
 // Sessions is the session tracker. It is replaced by the one restored

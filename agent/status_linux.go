@@ -13,15 +13,19 @@ import (
 func (a *Agent) Status() api.Status {
 	gs := a.graph.Stats()
 	st := api.Status{
-		Tracked:   gs.Tracked,
-		Alive:     gs.Alive,
-		Exited:    gs.Exited,
-		Retired:   gs.Retired,
-		Repairs:   gs.Repairs,
-		Events:    map[string]uint64{},
-		Lost:      map[string]uint64{},
-		Gaps:      gapCounts(gs),
-		Recovered: map[string]uint64{},
+		Tracked:       gs.Tracked,
+		Alive:         gs.Alive,
+		Exited:        gs.Exited,
+		Retired:       gs.Retired,
+		Repairs:       gs.Repairs,
+		ImagesDropped: gs.ImagesDropped,
+		Evicted:       gs.Evicted,
+		OverCap:       gs.OverCap,
+		ImageBytes:    gs.ImageBytes,
+		Events:        map[string]uint64{},
+		Lost:          map[string]uint64{},
+		Gaps:          gapCounts(gs),
+		Recovered:     map[string]uint64{},
 	}
 	for _, k := range eventKinds {
 		st.Events[k.String()] = a.events[k].Load()

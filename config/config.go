@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -136,6 +137,17 @@ type Lineage struct {
 	// RepairInterval is how often lost-event counters are checked, and the
 	// graph repaired from ProcRoot after a loss (lineage.repair-interval).
 	RepairInterval time.Duration
+	// MaxNodes caps the processes the graph keeps (lineage.max-nodes):
+	// past it the oldest entirely dead branches are evicted. Live
+	// processes are never evicted (see lineage.Config.MaxNodes).
+	MaxNodes int
+	// MaxImages caps the exec images kept per process
+	// (lineage.max-images): the first and the latest MaxImages-1.
+	MaxImages int
+	// MaxImageBytes caps the memory all kept images hold, by the graph's
+	// own accounting (lineage.max-image-bytes); reaching it evicts like
+	// MaxNodes.
+	MaxImageBytes int
 }
 
 // Log configures the agent's own logging.
@@ -166,6 +178,9 @@ func Default() Config {
 			Retention:      5 * time.Minute,
 			ProcRoot:       "/proc",
 			RepairInterval: time.Second,
+			MaxNodes:       lineage.DefaultMaxNodes,
+			MaxImages:      lineage.DefaultMaxImages,
+			MaxImageBytes:  lineage.DefaultMaxImageBytes,
 		},
 		Sessions: Sessions{
 			DefaultRules:    true,
@@ -203,7 +218,7 @@ func (c *Config) options() []option {
 		{"api.socket", "path of the API unix socket", &c.API.Socket,
 			func() error { return socketPath(c.API.Socket) }},
 		{"api.socket-mode", "permissions of the API socket, octal (callers are authorized per request)", &c.API.SocketMode,
-			func() error { return fileMode(c.API.SocketMode) }},
+			func() error { return socketMode(c.API.SocketMode) }},
 		{"api.max-connections", "most connections all non-root users may hold open together (root's are not capped)", &c.API.MaxConnections,
 			func() error { return between(c.API.MaxConnections, 1, maxAPIConnections) }},
 		{"api.max-connections-per-uid", "most connections one non-root uid may hold open, at most api.max-connections", &c.API.MaxConnectionsPerUID,
@@ -217,17 +232,25 @@ func (c *Config) options() []option {
 		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; `mcptrace uninstall` removes them)", &c.BPF.PinDir,
 			func() error { return absPath(c.BPF.PinDir) }},
 		{"lineage.retention", "how long exited processes stay in the lineage graph", &c.Lineage.Retention,
-			func() error { return atLeast(c.Lineage.Retention, time.Nanosecond) }},
+			func() error { return between(c.Lineage.Retention, time.Millisecond, maxRetention) }},
 		{"lineage.proc-root", "proc file system to seed and repair the lineage graph from", &c.Lineage.ProcRoot,
 			func() error { return absPath(c.Lineage.ProcRoot) }},
 		{"lineage.repair-interval", "how often lost events are checked for and the graph repaired", &c.Lineage.RepairInterval,
-			func() error { return atLeast(c.Lineage.RepairInterval, 10*time.Millisecond) }},
+			func() error { return between(c.Lineage.RepairInterval, 10*time.Millisecond, time.Hour) }},
+		{"lineage.max-nodes", "most processes the lineage graph keeps; past it the oldest entirely dead branches are evicted (live processes never are)", &c.Lineage.MaxNodes,
+			func() error { return between(c.Lineage.MaxNodes, lineage.MinMaxNodes, lineage.MaxMaxNodes) }},
+		{"lineage.max-images", "most exec images kept per process: the first and the latest ones; the rest are counted as dropped", &c.Lineage.MaxImages,
+			func() error { return between(c.Lineage.MaxImages, lineage.MinMaxImages, lineage.MaxMaxImages) }},
+		{"lineage.max-image-bytes", "most bytes the kept exec images of all processes hold, by the graph's own accounting; past it the oldest entirely dead branches are evicted (live processes never are)", &c.Lineage.MaxImageBytes,
+			func() error {
+				return between(c.Lineage.MaxImageBytes, lineage.MinMaxImageBytes, lineage.MaxMaxImageBytes)
+			}},
 		{"sessions.default-rules", "recognise the real agent hosts (Claude Code, Codex, Copilot, Cursor, goose, OpenClaw, VS Code) as session roots", &c.Sessions.DefaultRules,
 			func() error { return nil }},
 		{"sessions.rules", "extra host rules: a list of {name, comm, exe, argv, not} (configuration file only)", &c.Sessions.Rules,
 			func() error { return sessions.CompileRules(c.Sessions.Rules) }},
 		{"sessions.retention", "how long ended sessions stay listed", &c.Sessions.Retention,
-			func() error { return atLeast(c.Sessions.Retention, time.Second) }},
+			func() error { return between(c.Sessions.Retention, time.Second, maxRetention) }},
 		{"sessions.within-pid", "only this PID and the processes it created begin sessions or send destroy markers; 0: the whole node", &c.Sessions.WithinPID,
 			func() error { return pid(c.Sessions.WithinPID) }},
 		{"sessions.max-active-per-uid", "most active sessions one uid may have; a further one is refused (counted, and `mcptrace run` fails)", &c.Sessions.MaxActivePerUID,
@@ -239,7 +262,7 @@ func (c *Config) options() []option {
 		{"enforcer.policy", "graceful (SIGTERM, grace period, SIGKILL) or immediate (SIGKILL)", &c.Enforcer.Policy,
 			func() error { return oneOf(c.Enforcer.Policy, "graceful", "immediate") }},
 		{"enforcer.grace-period", "wait between SIGTERM and SIGKILL", &c.Enforcer.GracePeriod,
-			func() error { return atLeast(c.Enforcer.GracePeriod, time.Millisecond) }},
+			func() error { return between(c.Enforcer.GracePeriod, time.Millisecond, enforcer.MaxGrace) }},
 		{"enforcer.cross-uid", "a session owned by a non-root user also ends members that user could not signal itself (other uids, setuid programs); off: they are spared and counted", &c.Enforcer.CrossUID,
 			func() error { return nil }},
 		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv} (configuration file only)", &c.Enforcer.Spare,
@@ -247,13 +270,17 @@ func (c *Config) options() []option {
 		{"state.dir", "where the agent keeps its memory across restarts: sessions, lineage, pending kills (tmpfs by default)", &c.State.Dir,
 			func() error { return absPath(c.State.Dir) }},
 		{"state.checkpoint-interval", "how often the whole state is written and the journal started anew", &c.State.CheckpointInterval,
-			func() error { return atLeast(c.State.CheckpointInterval, time.Second) }},
+			func() error { return between(c.State.CheckpointInterval, time.Second, time.Hour) }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,
 			func() error { return oneOf(c.Log.Format, "text", "json") }},
 	}
 }
+
+// maxRetention bounds lineage.retention and sessions.retention: what is kept
+// longer than a day is better read from the logs.
+const maxRetention = 24 * time.Hour
 
 // Validate checks every option and reports every problem, each naming its
 // key and what is allowed.

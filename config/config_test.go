@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/spf13/pflag"
 )
 
@@ -181,9 +182,9 @@ func TestLoadRejects(t *testing.T) {
 			[]string{"lineage.retention (", "want a duration with a unit", "got 300"}},
 		{"duration in words", "", map[string]string{"MCPTRACE_LINEAGE_RETENTION": "5 minutes"}, nil,
 			[]string{"lineage.retention (MCPTRACE_LINEAGE_RETENTION): want a duration such as 90s", `"5 minutes"`}},
-		{"negative retention", "lineage:\n  retention: -1m\n", nil, nil, []string{"lineage.retention (", "must be positive"}},
+		{"negative retention", "lineage:\n  retention: -1m\n", nil, nil, []string{"lineage.retention (", "must be between 1ms and 24h0m0s, got -1m0s"}},
 		{"repair too often", "", nil, []string{"--lineage.repair-interval=1ms"},
-			[]string{"lineage.repair-interval (flag --lineage.repair-interval): must be at least 10ms"}},
+			[]string{"lineage.repair-interval (flag --lineage.repair-interval): must be between 10ms and 1h0m0s"}},
 		{"unquoted socket mode", "api:\n  socket-mode: 0660\n", nil, nil, []string{"api.socket-mode (", "quote the mode"}},
 		{"socket mode not octal", "", map[string]string{"MCPTRACE_API_SOCKET_MODE": "0999"}, nil,
 			[]string{"api.socket-mode (MCPTRACE_API_SOCKET_MODE): want an octal mode"}},
@@ -192,9 +193,9 @@ func TestLoadRejects(t *testing.T) {
 		{"socket path too long", "", map[string]string{"MCPTRACE_API_SOCKET": "/" + strings.Repeat("s", 200)}, nil,
 			[]string{"api.socket (MCPTRACE_API_SOCKET): must be at most 107 bytes"}},
 		{"no active session per uid", "", nil, []string{"--sessions.max-active-per-uid=0"},
-			[]string{"sessions.max-active-per-uid (flag --sessions.max-active-per-uid): must be 1 to 65536", "got 0"}},
+			[]string{"sessions.max-active-per-uid (flag --sessions.max-active-per-uid): must be between 1 and 65536", "got 0"}},
 		{"more ended sessions per uid than the node keeps", "", nil, []string{"--sessions.max-ended-per-uid=1001"},
-			[]string{"sessions.max-ended-per-uid (flag --sessions.max-ended-per-uid): must be 1 to 1000", "got 1001"}},
+			[]string{"sessions.max-ended-per-uid (flag --sessions.max-ended-per-uid): must be between 1 and 1000", "got 1001"}},
 		{"negative within-pid", "", nil, []string{"--sessions.within-pid=-1"},
 			[]string{"sessions.within-pid (flag --sessions.within-pid): must be 0 or a PID", "got -1"}},
 		{"bad log level", "log:\n  level: verbose\n", nil, nil, []string{"log.level (", "must be debug, info, warn or error"}},
@@ -266,8 +267,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 	}
 	for _, o := range c.options() {
 		switch o.key {
-		case "api.socket-mode", // 0000 is a valid mode
-			"sessions.default-rules",           // false is valid
+		case "sessions.default-rules", // false is valid
 			"enforcer.cross-uid",               // false is valid
 			"sessions.within-pid",              // 0 (the whole node) is valid
 			"sessions.rules", "enforcer.spare": // no rules is valid
@@ -295,6 +295,9 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"lineage.retention":           "5m0s",
 		"lineage.proc-root":           "/proc",
 		"lineage.repair-interval":     "1s",
+		"lineage.max-nodes":           "200000",
+		"lineage.max-images":          "8",
+		"lineage.max-image-bytes":     "536870912",
 		"log.level":                   "info",
 		"log.format":                  "text",
 		"sessions.default-rules":      "true",
@@ -428,5 +431,66 @@ func TestAPIConnectionCapsAreBounded(t *testing.T) {
 		if tc.bad == "" && err != nil || tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad+": ")) {
 			t.Errorf("total %d per uid %d: %v, want error naming %q", tc.total, tc.perUID, err, tc.bad)
 		}
+	}
+}
+
+// TestEveryAcceptedValueMeansWhatItSays: a value is either honoured as
+// written or refused with a message naming the key and the valid range.
+func TestEveryAcceptedValueMeansWhatItSays(t *testing.T) {
+	tests := []struct {
+		name  string
+		flags []string
+		want  string // "" accepted; else in the error
+	}{
+		{"socket mode 0000 is refused, not turned into 0666", []string{"--api.socket-mode=0000"}, "api.socket-mode (flag --api.socket-mode): must be 0600, 0660, 0606 or 0666"},
+		{"socket mode read-only for others grants nothing", []string{"--api.socket-mode=0644"}, "got 0644"},
+		{"socket mode execute bits mean nothing", []string{"--api.socket-mode=0777"}, "got 0777"},
+		{"socket mode without owner write is refused", []string{"--api.socket-mode=0066"}, "got 0066"},
+		{"socket mode 0600 is root only", []string{"--api.socket-mode=0600"}, ""},
+		{"socket mode 0660 is the group", []string{"--api.socket-mode=0660"}, ""},
+		{"grace period past the old fixed sweep timeout is honoured", []string{"--enforcer.grace-period=45s"}, ""},
+		{"grace period at its maximum", []string{"--enforcer.grace-period=10m"}, ""},
+		{"grace period beyond its maximum", []string{"--enforcer.grace-period=11m"}, "enforcer.grace-period (flag --enforcer.grace-period): must be between 1ms and 10m0s, got 11m0s"},
+		{"within-pid is below pid_max", []string{"--sessions.within-pid=4194304"}, "sessions.within-pid (flag --sessions.within-pid): must be 0 or a PID (1 to 4194303), got 4194304"},
+		{"within-pid at the largest pid", []string{"--sessions.within-pid=4194303"}, ""},
+		{"log level with an offset names no listed level", []string{"--log.level=info+2"}, "log.level (flag --log.level): must be debug, info, warn or error"},
+		{"log level in capitals", []string{"--log.level=WARN"}, ""},
+		{"lineage retention beyond a day", []string{"--lineage.retention=25h"}, "lineage.retention (flag --lineage.retention): must be between 1ms and 24h0m0s"},
+		{"sessions retention beyond a day", []string{"--sessions.retention=25h"}, "sessions.retention (flag --sessions.retention): must be between 1s and 24h0m0s"},
+		{"repair interval beyond an hour", []string{"--lineage.repair-interval=2h"}, "lineage.repair-interval (flag --lineage.repair-interval): must be between 10ms and 1h0m0s"},
+		{"checkpoint interval beyond an hour", []string{"--state.checkpoint-interval=2h"}, "state.checkpoint-interval (flag --state.checkpoint-interval): must be between 1s and 1h0m0s"},
+		{"node cap zero", []string{"--lineage.max-nodes=0"}, "lineage.max-nodes (flag --lineage.max-nodes): must be between 1000 and 10000000, got 0"},
+		{"node cap too large", []string{"--lineage.max-nodes=20000000"}, "got 20000000"},
+		{"one image cannot keep the first and the latest", []string{"--lineage.max-images=1"}, "lineage.max-images (flag --lineage.max-images): must be between 2 and 1024, got 1"},
+		{"image cap too large", []string{"--lineage.max-images=4096"}, "got 4096"},
+		{"image byte cap too small", []string{"--lineage.max-image-bytes=1024"}, "lineage.max-image-bytes (flag --lineage.max-image-bytes): must be between 16777216 and 68719476736, got 1024"},
+		{"smallest caps", []string{"--lineage.max-images=2", "--lineage.max-nodes=1000", "--lineage.max-image-bytes=16777216"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isolate(t)
+			c, err := Load("", flagSet(t, tt.flags...))
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("Load(%q) error %v, want one containing %q", tt.flags, err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load(%q): %v", tt.flags, err)
+			}
+			// What the agent is given must be what was written.
+			ec, err := c.EnforcerConfig()
+			if err != nil {
+				t.Fatalf("EnforcerConfig: %v", err)
+			}
+			got := enforcer.New(ec, nil, slog.New(slog.DiscardHandler)).Config()
+			if got.Mode != enforcer.ModeEnforce || got.Grace != c.Enforcer.GracePeriod {
+				t.Errorf("enforcer runs mode %s grace %s, configured enforce %s", got.Mode, got.Grace, c.Enforcer.GracePeriod)
+			}
+			if got.SweepTimeout <= got.Grace {
+				t.Errorf("sweep gives up at %s, not after the grace period %s: SIGKILL would never be sent", got.SweepTimeout, got.Grace)
+			}
+		})
 	}
 }

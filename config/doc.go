@@ -15,6 +15,14 @@
 // A file key the agent does not know is an error naming the key, so typos
 // do not silently fall back to defaults.
 //
+// Every value accepted means what it says: each option's check refuses
+// what the agent would not honour as written (a socket mode no one could
+// connect through, a grace period past what the sweep waits, a PID the
+// kernel never hands out, a duration or cap outside its stated range) with
+// an error naming the key, where the value came from and the valid range.
+// The package does not check what only the running system knows (whether a
+// path exists, is on bpffs or belongs to root): the agent does at start.
+//
 // Adding an option takes a field in Config (or a new section struct), its
 // default in Default and one entry in Config.options, which gives it its
 // key, flag, help text and check.

@@ -41,7 +41,14 @@ const (
 const (
 	DefaultGrace         = 2 * time.Second
 	DefaultSweepInterval = 50 * time.Millisecond
-	DefaultSweepTimeout  = 30 * time.Second
+	// DefaultSweepTimeout is how long a sweep goes on after the grace
+	// period ends (the SIGKILL phase) before it reports survivors; a zero
+	// Config.SweepTimeout is Grace plus this, so a long grace period still
+	// ends in SIGKILL.
+	DefaultSweepTimeout = 30 * time.Second
+	// MaxGrace is the longest grace period Validate accepts: members of an
+	// ended session outlive it by this much at most.
+	MaxGrace = 10 * time.Minute
 )
 
 // Results of a KillRecord. A refusal or a failure is "refused: <why>" or
@@ -86,7 +93,9 @@ type Config struct {
 	// surviving members. Default 50ms.
 	SweepInterval time.Duration
 	// SweepTimeout is when End gives up and reports survivors (logged at
-	// error). Default 30s.
+	// error), counted from the start of End. It must be longer than Grace
+	// under PolicyGraceful, or SIGKILL would never be sent. Default Grace +
+	// DefaultSweepTimeout.
 	SweepTimeout time.Duration
 	// Sync, when set, is called before a sweep declares a session empty
 	// and returns once the member set reflects every process event the
@@ -186,6 +195,16 @@ func (c Config) Validate() error {
 	if c.Grace < 0 || c.SweepInterval < 0 || c.SweepTimeout < 0 {
 		errs = append(errs, errors.New("negative duration"))
 	}
+	if c.Grace > MaxGrace {
+		errs = append(errs, fmt.Errorf("grace period %s is longer than %s", c.Grace, MaxGrace))
+	}
+	grace := c.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	if c.SweepTimeout > 0 && c.Policy != PolicyImmediate && c.SweepTimeout <= grace {
+		errs = append(errs, fmt.Errorf("sweep timeout %s is not longer than the grace period %s: SIGKILL would never be sent", c.SweepTimeout, grace))
+	}
 	for _, r := range c.Spare {
 		if err := r.validate(); err != nil {
 			errs = append(errs, err)
@@ -225,7 +244,7 @@ func (c Config) withDefaults(log *slog.Logger) Config {
 		c.SweepInterval = DefaultSweepInterval
 	}
 	if c.SweepTimeout <= 0 {
-		c.SweepTimeout = DefaultSweepTimeout
+		c.SweepTimeout = c.Grace + DefaultSweepTimeout
 	}
 	return c
 }

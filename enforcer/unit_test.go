@@ -45,6 +45,9 @@ func TestInvalidConfigFallsBackToAudit(t *testing.T) {
 		{Spare: []SpareRule{{Name: "empty"}}},
 		{Spare: []SpareRule{{Exe: "[unclosed"}}},
 		{Grace: -time.Second},
+		{Grace: MaxGrace + time.Second},
+		{Grace: 45 * time.Second, SweepTimeout: 30 * time.Second}, // SIGKILL would never be sent
+		{SweepTimeout: DefaultGrace},
 	} {
 		if cfg.Validate() == nil {
 			t.Errorf("%+v validated", cfg)
@@ -55,7 +58,7 @@ func TestInvalidConfigFallsBackToAudit(t *testing.T) {
 	}
 	got := New(Config{}, nil, quiet).Config()
 	want := Config{Mode: ModeEnforce, Policy: PolicyGraceful, Grace: DefaultGrace,
-		SweepInterval: DefaultSweepInterval, SweepTimeout: DefaultSweepTimeout}
+		SweepInterval: DefaultSweepInterval, SweepTimeout: DefaultGrace + DefaultSweepTimeout}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}

@@ -29,6 +29,7 @@ func (g *Graph) Apply(ev Event) {
 		return
 	}
 	g.clock = max(g.clock, ev.Time)
+	g.enforceCap()
 }
 
 // applyFork records that ev.Creator created ev.Proc.
@@ -78,6 +79,7 @@ func (g *Graph) newFork(ev *Event, creator *node, placeholder bool) {
 		if img, ok := inheritedImage(creator, ev.Time); ok {
 			// Room for the exec that usually follows.
 			n.p.Images = append(make([]Image, 0, 2), img)
+			g.account(n)
 		}
 	} else {
 		placeholder = true
@@ -117,6 +119,8 @@ func (g *Graph) lateFork(n *node, ev *Event, creator *node, placeholder bool) {
 			// image read from /proc already shows what the process runs.
 			if len(ims) == 0 || (ims[0].Source == SourceKernel && ims[0].Time >= ev.Time) {
 				n.p.Images = append([]Image{img}, ims...)
+				g.capImages(n)
+				g.account(n)
 			}
 		}
 		if !n.procRead && !hasKernelImage(n) {
@@ -151,6 +155,8 @@ func (g *Graph) applyExec(ev *Event) {
 		UID:           ev.UID,
 	}
 	n.p.Images = g.addExecImage(n, img)
+	g.capImages(n)
+	g.account(n)
 	n.p.Kernel = false // an exec makes even a kernel-spawned helper a user process
 	if !created {
 		g.updateFields(n, ev)

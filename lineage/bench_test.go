@@ -58,3 +58,50 @@ func BenchmarkDescendants(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkForkExitAtNodeCap measures a short-lived child's life in a
+// graph held at the default node cap by dead children of a live root
+// (retention never passes): every DefaultMaxNodes/64 children one
+// eviction walk runs, and its cost is part of the average. The longest
+// single Apply is reported as max-apply-ms, and the mean of the Applies
+// that ran an eviction walk (the graph's lock is held through it) as
+// walk-ms.
+//
+//	go test -run x -bench ForkExitAtNodeCap -benchtime 200000x ./lineage/
+func BenchmarkForkExitAtNodeCap(b *testing.B) {
+	g := New(Config{Retention: time.Hour})
+	root := id(1, 1)
+	g.Apply(Event{Kind: KindExec, Time: 2, Proc: root, Filename: "/sbin/init", Argv: []string{"init"}})
+	now := uint64(10)
+	next := uint32(2)
+	life := func() time.Duration {
+		now += 1000
+		child := id(next, now)
+		next = next%4_000_000 + 2
+		t := time.Now()
+		g.Apply(Event{Kind: KindFork, Time: now, Proc: child, Creator: root, Parent: root, Comm: "sh"})
+		d := time.Since(t)
+		g.Apply(Event{Kind: KindExit, Time: now + 500, Proc: child})
+		return d
+	}
+	for range DefaultMaxNodes {
+		life()
+	}
+	var longest, walks time.Duration
+	evicted, nwalks := g.Stats().Evicted, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		d := life()
+		longest = max(longest, d)
+		if e := g.stats.evicted; e != evicted {
+			evicted, walks, nwalks = e, walks+d, nwalks+1
+		}
+	}
+	b.ReportMetric(float64(longest)/float64(time.Millisecond), "max-apply-ms")
+	if nwalks > 0 {
+		b.ReportMetric(float64(walks)/float64(nwalks)/float64(time.Millisecond), "walk-ms")
+	}
+	if s := g.Stats(); s.Tracked > DefaultMaxNodes || s.Evicted == 0 {
+		b.Fatalf("cap not held: %+v", s)
+	}
+}

@@ -66,6 +66,20 @@
 // describes no graph with an error wrapping ErrInvalidState. Writing the
 // State somewhere is the caller's job.
 //
+// # Bounds
+//
+// No local user can make the graph grow without bound. A process keeps its
+// first image and its latest Config.MaxImages-1; the images in between are
+// dropped and counted (Process.ImagesDropped). The graph holds at most
+// Config.MaxNodes nodes and Config.MaxImageBytes bytes of images (by its own
+// accounting, Stats.ImageBytes): reaching either evicts the entirely dead
+// branches whose newest exit is oldest, a little under the cap
+// (Stats.Evicted).
+// Live processes, and dead ones with a live descendant, are never evicted,
+// because lineage to a live process is what sessions are enforced on; when
+// nothing else is left, new processes are admitted over the cap and
+// counted (Stats.OverCap), bounded by the kernel's pid_max.
+//
 // # What it does not do
 //
 // The package performs no I/O and makes no system calls: it does not read

@@ -8,7 +8,11 @@ import (
 // FuzzApply drives a graph with arbitrary streams of events, seeds, repairs
 // and retirements over a handful of PIDs and start times (so identities
 // collide, recycle and match by tick), and checks that nothing panics, the
-// internal structure stays consistent and every query terminates.
+// internal structure stays consistent and every query terminates. Inputs of
+// odd length run with tiny caps (5 nodes, 2 images, 1200 bytes of images,
+// a few images' worth): the graph's byte accounting stays exact, no process keeps more
+// images than the cap, no live process is ever evicted, and the graph is
+// over its node cap only while nothing can be evicted.
 //
 //	go test -run x -fuzz FuzzApply -fuzztime 30s ./lineage/
 func FuzzApply(f *testing.F) {
@@ -17,9 +21,19 @@ func FuzzApply(f *testing.F) {
 	f.Add([]byte{5, 1, 0, 2, 0, 0, 0, 0, 0, 1, 1, 2, 1, 0, 1, 0, 6, 3, 2, 1, 0, 0, 9, 0, 7, 0, 0, 0, 0, 0, 200, 0})
 	f.Add([]byte{4, 2, 3, 0, 0, 0, 5, 1, 3, 2, 3, 0, 0, 2, 4, 2, 0, 2, 3, 1, 3, 1, 1, 3, 0, 1, 3, 2, 2, 0, 2, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g := New(Config{Retention: time.Millisecond * 50})
+		cfg := Config{Retention: time.Millisecond * 50}
+		if len(data)%2 == 1 {
+			cfg.MaxNodes, cfg.MaxImages, cfg.MaxImageBytes = 5, 2, 1200
+		}
+		g := New(cfg)
 		exited := map[*node]bool{} // nodes seen exited: must never come back
 		for len(data) >= 8 {
+			var alive []*node
+			for _, n := range g.byID {
+				if !n.p.Exited {
+					alive = append(alive, n)
+				}
+			}
 			b := data[:8]
 			data = data[8:]
 			proc := ID{PID: uint32(b[1] % 6), Start: uint64(b[2]%4) * 7_000_003}
@@ -52,6 +66,22 @@ func FuzzApply(f *testing.F) {
 			}
 			if err := invariants(g); err != nil {
 				t.Fatal(err)
+			}
+			for _, n := range alive {
+				if n.retired && !n.p.Exited {
+					t.Fatalf("live process %v evicted by op %d", n.p.ID, b[0]%8)
+				}
+			}
+			for _, n := range g.byID {
+				if len(n.p.Images) > g.maxImages {
+					t.Fatalf("%v keeps %d images, cap %d", n.p.ID, len(n.p.Images), g.maxImages)
+				}
+			}
+			switch {
+			case g.overCaps() && g.nextEvictAt == 0:
+				t.Fatalf("%d nodes, %d image bytes at caps %d, %d and no eviction tried", len(g.byID), g.imageBytes, g.maxNodes, g.maxBytes)
+			case g.nextEvictAt > 0 && len(g.byID) > g.nextEvictAt+1:
+				t.Fatalf("%d nodes, past the next eviction point %d", len(g.byID), g.nextEvictAt)
 			}
 			for _, n := range g.byID {
 				if n.p.Exited {

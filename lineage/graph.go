@@ -10,6 +10,41 @@ const (
 	DefaultRetention = 5 * time.Minute
 	// DefaultTickNS is 1e9/USER_HZ with USER_HZ = 100.
 	DefaultTickNS = 10_000_000
+
+	// DefaultMaxNodes caps the graph at 200,000 processes. A busy build
+	// host starts a few hundred processes a second; with the default
+	// retention of 5 minutes that is well under 100,000 nodes, so the cap
+	// is only reached by a flood. A node costs about 1 KiB with a typical
+	// command line and at most DefaultMaxImages images of the kernel's
+	// 4 KiB argv capture, so the cap holds the graph to a few hundred MiB
+	// typically. Live processes are never evicted and are bounded by the
+	// kernel's pid_max instead.
+	DefaultMaxNodes = 200_000
+	// MinMaxNodes and MaxMaxNodes bound what an operator may configure
+	// (package config); the graph itself takes any positive cap.
+	MinMaxNodes = 1_000
+	MaxMaxNodes = 10_000_000
+
+	// DefaultMaxImages keeps the first image of a process and its latest
+	// 7: enough to show a wrapper chain (sh → npm → node …) whole, while a
+	// process that execs itself in a loop holds 8 images, not one per exec.
+	DefaultMaxImages = 8
+	// MinMaxImages and MaxMaxImages bound what an operator may configure;
+	// the graph never keeps fewer than 2 (the first and the latest).
+	MinMaxImages = 2
+	MaxMaxImages = 1024
+
+	// DefaultMaxImageBytes caps what the images of all nodes hold at 512
+	// MiB. The node cap alone does not bound it: an image is up to the
+	// kernel's 4 KiB argv capture, and 4 KiB of empty arguments are 4096
+	// strings (64 KiB of string headers), so 200,000 nodes of 8 such
+	// images would be 100 GiB. Typical nodes (about 1 KiB) reach the node
+	// cap first.
+	DefaultMaxImageBytes = 512 << 20
+	// MinMaxImageBytes and MaxMaxImageBytes bound what an operator may
+	// configure.
+	MinMaxImageBytes = 16 << 20
+	MaxMaxImageBytes = 64 << 30
 )
 
 // Config tunes a Graph. Zero values take the defaults.
@@ -21,6 +56,24 @@ type Config struct {
 	// match coarse snapshot identities with exact kernel ones. Default
 	// 10_000_000.
 	TickNS uint64
+	// MaxNodes caps the nodes of the graph. When it is reached, the oldest
+	// entirely dead branches (a node and everything it created, all
+	// exited, ordered by their newest exit) are evicted down to a little
+	// under the cap (Stats.Evicted). Live processes, and dead ones with a
+	// live descendant, are never evicted: lineage to a live process is
+	// what an enforcer acts on. When nothing can be evicted, new processes
+	// are still admitted over the cap and counted (Stats.OverCap).
+	// Default DefaultMaxNodes.
+	MaxNodes int
+	// MaxImages caps the images kept per process: the first and the latest
+	// MaxImages-1; the others are dropped and counted
+	// (Process.ImagesDropped, Stats.ImagesDropped). Default
+	// DefaultMaxImages; values below 2 mean 2.
+	MaxImages int
+	// MaxImageBytes caps the memory the images of all nodes hold, by the
+	// graph's own accounting (Stats.ImageBytes): reaching it evicts like
+	// MaxNodes. Default DefaultMaxImageBytes.
+	MaxImageBytes int
 }
 
 // Graph is the lineage graph of the processes of one node. The zero value
@@ -30,6 +83,15 @@ type Graph struct {
 
 	retention uint64 // ns
 	tick      uint64 // ns
+	maxNodes  int
+	maxImages int
+	maxBytes  int
+	// nextEvictAt and nextEvictBytes are 0, or while the caps cannot be
+	// met (nothing left to evict) the node count and image bytes at which
+	// eviction is tried again.
+	nextEvictAt, nextEvictBytes int
+	// imageBytes is the sum of every node's bytes (Process.ImageBytes).
+	imageBytes int
 
 	// byID indexes every node by its current public ID.
 	byID map[ID]*node
@@ -57,6 +119,9 @@ func New(cfg Config) *Graph {
 	g := &Graph{
 		retention: uint64(DefaultRetention),
 		tick:      DefaultTickNS,
+		maxNodes:  DefaultMaxNodes,
+		maxImages: DefaultMaxImages,
+		maxBytes:  DefaultMaxImageBytes,
 		byID:      make(map[ID]*node),
 		byPID:     make(map[uint32][]*node),
 	}
@@ -65,6 +130,15 @@ func New(cfg Config) *Graph {
 	}
 	if cfg.TickNS > 0 {
 		g.tick = cfg.TickNS
+	}
+	if cfg.MaxNodes > 0 {
+		g.maxNodes = cfg.MaxNodes
+	}
+	if cfg.MaxImages > 0 {
+		g.maxImages = max(cfg.MaxImages, 2)
+	}
+	if cfg.MaxImageBytes > 0 {
+		g.maxBytes = cfg.MaxImageBytes
 	}
 	return g
 }
@@ -110,6 +184,9 @@ type node struct {
 	markedAt uint64
 	// exitFromEvent: the exit came from a kernel exit event, not inferred.
 	exitFromEvent bool
+
+	// bytes is p.ImageBytes() as last accounted (Graph.account).
+	bytes int
 
 	// retired: removed from the graph; kept only as a parent reference.
 	retired bool

@@ -125,6 +125,16 @@ func invariants(g *Graph) error {
 	if inPID != len(g.byID) {
 		return fmt.Errorf("byPID holds %d nodes, byID %d", inPID, len(g.byID))
 	}
+	sum := 0
+	for x, n := range g.byID {
+		if b := n.p.ImageBytes(); n.bytes != b {
+			return fmt.Errorf("%v accounted at %d image bytes, holds %d", x, n.bytes, b)
+		}
+		sum += n.bytes
+	}
+	if sum != g.imageBytes {
+		return fmt.Errorf("graph accounts %d image bytes, its nodes hold %d", g.imageBytes, sum)
+	}
 	for x, n := range g.byID {
 		if n.p.ID != x {
 			return fmt.Errorf("byID[%v] holds %v", x, n.p.ID)

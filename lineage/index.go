@@ -68,6 +68,9 @@ func (g *Graph) lookupPID(pid uint32) *node {
 
 // create adds a bare node. The caller fills it and then calls inferReuse.
 func (g *Graph) create(id ID, coarse bool) *node {
+	if g.nextEvictAt > 0 && g.overCaps() {
+		g.stats.overCap++ // see enforceCap
+	}
 	n := &node{p: Process{ID: id, CoarseStart: coarse}}
 	g.byID[id] = n
 	nodes := append(g.byPID[id.PID], n)

@@ -1,5 +1,7 @@
 package lineage
 
+import "unsafe"
+
 // Source says where a piece of the graph came from.
 type Source uint8
 
@@ -81,6 +83,9 @@ type Process struct {
 	// Images is the exec chain, oldest first. The first image of a forked
 	// child is its creator's (SourceInherited) until it execs.
 	Images []Image `json:"images,omitempty"`
+	// ImagesDropped counts the images left out of Images between the first
+	// and the latest ones (Config.MaxImages).
+	ImagesDropped uint64 `json:"images_dropped,omitempty"`
 
 	Exited   bool   `json:"exited,omitempty"`
 	ExitTime uint64 `json:"exit_time_ns,omitempty"` // ns since boot; 0 when unknown
@@ -96,4 +101,24 @@ func (p *Process) Current() Image {
 		return Image{}
 	}
 	return p.Images[len(p.Images)-1]
+}
+
+// ImageBytes is the graph's accounting of the memory p's images hold: the
+// bytes of every filename and argv string plus a string header (16 bytes)
+// per argv element and the Image struct itself. Images shared with a
+// creator (inherited) count in full.
+func (p *Process) ImageBytes() int {
+	n := 0
+	for i := range p.Images {
+		n += imageBytes(&p.Images[i])
+	}
+	return n
+}
+
+func imageBytes(im *Image) int {
+	n := int(unsafe.Sizeof(*im)) + len(im.Filename)
+	for _, a := range im.Argv {
+		n += int(unsafe.Sizeof(a)) + len(a)
+	}
+	return n
 }

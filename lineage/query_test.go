@@ -135,6 +135,12 @@ func TestStatsCountsNodesAndGaps(t *testing.T) {
 		Tracked: 6, Alive: 4, Exited: 2, Repairs: 1, DuplicateExits: 1, Ignored: 1,
 		Gaps: map[Gap]uint64{GapSeeded: 1, GapNoFork: 2, GapUnknownCreator: 1, GapNoExit: 1, GapRepaired: 1},
 	}
+	for _, p := range g.Processes() {
+		want.ImageBytes += p.ImageBytes()
+	}
+	if want.ImageBytes == 0 {
+		t.Error("no image bytes accounted")
+	}
 	if fmt.Sprint(s) != fmt.Sprint(want) {
 		t.Errorf("Stats = %+v\nwant    %+v", s, want)
 	}

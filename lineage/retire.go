@@ -67,6 +67,9 @@ func (g *Graph) Retire(now uint64) int {
 		}
 	}
 	g.stats.retired += uint64(removed)
+	if !g.overCaps() {
+		g.nextEvictAt, g.nextEvictBytes = 0, 0 // room again: evict as usual when it fills
+	}
 	return removed
 }
 
@@ -87,4 +90,6 @@ func (g *Graph) remove(n *node) {
 	n.children = nil
 	n.parent = nil
 	n.p.Images = nil
+	g.imageBytes -= n.bytes
+	n.bytes = 0
 }

@@ -24,6 +24,7 @@ func (g *Graph) Seed(snaps []Snapshot, readAt uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.absorb(snaps, readAt, GapSeeded, false)
+	g.enforceCap()
 }
 
 // Repair reconciles the graph with a full /proc scan after the kernel lost
@@ -54,6 +55,7 @@ func (g *Graph) Repair(snaps []Snapshot, readAt uint64) RepairResult {
 			}
 		}
 	}
+	g.enforceCap()
 	return res
 }
 
@@ -157,6 +159,7 @@ func (g *Graph) setProcImage(n *node, s *Snapshot, readAt uint64) {
 		return
 	}
 	n.p.Images = []Image{{Filename: s.Filename, Argv: cloneStrings(s.Argv), Source: SourceProc, UID: s.UID}}
+	g.account(n)
 	n.procRead = true
 	n.procReadAt = readAt
 }

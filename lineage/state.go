@@ -41,6 +41,11 @@ var ErrInvalidState = errors.New("lineage: invalid state")
 //   - every Image.Source is one this package defines, and every key of
 //     Stats.Gaps names a single Gap flag (Gap.String).
 //
+// Restore applies cfg's caps to what it is given: a node with more than
+// MaxImages images keeps its first and latest ones (counted as dropped),
+// and a State with MaxNodes nodes or more has its oldest dead branches
+// evicted, so a restored graph is as bounded as a running one.
+//
 // Everything else is taken as it is: times, flags and counters are values
 // the graph reads and compares, and none of them can break it, even in a
 // combination Dump would not produce.
@@ -100,6 +105,9 @@ type StatsState struct {
 	Repairs        uint64 `json:"repairs,omitempty"`
 	DuplicateExits uint64 `json:"duplicate_exits,omitempty"`
 	Ignored        uint64 `json:"ignored,omitempty"`
+	ImagesDropped  uint64 `json:"images_dropped,omitempty"`
+	Evicted        uint64 `json:"evicted,omitempty"`
+	OverCap        uint64 `json:"over_cap,omitempty"`
 	// Gaps counts, per gap flag named as by Gap.String, how many times the
 	// graph set it on a process; zero counts are left out.
 	Gaps map[string]uint64 `json:"gaps,omitempty"`
@@ -228,6 +236,9 @@ func (c *counters) dump() StatsState {
 		Repairs:        c.repairs,
 		DuplicateExits: c.duplicateExits,
 		Ignored:        c.ignored,
+		ImagesDropped:  c.imagesDropped,
+		Evicted:        c.evicted,
+		OverCap:        c.overCap,
 	}
 	for i, gap := range allGaps {
 		if c.gaps[i] != 0 {
@@ -317,7 +328,10 @@ func Restore(cfg Config, s State) (*Graph, error) {
 	}
 	for _, n := range nodes {
 		g.byPID[n.p.ID.PID] = append(g.byPID[n.p.ID.PID], n)
+		g.capImages(n) // a smaller Config.MaxImages than the saved graph's
+		g.account(n)
 	}
+	g.enforceCap()
 	return g, nil
 }
 
@@ -403,6 +417,9 @@ func (c *counters) restore(s *StatsState) error {
 	c.repairs = s.Repairs
 	c.duplicateExits = s.DuplicateExits
 	c.ignored = s.Ignored
+	c.imagesDropped = s.ImagesDropped
+	c.evicted = s.Evicted
+	c.overCap = s.OverCap
 	for _, name := range slices.Sorted(maps.Keys(s.Gaps)) {
 		v := s.Gaps[name]
 		i := slices.IndexFunc(allGaps[:], func(g Gap) bool { return g.String() == name })

@@ -276,8 +276,24 @@ func scenarios() []scenario {
 			Filename: "/opt/\xff/tool", Argv: []string{"tool", "--name=na\xc3"}, ArgvTruncated: true}),
 	)
 
+	// A process that execs itself past its image cap, dead branches
+	// evicted by the node cap and live processes admitted over it.
+	looper := id(900, 2*sec+1)
+	capped := append(commonStart(), evOp(forkEv(looper, host)))
+	for i := range 6 {
+		capped = append(capped, evOp(execEv(looper.Start+1+uint64(i), looper, "loop", fmt.Sprint(i))))
+	}
+	for i := range 8 {
+		x := id(910+uint32(i), 3*sec+uint64(i)*ms)
+		capped = append(capped, evOp(forkEv(x, host)))
+		if i%2 == 0 {
+			capped = append(capped, evOp(exitEv(x.Start+1, x, 0)))
+		}
+	}
+
 	out := []scenario{
 		{"empty", Config{}, nil},
+		{"image and node caps", Config{MaxNodes: 6, MaxImages: 3}, capped},
 		{"seed with coarse starts then buffered and new events", Config{}, seeded},
 		{"agent session through dead wrappers", Config{}, session},
 		{"recycled pids", Config{}, recycled},
@@ -869,15 +885,21 @@ func TestStateCoversEveryField(t *testing.T) {
 		where map[string]string
 	}{
 		{reflect.TypeFor[Graph](), map[string]string{
-			"mu":        "not state",
-			"retention": "Config",
-			"tick":      "Config",
-			"byID":      "Nodes",
-			"byPID":     "derived: Nodes grouped by PID, sorted",
-			"clock":     "Clock",
-			"repairAt":  "RepairAt",
-			"repaired":  "Repaired",
-			"stats":     "Stats",
+			"mu":             "not state",
+			"retention":      "Config",
+			"tick":           "Config",
+			"maxNodes":       "Config",
+			"maxImages":      "Config",
+			"maxBytes":       "Config",
+			"nextEvictBytes": "derived: as nextEvictAt",
+			"imageBytes":     "derived: Restore accounts every node's images",
+			"nextEvictAt":    "derived: 0 after Restore, whose enforceCap sets it again when the cap cannot be met",
+			"byID":           "Nodes",
+			"byPID":          "derived: Nodes grouped by PID, sorted",
+			"clock":          "Clock",
+			"repairAt":       "RepairAt",
+			"repaired":       "Repaired",
+			"stats":          "Stats",
 		}},
 		{reflect.TypeFor[node](), map[string]string{
 			"p":               "NodeState.Process",
@@ -894,6 +916,7 @@ func TestStateCoversEveryField(t *testing.T) {
 			"procReadAt":      "NodeState.ProcReadAt",
 			"markedAt":        "NodeState.MarkedAt",
 			"exitFromEvent":   "NodeState.ExitFromEvent",
+			"bytes":           "derived: Process.ImageBytes of NodeState.Process",
 			"retired":         "false for every node in the graph",
 		}},
 		{reflect.TypeFor[counters](), map[string]string{
@@ -901,6 +924,9 @@ func TestStateCoversEveryField(t *testing.T) {
 			"repairs":        "Stats.Repairs",
 			"duplicateExits": "Stats.DuplicateExits",
 			"ignored":        "Stats.Ignored",
+			"imagesDropped":  "Stats.ImagesDropped",
+			"evicted":        "Stats.Evicted",
+			"overCap":        "Stats.OverCap",
 			"gaps":           "Stats.Gaps",
 		}},
 	}
@@ -1069,6 +1095,12 @@ func canonical(s State) State {
 				im.Argv = slices.Clone(im.Argv)
 			}
 			ns.Images = append(ns.Images, im)
+		}
+		// Restore keeps the first and the latest images within the cap.
+		if over := len(ns.Images) - DefaultMaxImages; over > 0 {
+			ns.Images = append(ns.Images[:1], ns.Images[1+over:]...)
+			ns.ImagesDropped += uint64(over)
+			out.Stats.ImagesDropped += uint64(over)
 		}
 		out.Nodes[i] = ns
 	}
@@ -1334,6 +1366,8 @@ func FuzzRestore(f *testing.F) {
 	}
 	f.Add([]byte(`{"nodes":[{"id":{"pid":1,"start_ns":0},"creator":{"pid":2}},{"id":{"pid":2},"creator":{"pid":1}}]}`))
 	f.Add([]byte(`{"nodes":[{"id":{"pid":1,"start_ns":5},"parent":{"pid":1,"start_ns":5}}],"stats":{"gaps":{"x":1}}}`))
+	f.Add([]byte(`{"nodes":[{"id":{"pid":1,"start_ns":5},"images_dropped":3,"images":[` +
+		strings.Repeat(`{"argv":["a"],"source":0},`, 11) + `{"argv":["z"],"source":0}]}],"stats":{"images_dropped":3}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s State
 		if json.Unmarshal(data, &s) != nil {

@@ -21,6 +21,22 @@ type Stats struct {
 	DuplicateExits uint64
 	// Ignored counts events that name no process (PID 0, unknown kind).
 	Ignored uint64
+
+	// ImagesDropped counts exec images not kept because a process had
+	// Config.MaxImages already (Process.ImagesDropped, summed). A duplicate
+	// exec event for an image already dropped counts again.
+	ImagesDropped uint64
+	// Evicted counts nodes removed by the node cap (Config.MaxNodes),
+	// oldest dead branch first.
+	Evicted uint64
+	// OverCap counts processes admitted while the graph was at its cap
+	// and nothing was left to evict: every node alive or an ancestor of a
+	// live one. They are admitted because a process the graph does not
+	// know escapes its session's enforcement.
+	OverCap uint64
+	// ImageBytes is the graph's accounting of the memory its images hold
+	// now (Process.ImageBytes, summed).
+	ImageBytes int
 }
 
 // allGaps lists the gap flags in bit order.
@@ -28,6 +44,7 @@ var allGaps = [...]Gap{GapSeeded, GapNoFork, GapUnknownCreator, GapNoExit, GapRe
 
 type counters struct {
 	retired, repairs, duplicateExits, ignored uint64
+	imagesDropped, evicted, overCap           uint64
 	gaps                                      [len(allGaps)]uint64
 }
 
@@ -43,6 +60,10 @@ func (g *Graph) Stats() Stats {
 		Repairs:        g.stats.repairs,
 		DuplicateExits: g.stats.duplicateExits,
 		Ignored:        g.stats.ignored,
+		ImagesDropped:  g.stats.imagesDropped,
+		Evicted:        g.stats.evicted,
+		OverCap:        g.stats.overCap,
+		ImageBytes:     g.imageBytes,
 		Gaps:           make(map[Gap]uint64, len(allGaps)),
 	}
 	for _, n := range g.byID {

@@ -41,48 +41,69 @@ const (
 // are returned unchanged. sep may be nil.
 func words(ws []string, sep []bool, depth int) []string {
 	out := make([]string, len(ws))
-	var (
-		p    pending
-		prog string // program whose own flag rules apply, see programRule
-	)
+	r := reader{depth: depth}
 	for i, w := range ws {
 		if sep != nil && sep[i] {
-			out[i], p, prog = w, none, ""
+			out[i] = w
+			r.reset()
 			continue
 		}
-		switch p {
-		case secretValue:
-			if !strings.HasPrefix(w, "--") {
-				if isAuthScheme(w) {
-					// Authorization: Bearer X — the scheme is not the secret.
-					out[i] = w
-					continue
-				}
-				out[i], p = secret(w), none
-				continue
-			}
-		case envValue:
-			if !isFlag(w) {
-				out[i], p = envAssignment(w, depth), none
-				continue
-			}
-		case userValue:
-			if !isFlag(w) {
-				out[i], p = userPassword(w), none
-				continue
-			}
-		case scriptValue:
-			if !isFlag(w) {
-				open, inner, closing := unquote(w)
-				out[i], p = open+script(inner, depth+1)+closing, none
-				continue
-			}
-		}
-		if name := programName(w); name != "" {
-			prog = name
-		}
-		out[i], p = word(w, prog, depth)
+		out[i] = r.next(w)
 	}
+	return out
+}
+
+// reader redacts the words of one command in order: what a word means
+// depends on the words before it (--token X, docker login -p X). The
+// words of an argv, of a script and of a JSON array (args) go through it.
+type reader struct {
+	p     pending
+	prog  string // program whose own flag rules apply, see programRule
+	depth int
+}
+
+func (r *reader) reset() { r.p, r.prog = none, "" }
+
+// next redacts the next word.
+func (r *reader) next(w string) string {
+	switch r.p {
+	case secretValue:
+		// The word after a secret flag is its value even when it starts
+		// with "--" (--token --x7Qp…): a secret flag that takes no value
+		// loses the option after it to Marker, a secret is never shown.
+		// Only "--" itself, the end of the options, is not a value.
+		if w != "--" {
+			if isAuthScheme(w) {
+				// Authorization: Bearer X — the scheme is not the secret.
+				return w
+			}
+			r.p = none
+			return secret(w)
+		}
+	case envValue:
+		if !isFlag(w) {
+			r.p = none
+			return envAssignment(w, r.depth)
+		}
+	case userValue:
+		if !isFlag(w) {
+			r.p = none
+			return userPassword(w)
+		}
+	case scriptValue:
+		if !isFlag(w) {
+			open, inner, closing := unquote(w)
+			r.p = none
+			return open + script(inner, r.depth+1) + closing
+		}
+	}
+	if name := programName(w); name != "" {
+		r.prog = name
+	} else if w == "login" && loginTools[r.prog] {
+		r.prog += " login"
+	}
+	out, p := word(w, r.prog, r.depth)
+	r.p = p
 	return out
 }
 
@@ -138,6 +159,9 @@ func arg(a string, depth int) string {
 		return open + arg(inner, depth+1) + closing
 	}
 	a = privateKeys(a)
+	if isJSONish(a) {
+		return jsonish(a, depth+1)
+	}
 	if name, value, ok := assignment(a); ok {
 		if secretName(name) {
 			return name + "=" + secret(value)
@@ -219,21 +243,47 @@ func secret(v string) string {
 }
 
 // programRule applies the few flag rules that only hold for one program.
+// A single-letter flag is a secret only for the programs listed here: -p
+// is a port, -k "insecure" (curl), a sort key (sort -k 2) or a kill
+// timeout (timeout -k 5) as often as a password, so -k X, -p X and -w X
+// are redacted only for the programs that take a password or key there.
 func programRule(prog, w string) (string, pending, bool) {
 	switch prog {
-	case "mysql", "mysqldump", "mysqladmin", "mariadb", "mariadb-dump", "mariadb-admin":
+	case "mysql", "mysqldump", "mysqladmin", "mariadb", "mariadb-dump", "mariadb-admin", "7z", "7za", "7zr":
+		// -pVALUE only: a bare -p prompts (mysql) or is not a flag (7z).
 		if v, ok := strings.CutPrefix(w, "-p"); ok && v != "" {
 			return "-p" + secret(v), none, true
 		}
-	case "sshpass":
+	case "sshpass", "docker login", "podman login", "nerdctl login", "buildah login", "skopeo login",
+		"helm login", "oras login", "crane login", "regctl login":
 		if w == "-p" {
 			return w, secretValue, true
 		}
 		if v, ok := strings.CutPrefix(w, "-p"); ok {
 			return "-p" + secret(v), none, true
 		}
+	case "mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport":
+		if w == "-p" {
+			return w, secretValue, true
+		}
 	case "redis-cli":
 		if w == "-a" {
+			return w, secretValue, true
+		}
+	case "openssl", "mcrypt":
+		if w == "-k" {
+			return w, secretValue, true
+		}
+	case "ccrypt":
+		if w == "-K" {
+			return w, secretValue, true
+		}
+	case "zip", "unzip":
+		if w == "-P" {
+			return w, secretValue, true
+		}
+	case "ldapsearch", "ldapadd", "ldapmodify", "ldapdelete", "ldapwhoami", "ldappasswd", "ldapcompare", "ldapmodrdn", "ldapexop":
+		if w == "-w" {
 			return w, secretValue, true
 		}
 	case "curl":
@@ -255,13 +305,31 @@ func programRule(prog, w string) (string, pending, bool) {
 	return "", none, false
 }
 
+// programs have flag rules of their own (programRule); loginTools have
+// them after a "login" subcommand (docker login -p X, while docker run -p
+// is a port).
+var (
+	programs = map[string]bool{
+		"mysql": true, "mysqldump": true, "mysqladmin": true, "mariadb": true, "mariadb-dump": true, "mariadb-admin": true,
+		"sshpass": true, "redis-cli": true, "curl": true,
+		"mongo": true, "mongosh": true, "mongodump": true, "mongorestore": true, "mongoexport": true, "mongoimport": true,
+		"openssl": true, "mcrypt": true, "ccrypt": true, "zip": true, "unzip": true, "7z": true, "7za": true, "7zr": true,
+		"ldapsearch": true, "ldapadd": true, "ldapmodify": true, "ldapdelete": true, "ldapwhoami": true,
+		"ldappasswd": true, "ldapcompare": true, "ldapmodrdn": true, "ldapexop": true,
+		"docker": true, "podman": true, "nerdctl": true, "buildah": true, "skopeo": true, "helm": true,
+		"oras": true, "crane": true, "regctl": true,
+	}
+	loginTools = map[string]bool{
+		"docker": true, "podman": true, "nerdctl": true, "buildah": true, "skopeo": true, "helm": true,
+		"oras": true, "crane": true, "regctl": true,
+	}
+)
+
 // programName returns the base name of w if it names a program with rules
 // of its own (see programRule), or "".
 func programName(w string) string {
 	_, inner, _ := unquote(w)
-	switch base := path.Base(inner); base {
-	case "mysql", "mysqldump", "mysqladmin", "mariadb", "mariadb-dump", "mariadb-admin",
-		"sshpass", "redis-cli", "curl":
+	if base := path.Base(inner); programs[base] {
 		return base
 	}
 	return ""

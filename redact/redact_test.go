@@ -206,6 +206,96 @@ func TestArgvRedactsSecrets(t *testing.T) {
 			want: []string{"/usr/bin/curl", "-u", "admin:<redacted>", "--user=a:<redacted>", "-Uproxy:<redacted>", "https://h"},
 		},
 		{
+			name: "json config argument",
+			in:   []string{"npx", "-y", "@example/mcp-server", "--config", `{"apiKey":"k-123","baseUrl":"https://api.example.com","timeout":30}`},
+			want: []string{"npx", "-y", "@example/mcp-server", "--config", `{"apiKey":"<redacted>","baseUrl":"https://api.example.com","timeout":30}`},
+		},
+		{
+			name: "json after a flag's equals sign",
+			in:   []string{"node", "s.js", `--config={"client_secret": "abc", "password": 12345, "debug": true}`},
+			want: []string{"node", "s.js", `--config={"client_secret": "<redacted>", "password": <redacted>, "debug": true}`},
+		},
+		{
+			name: "nested json",
+			in:   []string{"x", `{"server":{"auth":{"user":"u","pass":"p"}},"db":{"url":"postgres://app:pw@db/app","credentials":["a","b"]}}`},
+			want: []string{"x", `{"server":{"auth":{"user":"<redacted>","pass":"<redacted>"}},"db":{"url":"postgres://app:<redacted>@db/app","credentials":["<redacted>","<redacted>"]}}`},
+		},
+		{
+			name: "env-style json redacts every value",
+			in:   []string{"x", "--mcp", `{"command":"npx","args":["-y","@modelcontextprotocol/server-github"],"env":{"GITHUB_PERSONAL_ACCESS_TOKEN":"abc","LOG_LEVEL":"debug"}}`},
+			want: []string{"x", "--mcp", `{"command":"npx","args":["-y","@modelcontextprotocol/server-github"],"env":{"GITHUB_PERSONAL_ACCESS_TOKEN":"<redacted>","LOG_LEVEL":"<redacted>"}}`},
+		},
+		{
+			name: "json args array read as an argv",
+			in:   []string{"x", `{"command":"uvx","args":["mcp-server-x","--api-key","abc","-e","TOKEN=def"]}`},
+			want: []string{"x", `{"command":"uvx","args":["mcp-server-x","--api-key","<redacted>","-e","TOKEN=<redacted>"]}`},
+		},
+		{
+			name: "json in a script with single quotes",
+			in:   []string{"sh", "-c", `exec node s.js --config '{"apiKey": "abc"}'`},
+			want: []string{"sh", "-c", `exec node s.js --config '{"apiKey": "<redacted>"}'`},
+		},
+		{
+			name: "json with escaped quotes in a script",
+			in:   []string{"sh", "-c", `exec node s.js --config "{\"apiKey\":\"abc\",\"n\":\"a\\\"b\"}"`},
+			want: []string{"sh", "-c", `exec node s.js --config "{\"apiKey\":\"<redacted>\",\"n\":\"a\\\"b\"}"`},
+		},
+		{
+			name: "javascript object literal",
+			in:   []string{"x", `{apiKey: 'abc', region: 'eu'}`},
+			want: []string{"x", `{apiKey: '<redacted>', region: 'eu'}`},
+		},
+		{
+			name: "json cut short by the kernel",
+			in:   []string{"x", `{"env":{"A":"1"},"token":"abcdef`},
+			want: []string{"x", `{"env":{"A":"<redacted>"},"token":"<redacted>`},
+		},
+		{
+			name: "docker login password",
+			in:   []string{"docker", "login", "-u", "me", "-p", "hunter2", "registry.example.com"},
+			want: []string{"docker", "login", "-u", "me", "-p", "<redacted>", "registry.example.com"},
+		},
+		{
+			name: "podman login attached password and helm registry login",
+			in:   []string{"sh", "-c", "podman login -phunter2 r.io; helm registry login r.io -p pw2 -u me"},
+			want: []string{"sh", "-c", "podman login -p<redacted> r.io; helm registry login r.io -p <redacted> -u me"},
+		},
+		{
+			name: "pw flags",
+			in:   []string{"x", "--pw", "hunter2", "--db-pw=x", "-pw", "y"},
+			want: []string{"x", "--pw", "<redacted>", "--db-pw=<redacted>", "-pw", "<redacted>"},
+		},
+		{
+			name: "single-letter password flags of known programs",
+			in:   []string{"sh", "-c", "openssl enc -aes256 -k pw1 -in f; ldapsearch -x -D cn=admin -w pw2 -b dc=x; zip -P pw3 a.zip f; mongosh -u admin -p pw4; mcrypt -k pw5 f; 7z a -ppw6 a.7z f"},
+			want: []string{"sh", "-c", "openssl enc -aes256 -k <redacted> -in f; ldapsearch -x -D cn=admin -w <redacted> -b dc=x; zip -P <redacted> a.zip f; mongosh -u admin -p <redacted>; mcrypt -k <redacted> f; 7z a -p<redacted> a.7z f"},
+		},
+		{
+			name: "secret value starting with two dashes",
+			in:   []string{"x", "--token", "--x7QpL2mZ9vR4tY8w", "--api-key", "--abc", "--verbose"},
+			want: []string{"x", "--token", "<redacted>", "--api-key", "<redacted>", "--verbose"},
+		},
+		{
+			name: "github tokens in mcp server configs",
+			in:   []string{"docker", "run", "--env", "GITHUB_PERSONAL_ACCESS_TOKEN=github_pat_11ABCDEFG0123456789_abcdefghijkl", "img", "--gh-host", "https://" + ghToken + "@github.com", "gho_16C7e42F292c6912E7710c838347Ae178B4a"},
+			want: []string{"docker", "run", "--env", "GITHUB_PERSONAL_ACCESS_TOKEN=<redacted>", "img", "--gh-host", "https://ghp_<redacted>@github.com", "gho_<redacted>"},
+		},
+		{
+			name: "slack tokens",
+			in:   []string{"npx", "-y", "@modelcontextprotocol/server-slack", "xoxb-1234567890-0987654321-AbCdEfGhIjKl", "xoxp-1234-5678-9012-abcdef0123", "xapp-1-A0123456789-0123456789-abcdef"},
+			want: []string{"npx", "-y", "@modelcontextprotocol/server-slack", "xoxb-<redacted>", "xoxp-<redacted>", "xapp-<redacted>"},
+		},
+		{
+			name: "database urls with passwords",
+			in:   []string{"npx", "-y", "@modelcontextprotocol/server-postgres", "postgresql://mcp:s3cr3t@db.internal:5432/app", "mysql://root:pw@127.0.0.1:3306/x", "mongodb+srv://u:p@cluster0.x.mongodb.net/db", "redis://:pw@cache:6379/0"},
+			want: []string{"npx", "-y", "@modelcontextprotocol/server-postgres", "postgresql://mcp:<redacted>@db.internal:5432/app", "mysql://root:<redacted>@127.0.0.1:3306/x", "mongodb+srv://u:<redacted>@cluster0.x.mongodb.net/db", "redis://:<redacted>@cache:6379/0"},
+		},
+		{
+			name: "bearer headers in --header",
+			in:   []string{"npx", "mcp-remote", "https://mcp.example.com/sse", "--header", "Authorization: Bearer abc.def-ghi", "--header=Authorization:Bearer xyz", "--header", "X-API-Key: k1"},
+			want: []string{"npx", "mcp-remote", "https://mcp.example.com/sse", "--header", "Authorization: <redacted>", "--header=Authorization:<redacted>", "--header", "X-API-Key: <redacted>"},
+		},
+		{
 			name: "pem private key",
 			in:   []string{"x", "--cert", "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"},
 			want: []string{"x", "--cert", "-----BEGIN RSA PRIVATE KEY-----<redacted>-----END RSA PRIVATE KEY-----"},
@@ -241,6 +331,14 @@ func TestArgvKeepsHarmlessArguments(t *testing.T) {
 		{"bypass", []string{"codex", "--dangerously-bypass-approvals-and-sandbox", "fix it"}},
 		{"claude", []string{"claude", "--permission-mode", "acceptEdits", "--mcp-config", "/home/u/.mcp.json"}},
 		{"single dash long non-env", []string{"x", "-encoding=utf8", "-exec", "y"}},
+		{"curl insecure", []string{"curl", "-k", "https://localhost:8443/health"}},
+		{"sort key and timeout kill delay", []string{"sh", "-c", "sort -k 2 f | head; timeout -k 5 10 node s.js"}},
+		{"docker run publish", []string{"docker", "run", "-p", "8080:80", "img"}},
+		{"docker login password from stdin", []string{"docker", "login", "--password-stdin", "-u", "me", "r.io"}},
+		{"secret-named switches", []string{"gh", "repo", "create", "x", "--private", "--clone"}},
+		{"show secrets switch", []string{"mcptrace", "tree", "--show-secrets", "--width", "80"}},
+		{"harmless json", []string{"x", "--config", `{"port":3000,"root":"/srv","tools":["read","write"],"debug":false}`}},
+		{"test brackets in a script", []string{"sh", "-c", "[ -f x ] && exec node s.js"}},
 		{"empty", []string{}},
 	}
 	for _, tt := range tests {
@@ -322,6 +420,9 @@ func FuzzArgv(f *testing.F) {
 	f.Add("curl\x00-H\x00Authorization: Bearer ", uint16(2), uint16(22))
 	f.Add("x\x00--token\x00", uint16(2), uint16(0))
 	f.Add("", uint16(0), uint16(0))
+	f.Add("x\x00--config\x00{\"env\":{\"A\":\"1\"},\"args\":[\"--token\",\"", uint16(2), uint16(30))
+	f.Add("sh\x00-c\x00node s --config \"{\\\"apiKey\\\":\\\"", uint16(2), uint16(40))
+	f.Add("docker\x00login\x00-p\x00", uint16(3), uint16(0))
 	f.Fuzz(func(t *testing.T, joined string, at, off uint16) {
 		argv := strings.Split(joined, "\x00")
 		_ = Argv(argv) // must not panic on anything

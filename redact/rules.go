@@ -48,7 +48,7 @@ func secretName(name string) bool {
 	segs := strings.FieldsFunc(n, func(r rune) bool { return r == '_' })
 	for _, s := range segs {
 		switch s {
-		case "pat", "sig", "dsn":
+		case "pat", "sig", "dsn", "pw":
 			return true
 		case "pwd":
 			if len(segs) > 1 { // MYSQL_PWD, not PWD (the working directory)
@@ -74,14 +74,23 @@ func hasAuth(n string) bool {
 	}
 }
 
+// booleanPrefixes start the names of switches that take no value, even
+// when the rest of the name is a secret word.
+var booleanPrefixes = []string{"no_", "show_", "with_", "ask_", "use_", "enable_", "disable_", "skip_", "allow_", "prompt_"}
+
 // secretFlag reports whether the value of flag name (with its dashes) is a
 // secret.
 func secretFlag(name string) bool {
 	n := normalize(strings.TrimLeft(name, "-"))
-	if strings.HasPrefix(n, "no_") {
-		return false // a boolean switch: --no-auth
+	if n == "private" {
+		return false // a boolean switch: gh repo create --private
 	}
-	for _, suffix := range []string{"file", "path", "dir", "_env", "_name"} {
+	for _, prefix := range booleanPrefixes {
+		if strings.HasPrefix(n, prefix) {
+			return false // a boolean switch: --no-auth, --show-secrets, --with-token
+		}
+	}
+	for _, suffix := range []string{"file", "path", "dir", "_env", "_name", "_stdin"} {
 		if strings.HasSuffix(n, suffix) {
 			return false // names where the secret is, not the secret
 		}
@@ -280,7 +289,8 @@ var tokenShapes = []struct {
 	{"hf_", regexp.MustCompile(`(hf_)[A-Za-z0-9]{30,}`)},
 	{"sk-", regexp.MustCompile(`((?:^|[^A-Za-z0-9])sk-)[A-Za-z0-9_\-]{20,}`)},
 	{"k_", regexp.MustCompile(`([sr]k_(?:live|test)_)[A-Za-z0-9]{16,}`)},
-	{"xox", regexp.MustCompile(`(xox[abposr]-)[A-Za-z0-9\-]{10,}`)},
+	{"xox", regexp.MustCompile(`(xox[abposre]-)[A-Za-z0-9\-]{10,}`)},
+	{"xapp-", regexp.MustCompile(`(xapp-)[A-Za-z0-9\-]{10,}`)},
 	{"akia", regexp.MustCompile(`(AKIA)[0-9A-Z]{16}`)},
 	{"asia", regexp.MustCompile(`(ASIA)[0-9A-Z]{16}`)},
 	{"aiza", regexp.MustCompile(`(AIza)[0-9A-Za-z_\-]{30,}`)},

@@ -3,6 +3,7 @@ package treeview
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -188,14 +189,18 @@ func (r *renderer) command(p *lineage.Process, room int) string {
 		return "[" + printable(p.Comm) + "]"
 	}
 	var imgs []lineage.Image
+	dropAt := -1 // where in imgs the images the graph dropped were
 	if r.opts.ShowChain {
-		for _, img := range p.Images {
+		for i, img := range p.Images {
+			if i == 1 && p.ImagesDropped > 0 {
+				dropAt = len(imgs)
+			}
 			if img.Source != lineage.SourceInherited {
 				imgs = append(imgs, img)
 			}
 		}
 	}
-	if len(imgs) < 2 {
+	if len(imgs) < 2 && dropAt < 0 {
 		return image(p.Current(), p.Comm, room)
 	}
 
@@ -212,6 +217,12 @@ func (r *renderer) command(p *lineage.Process, room int) string {
 	}
 	for _, img := range imgs {
 		parts = append(parts, part{img: img})
+	}
+	if dropAt >= 0 {
+		// The graph kept the first and the latest images only
+		// (lineage.max-images); dropAt is 0 or 1, before any elision.
+		at := min(dropAt, len(parts))
+		parts = slices.Insert(parts, at, part{text: fmt.Sprintf("…%d images dropped", p.ImagesDropped)})
 	}
 	// Share the room fairly: short images keep their full length, the
 	// longer ones split what is left.

@@ -143,6 +143,18 @@ func longChain() []lineage.Process {
 	return append(host(), proc(5100, now-sec, bash, 1000, argvs...))
 }
 
+// droppedChain is a process that exec'd itself 20,000 times: the graph
+// kept its inherited image and its latest 7 (lineage.max-images 8).
+func droppedChain() []lineage.Process {
+	var argvs [][]string
+	for i := 6; i >= 0; i-- {
+		argvs = append(argvs, []string{"sh", "loop.sh", fmt.Sprint(i)})
+	}
+	p := proc(5200, now-sec, bash, 1000, argvs...)
+	p.ImagesDropped = 19994
+	return append(host(), p)
+}
+
 // secrets holds MCP server command lines full of credentials.
 func secrets() []lineage.Process {
 	claude := proc(4242, now-60*sec, bash, 1000, []string{"node", "/usr/local/bin/claude"})
@@ -215,6 +227,7 @@ func TestTreeGolden(t *testing.T) {
 		{"exec_chain", execChain(), Options{Now: now, ShowChain: true}},
 		{"exec_chain_current_only", execChain(), Options{Now: now}},
 		{"exec_chain_long", longChain(), Options{Now: now, ShowChain: true}},
+		{"exec_chain_dropped_images", droppedChain(), Options{Now: now, ShowChain: true}},
 		{"secrets", secrets(), Options{Now: now, ShowChain: true}},
 		{"recycled_pid", recycled(), Options{Now: now, ShowChain: true}},
 		{"oddities", oddities(), Options{Now: now, ShowChain: true}},

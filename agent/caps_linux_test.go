@@ -1,0 +1,86 @@
+package agent_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// TestSelfExecLoopHoldsBoundedImages: a process that execs itself 20,000
+// times with a 4 KiB argv keeps its first and latest images only, the rest
+// counted as dropped, so its node holds a few tens of KiB by the graph's own
+// accounting instead of the ~80 MiB it held with one image per exec.
+func TestSelfExecLoopHoldsBoundedImages(t *testing.T) {
+	const execs = 20_000
+	a := startAgent(t, agent.Options{})
+	<-a.Ready()
+
+	script := filepath.Join(t.TempDir(), "selfexec.sh")
+	// Exec itself n times with the same 4 KiB argument, then report and
+	// wait for stdin to close.
+	if err := os.WriteFile(script, []byte(`n=$1; shift
+if [ "$n" -gt 0 ]; then exec /bin/sh "$0" $((n-1)) "$@"; fi
+echo done
+read x
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	payload := strings.Repeat("x", 4000)
+	cmd := exec.Command("/bin/sh", script, strconv.Itoa(execs), payload)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	buf := make([]byte, 5)
+	if _, err := out.Read(buf); err != nil || string(buf) != "done\n" {
+		t.Fatalf("self-exec loop did not finish: %q, %v", buf, err)
+	}
+	t.Logf("%d execs in %s", execs, time.Since(start))
+	pid := uint32(cmd.Process.Pid)
+
+	var p lineage.Process
+	waitFor(t, "the last exec applied to the graph", func() (bool, string) {
+		var ok bool
+		p, ok = a.Graph().Lookup(pid)
+		cur := p.Current().Argv
+		return ok && len(cur) >= 3 && cur[2] == "0", "current image " + strings.Join(cur[:min(3, len(cur))], " ")
+	})
+	if p.ImagesDropped == 0 {
+		t.Error("no image counted as dropped")
+	}
+	if len(p.Images) != lineage.DefaultMaxImages {
+		t.Errorf("node keeps %d images, want %d (the first and the latest)", len(p.Images), lineage.DefaultMaxImages)
+	}
+	if first := p.Images[0]; first.Source != lineage.SourceInherited {
+		t.Errorf("first image kept is %q from %s, want the one inherited from the test", first.Argv, first.Source)
+	}
+	// Bound: DefaultMaxImages images of at most the kernel's 4 KiB argv
+	// capture and 256-byte filename, plus headers.
+	const perImage = 4096 + 256 + 512
+	bytes := p.ImageBytes()
+	t.Logf("node %d: %d images kept, %d dropped, %d bytes of images (graph total %d)",
+		pid, len(p.Images), p.ImagesDropped, bytes, a.Graph().Stats().ImageBytes)
+	if bytes > lineage.DefaultMaxImages*perImage {
+		t.Errorf("node holds %d bytes of images, want at most %d", bytes, lineage.DefaultMaxImages*perImage)
+	}
+	st := a.Status()
+	if st.ImagesDropped < p.ImagesDropped {
+		t.Errorf("status counts %d dropped images, the node alone %d", st.ImagesDropped, p.ImagesDropped)
+	}
+}

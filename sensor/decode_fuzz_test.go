@@ -1,0 +1,129 @@
+package sensor
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/mcptrace/mcptrace/bpf"
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// aligned copies raw into 8-byte aligned memory, as the ring buffer hands
+// out records.
+func aligned(raw []byte) []byte {
+	words := make([]uint64, (len(raw)+7)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:len(raw)]
+	copy(b, raw)
+	return b
+}
+
+// record encodes a ring buffer record the way the BPF programs lay it out.
+func encodeRecord(kind bpf.McptraceEventKind, flags uint8, comm, filename string, argsLen uint32, args []byte) []byte {
+	size := headerSize
+	switch kind {
+	case bpf.McptraceEventKindEVENT_EXEC:
+		size = execSize
+	case bpf.McptraceEventKindEVENT_BARRIER:
+		size = barrierSize
+	}
+	raw := aligned(make([]byte, size))
+	h := (*bpf.McptraceEvent)(unsafe.Pointer(&raw[0]))
+	h.Kind, h.Flags, h.Time, h.Uid, h.CgroupId, h.ExitCode = uint8(kind), flags, 123456789, 1000, 42, 9<<8|0
+	h.Proc.Pid, h.Proc.Start = 4242, 5_000_000_001
+	h.Creator.Pid, h.Creator.Start = 1, 7
+	h.Parent.Pid, h.Parent.Start = 1, 7
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&h.Comm[0])), len(h.Comm)), comm)
+	if kind == bpf.McptraceEventKindEVENT_EXEC {
+		x := (*bpf.McptraceExecEvent)(unsafe.Pointer(&raw[0]))
+		x.FilenameLen = uint32(len(filename) + 1)
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&x.Filename[0])), len(x.Filename)), filename)
+		x.ArgsLen = argsLen
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&x.Args[0])), len(x.Args)), args)
+	}
+	if kind == bpf.McptraceEventKindEVENT_BARRIER {
+		(*bpf.McptraceBarrierEvent)(unsafe.Pointer(&raw[0])).Seq = 77
+	}
+	return raw
+}
+
+// FuzzDecodeRecord feeds the ring buffer record decoder arbitrary bytes:
+// records cut short, unknown kinds, lengths past the buffers, strings with
+// no terminating NUL. The decoder must never panic nor read past the
+// record, and what it returns must be what the record says, bounded.
+//
+//	go test -run x -fuzz FuzzDecodeRecord -fuzztime 30s ./sensor/
+func FuzzDecodeRecord(f *testing.F) {
+	argv := []byte("node\x00server.js\x00--port\x003000\x00")
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_FORK, 0, "bash", "", 0, nil))
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXIT, 0, "sleep", "", 0, nil))
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "node", "/usr/bin/node", uint32(len(argv)), argv))
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 1, strings.Repeat("c", 16), strings.Repeat("f", 300), 1<<31, bytes.Repeat([]byte{'a', 0}, 3000)))
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_BARRIER, 0, "", "", 0, nil))
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "x", "/x", 3, []byte("a\x00b"))[:headerSize+8])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		raw := aligned(data)
+		rec, err := decodeRecord(raw)
+		if len(raw) < headerSize {
+			if !errors.Is(err, ErrShortRecord) {
+				t.Fatalf("%d bytes: err %v, want ErrShortRecord", len(raw), err)
+			}
+			return
+		}
+		h := (*bpf.McptraceEvent)(unsafe.Pointer(&raw[0]))
+		kind := bpf.McptraceEventKind(h.Kind)
+		if err != nil {
+			short := errors.Is(err, ErrShortRecord)
+			switch {
+			case kind == bpf.McptraceEventKindEVENT_EXEC && len(raw) < execSize && short,
+				kind == bpf.McptraceEventKindEVENT_BARRIER && len(raw) < barrierSize && short,
+				kind != bpf.McptraceEventKindEVENT_FORK && kind != bpf.McptraceEventKindEVENT_EXEC &&
+					kind != bpf.McptraceEventKindEVENT_EXIT && kind != bpf.McptraceEventKindEVENT_BARRIER && !short:
+			default:
+				t.Fatalf("kind %d, %d bytes: unexpected error %v", kind, len(raw), err)
+			}
+			return
+		}
+		if rec.isBarrier {
+			if kind != bpf.McptraceEventKindEVENT_BARRIER || rec.barrier != (*bpf.McptraceBarrierEvent)(unsafe.Pointer(&raw[0])).Seq {
+				t.Fatalf("barrier %d decoded from kind %d", rec.barrier, kind)
+			}
+			return
+		}
+		ev := rec.ev
+		if ev.Proc != (lineage.ID{PID: h.Proc.Pid, Start: h.Proc.Start}) || ev.Time != h.Time || ev.UID != h.Uid {
+			t.Fatalf("header fields not carried: %+v", ev)
+		}
+		if len(ev.Comm) > len(h.Comm) || strings.IndexByte(ev.Comm, 0) >= 0 {
+			t.Fatalf("comm %q: longer than the field or holds a NUL", ev.Comm)
+		}
+		switch ev.Kind {
+		case lineage.KindFork:
+			if kind != bpf.McptraceEventKindEVENT_FORK || ev.Creator.PID != h.Creator.Pid {
+				t.Fatalf("fork from kind %d, creator %v", kind, ev.Creator)
+			}
+		case lineage.KindExit:
+			if ev.Signal < 0 || ev.Signal > 0x7f || ev.ExitCode < 0 || ev.ExitCode > 0xff {
+				t.Fatalf("exit code %d signal %d out of range", ev.ExitCode, ev.Signal)
+			}
+		case lineage.KindExec:
+			x := (*bpf.McptraceExecEvent)(unsafe.Pointer(&raw[0]))
+			if len(ev.Filename) >= len(x.Filename)+1 || strings.IndexByte(ev.Filename, 0) >= 0 {
+				t.Fatalf("filename of %d bytes past the field or holding a NUL", len(ev.Filename))
+			}
+			args := unsafe.Slice((*byte)(unsafe.Pointer(&x.Args[0])), len(x.Args))[:min(int(x.ArgsLen), len(x.Args))]
+			want := string(bytes.TrimSuffix(args, []byte{0}))
+			if got := strings.Join(ev.Argv, "\x00"); got != want {
+				t.Fatalf("argv %q does not join back to the record's %q", ev.Argv, want)
+			}
+			if len(ev.Argv) > len(x.Args) {
+				t.Fatalf("%d argv elements from %d bytes", len(ev.Argv), len(x.Args))
+			}
+		default:
+			t.Fatalf("decoded kind %v from record kind %d", ev.Kind, kind)
+		}
+	})
+}
