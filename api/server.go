@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,7 +53,8 @@ type Server struct {
 	noPIDFD bool
 
 	http     *http.Server
-	logs     *ratelog.Limiter // what callers can make the agent log, per uid
+	logMu    sync.Mutex
+	logs     *ratelog.Limiter[uint32] // what callers can make the agent log, per uid
 	adm      admission
 	pidfd    bool   // peers are bound by pidfd
 	fdLimit  uint64 // RLIMIT_NOFILE
@@ -133,7 +135,12 @@ const (
 	logKeys  = 1024
 )
 
-func uidKey(uid uint32) string { return "uid " + strconv.FormatUint(uint64(uid), 10) }
+// note logs what a caller of uid made the agent log, within uid's limit.
+func (s *Server) note(level slog.Level, uid uint32, msg string, args ...any) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	s.logs.Log(s.Log, level, uid, uint64(time.Now().UnixNano()), msg, args...)
+}
 
 // Serve answers requests on l until ctx ends.
 //
@@ -144,7 +151,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
-	s.logs = ratelog.New(logBurst, logEvery, logKeys)
+	s.logs = ratelog.New[uint32](logBurst, uint64(logEvery), logKeys)
 	if s.Now == nil {
 		s.Now = func() uint64 { return 0 }
 	}
@@ -223,7 +230,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if c.peer != nil {
 			if err := c.peer.verify(); err != nil {
 				s.gone.Add(1)
-				s.logs.Log(s.Log, slog.LevelWarn, uidKey(c.UID), "request refused: the connection's process is gone", "peer_pid", c.PID, "peer_uid", c.UID)
+				s.note(slog.LevelWarn, c.UID, "request refused: the connection's process is gone", "peer_pid", c.PID, "peer_uid", c.UID)
 				w.Header().Set("Connection", "close")
 				writeError(w, http.StatusForbidden, err.Error()+"; open a new connection")
 				return

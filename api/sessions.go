@@ -249,7 +249,7 @@ func (s *Server) callerNode(r *http.Request, c Caller) (lineage.Process, bool) {
 		err := s.Sync(ctx)
 		cancel()
 		if err != nil {
-			s.logs.Log(s.Log, slog.LevelWarn, "sync", "could not catch up with the kernel's events before resolving a caller", "caller_pid", c.PID, "err", err)
+			s.note(slog.LevelWarn, c.UID, "could not catch up with the kernel's events before resolving a caller", "caller_pid", c.PID, "err", err)
 		}
 	}
 	// The process that connected: alive, started before the connection
@@ -298,7 +298,7 @@ func (s *Server) handleBegin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), fmt.Sprintf("begin session for %d: %v", req.PID, err))
 		return
 	}
-	s.logs.Log(s.Log, slog.LevelInfo, uidKey(c.UID), "session begun through the API", "session", ratelog.Field(res.Session.ID), "root", p.ID.PID, "caller_uid", c.UID)
+	s.note(slog.LevelInfo, c.UID, "session begun through the API", "session", ratelog.Field(res.Session.ID), "root", p.ID.PID, "caller_uid", c.UID)
 	writeJSON(w, http.StatusOK, res.Session)
 }
 
@@ -318,7 +318,7 @@ func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Do(sessions.Op{Kind: sessions.OpMark, Caller: caller.ID, UID: c.UID, Session: req.Session})
 	if err != nil {
-		s.logs.Log(s.Log, slog.LevelWarn, uidKey(c.UID), "destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(req.Session), "err", ratelog.Field(err.Error()))
+		s.note(slog.LevelWarn, c.UID, "destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(req.Session), "err", ratelog.Field(err.Error()))
 		s.refuse(w, req.Session, err)
 		return
 	}
@@ -338,7 +338,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Do(sessions.Op{Kind: sessions.OpEnd, Caller: caller.ID, UID: c.UID, Session: r.PathValue("id")})
 	if err != nil {
-		s.logs.Log(s.Log, slog.LevelWarn, uidKey(c.UID), "session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(r.PathValue("id")), "err", ratelog.Field(err.Error()))
+		s.note(slog.LevelWarn, c.UID, "session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(r.PathValue("id")), "err", ratelog.Field(err.Error()))
 		s.refuse(w, r.PathValue("id"), err)
 		return
 	}

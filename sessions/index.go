@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"fmt"
+	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -211,43 +212,8 @@ const (
 	maxLogUIDs = 4096
 )
 
-type logBucket struct {
-	tokens     uint64 // in ns of credit: logEvery per log
-	last       uint64
-	suppressed uint64
-}
-
-type logLimiter struct {
-	buckets         map[uint32]*logBucket
-	suppressedTotal uint64
-}
-
-func newLogLimiter() logLimiter { return logLimiter{buckets: make(map[uint32]*logBucket)} }
-
-// allow reports whether owner may log now, and how many of its logs were
-// held back since its last one.
-func (l *logLimiter) allow(owner uint32, now uint64) (bool, uint64) {
-	b := l.buckets[owner]
-	if b == nil {
-		if len(l.buckets) >= maxLogUIDs {
-			clear(l.buckets)
-		}
-		b = &logBucket{tokens: logBurst * logEvery, last: now}
-		l.buckets[owner] = b
-	}
-	if now > b.last {
-		b.tokens = min(b.tokens+(now-b.last), logBurst*logEvery)
-		b.last = now
-	}
-	if b.tokens < logEvery {
-		b.suppressed++
-		l.suppressedTotal++
-		return false, 0
-	}
-	b.tokens -= logEvery
-	held := b.suppressed
-	b.suppressed = 0
-	return true, held
+func newLogLimiter() *ratelog.Limiter[uint32] {
+	return ratelog.New[uint32](logBurst, logEvery, maxLogUIDs)
 }
 
 // logFor logs a per-session message of owner's, at most as often as the
@@ -256,16 +222,7 @@ func (t *Tracker) logFor(owner uint32, level slog.Level, msg string, args ...any
 	if !t.log.Enabled(context.Background(), level) {
 		return
 	}
-	if level < slog.LevelError {
-		ok, held := t.logs.allow(owner, t.clock)
-		if !ok {
-			return
-		}
-		if held > 0 {
-			args = append(args, "held_back_logs", held)
-		}
-	}
-	t.log.Log(context.Background(), level, msg, args...)
+	t.logs.Log(t.log, level, owner, t.clock, msg, args...)
 }
 
 // AllowLog reports whether a per-session log line about session id (an
@@ -280,7 +237,7 @@ func (t *Tracker) AllowLog(id string) bool {
 	if s == nil {
 		return true
 	}
-	ok, _ := t.logs.allow(s.Owner, t.now())
+	ok, _ := t.logs.Allow(s.Owner, t.now())
 	return ok
 }
 

@@ -103,7 +103,7 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 		t.marks = t.marks[len(t.marks)-maxMarkRecords:]
 	}
 	t.st = countersFrom(st.Stats)
-	t.logs.suppressedTotal = st.Stats.LogsSuppressed
+	t.logs.Suppressed = st.Stats.LogsSuppressed
 	return t, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -56,7 +57,7 @@ type Tracker struct {
 	ended       []*session
 	endedPerUID map[uint32]int
 	// logs rate-limits the per-session info logs of each owner.
-	logs logLimiter
+	logs *ratelog.Limiter[uint32]
 	// byPID lists active and retained ended sessions by root PID.
 	byPID map[uint32][]*session
 	// refused remembers processes whose tag Scan refused, so that a
@@ -962,7 +963,7 @@ func (t *Tracker) stats() Stats {
 		TagsRefused:       t.st.tagsRefused,
 		RefusedOverCap:    t.st.refusedCap,
 		DroppedOverQuota:  t.st.droppedQuota,
-		LogsSuppressed:    t.logs.suppressedTotal,
+		LogsSuppressed:    t.logs.Suppressed,
 		Deduplicated:      t.st.deduplicated,
 	}
 }

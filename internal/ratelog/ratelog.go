@@ -1,13 +1,14 @@
 // Package ratelog bounds how often the agent logs what other users can
-// make it log: each key (a uid, a session) may log a burst of lines, then
-// one line per interval; what it could not log is counted and reported
-// with its next line. A flood from one user so never pushes the agent's
-// logs into journald's rate limit, which would hide the lines that matter
+// make it log: each key (a uid) may log a burst of lines, then one line
+// per interval; what it could not log is counted and reported with its
+// next line. A flood from one user so never pushes the agent's logs into
+// journald's rate limit, which would hide the lines that matter
 // (survivors, losses).
 //
-// It does not decide what is worth logging, and it must not be used for
-// errors an operator has to see every time (a survivor of an ending): log
-// those directly.
+// It does not decide what is worth logging, it keeps no clock of its own
+// (callers pass the time, so the session tracker stays a pure function of
+// its events), and it must not be used for errors an operator has to see
+// every time (a survivor of an ending): log those directly.
 package ratelog
 
 import (
@@ -15,86 +16,85 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 )
 
-// Limiter limits log lines per key. The zero Limiter is not usable: use New.
-type Limiter struct {
-	burst  int
-	every  time.Duration
-	maxKey int
-	now    func() time.Time
-
-	mu   sync.Mutex
-	keys map[string]*bucket
+// Limiter limits log lines per key. Use New.
+type Limiter[K comparable] struct {
+	burst   uint64
+	every   uint64 // ns of credit one line costs
+	maxKeys int
+	keys    map[K]*bucket
+	// Suppressed counts every line held back.
+	Suppressed uint64
 }
 
 type bucket struct {
-	tokens     float64
-	last       time.Time
+	credit     uint64 // ns
+	last       uint64 // ns
 	suppressed uint64
 }
 
 // New returns a limiter that lets each key log burst lines at once and then
-// one line per every, keeping at most maxKeys keys (the stalest is
-// forgotten first, so the table stays bounded whatever the keys are).
-func New(burst int, every time.Duration, maxKeys int) *Limiter {
-	return &Limiter{burst: burst, every: every, maxKey: maxKeys, now: time.Now, keys: map[string]*bucket{}}
+// one line per every nanoseconds, keeping at most maxKeys keys (the
+// stalest is forgotten first, so the table stays bounded whatever the
+// keys are). A Limiter is not safe for concurrent use: its owner's lock
+// guards it.
+func New[K comparable](burst int, everyNS uint64, maxKeys int) *Limiter[K] {
+	return &Limiter[K]{burst: uint64(burst), every: everyNS, maxKeys: maxKeys, keys: map[K]*bucket{}}
 }
 
-// Allow reports whether key may log a line now, and how many lines of key
-// were suppressed since its last allowed line (to be logged with it).
-func (l *Limiter) Allow(key string) (ok bool, suppressed uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
+// Allow reports whether key may log a line at now (ns, any clock that does
+// not run backwards; a step back is ignored), and how many lines of key
+// were held back since its last allowed line (to be logged with it).
+func (l *Limiter[K]) Allow(key K, now uint64) (ok bool, held uint64) {
 	b := l.keys[key]
 	if b == nil {
-		if len(l.keys) >= l.maxKey {
+		if len(l.keys) >= l.maxKeys {
 			l.evictStalest()
 		}
-		b = &bucket{tokens: float64(l.burst), last: now}
+		b = &bucket{credit: l.burst * l.every, last: now}
 		l.keys[key] = b
 	}
-	b.tokens = min(float64(l.burst), b.tokens+float64(now.Sub(b.last))/float64(l.every))
-	b.last = now
-	if b.tokens < 1 {
+	if now > b.last {
+		b.credit = min(b.credit+(now-b.last), l.burst*l.every)
+		b.last = now
+	}
+	if b.credit < l.every {
 		b.suppressed++
+		l.Suppressed++
 		return false, 0
 	}
-	b.tokens--
-	suppressed, b.suppressed = b.suppressed, 0
-	return true, suppressed
+	b.credit -= l.every
+	held, b.suppressed = b.suppressed, 0
+	return true, held
 }
 
 // evictStalest forgets the key that logged least recently. O(keys), run
 // only when the table is full.
-func (l *Limiter) evictStalest() {
-	var stalest string
-	var at time.Time
+func (l *Limiter[K]) evictStalest() {
+	var stalest K
+	var at uint64
+	first := true
 	for k, b := range l.keys {
-		if stalest == "" || b.last.Before(at) {
-			stalest, at = k, b.last
+		if first || b.last < at {
+			stalest, at, first = k, b.last, false
 		}
 	}
 	delete(l.keys, stalest)
 }
 
-// Log logs msg with args at level on log when key may log now, adding the
-// count of lines suppressed since the last one ("suppressed"). A nil
-// Limiter logs every line.
-func (l *Limiter) Log(log *slog.Logger, level slog.Level, key, msg string, args ...any) {
-	if l == nil {
-		log.Log(context.Background(), level, msg, args...)
-		return
-	}
-	ok, n := l.Allow(key)
-	if !ok {
-		return
-	}
-	if n > 0 {
-		args = append(args, "suppressed", n)
+// Log logs msg with args at level on log when key may log at now, adding
+// the count of lines held back since its last one ("held_back_logs").
+// Errors are never held back. A nil Limiter logs every line.
+func (l *Limiter[K]) Log(log *slog.Logger, level slog.Level, key K, now uint64, msg string, args ...any) {
+	if l != nil && level < slog.LevelError {
+		ok, held := l.Allow(key, now)
+		if !ok {
+			return
+		}
+		if held > 0 {
+			args = append(args, "held_back_logs", held)
+		}
 	}
 	log.Log(context.Background(), level, msg, args...)
 }

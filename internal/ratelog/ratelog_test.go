@@ -8,13 +8,8 @@ import (
 )
 
 func TestLimiter(t *testing.T) {
-	clock := time.Unix(1000, 0)
-	l := New(3, 10*time.Second, 2)
-	l.now = func() time.Time { return clock }
-	allow := func(key string) string {
-		ok, n := l.Allow(key)
-		return fmt.Sprint(ok, n)
-	}
+	l := New[string](3, uint64(10*time.Second), 2)
+	now := uint64(1000 * time.Second)
 	steps := []struct {
 		name    string
 		advance time.Duration
@@ -24,22 +19,27 @@ func TestLimiter(t *testing.T) {
 		{"a burst is allowed", 0, "a", "true 0"},
 		{"a burst is allowed", 0, "a", "true 0"},
 		{"a burst is allowed", 0, "a", "true 0"},
-		{"beyond the burst a line is suppressed", 0, "a", "false 0"},
-		{"beyond the burst a line is suppressed", time.Second, "a", "false 0"},
+		{"beyond the burst a line is held back", 0, "a", "false 0"},
+		{"beyond the burst a line is held back", time.Second, "a", "false 0"},
 		{"another key has its own burst", 0, "b", "true 0"},
-		{"after an interval one line is allowed and says what was suppressed", 9 * time.Second, "a", "true 2"},
+		{"after an interval one line is allowed and says what was held back", 9 * time.Second, "a", "true 2"},
 		{"and the count starts again", 0, "a", "false 0"},
-		{"a third key evicts the stalest one when the table is full", 0, "c", "true 0"},
+		{"a clock that steps back gives no credit", -5 * time.Second, "a", "false 0"},
+		{"a third key evicts the stalest one when the table is full", time.Hour, "c", "true 0"},
 		{"an evicted key starts with a full burst", 0, "b", "true 0"},
 	}
 	for _, s := range steps {
-		clock = clock.Add(s.advance)
-		if got := allow(s.key); got != s.want {
+		now = uint64(int64(now) + int64(s.advance))
+		ok, n := l.Allow(s.key, now)
+		if got := fmt.Sprint(ok, n); got != s.want {
 			t.Errorf("%s (%s): Allow = %s, want %s", s.name, s.key, got, s.want)
 		}
 	}
 	if len(l.keys) > 2 {
 		t.Errorf("%d keys kept, want at most 2", len(l.keys))
+	}
+	if l.Suppressed != 4 {
+		t.Errorf("Suppressed = %d, want 4", l.Suppressed)
 	}
 }
 
