@@ -222,8 +222,8 @@ read line; exit 0`, "forker", "server", "daemon")
 
 	slices.Sort(latencies)
 	median, worst := latencies[len(latencies)/2], latencies[len(latencies)-1]
-	t.Logf("flood of %d clients for %v: root's requests median %v, max %v (%d probes); heap in use max %d MiB; clients: %q",
-		floodClients, floodFor, median, worst, len(latencies), heapMax>>20, results)
+	t.Logf("flood of %d clients for %v: root's requests median %v, max %v (%d probes); heap in use max %d MiB; %d log lines; clients: %q",
+		floodClients, floodFor, median, worst, len(latencies), heapMax>>20, logs.n.Load(), results)
 	if worst > testenv.Bound(floodProbeMax) {
 		t.Errorf("root's own request took %v during the flood, want at most %v", worst, testenv.Bound(floodProbeMax))
 	}

@@ -361,11 +361,17 @@ func markResult(res sessions.Result) MarkResult {
 
 // refuse answers a marker or session end the tracker refused. A session
 // that does not exist and one the caller may not end get the same answer
-// (noSession); other errors (a bad ID) say what is wrong.
+// (noSession); a caller outside sessions.within-pid is told so (it is
+// decided before any session is looked up); other errors (a bad ID) say
+// what is wrong.
 func (s *Server) refuse(w http.ResponseWriter, id string, err error) {
 	switch {
-	case errors.Is(err, sessions.ErrNotAuthorized), errors.Is(err, sessions.ErrOutOfScope),
-		errors.Is(err, sessions.ErrNoSession), errors.Is(err, sessions.ErrUnknownProcess):
+	case errors.Is(err, sessions.ErrOutOfScope):
+		// Decided from the caller alone, before any session is looked
+		// up: saying so tells nothing about sessions, and tells the
+		// operator which option refused.
+		writeError(w, http.StatusForbidden, err.Error())
+	case errors.Is(err, sessions.ErrNotAuthorized), errors.Is(err, sessions.ErrNoSession), errors.Is(err, sessions.ErrUnknownProcess):
 		if id == "" {
 			noCreatorSession(w)
 		} else {
