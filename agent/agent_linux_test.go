@@ -516,6 +516,62 @@ func TestAPIShowsOtherUsersOnlyTheirOwnProcesses(t *testing.T) {
 	}
 }
 
+// A process root started and then handed to another uid (sh -c "…; exec
+// setpriv --reuid … sleep") shows that uid only the images executed under
+// it: root's command lines before the switch, secrets and all, stay
+// root's. Root sees the whole history, redacted unless it asks raw.
+func TestOtherUIDNeverSeesImagesRunBeforeItOwnedTheProcess(t *testing.T) {
+	a := startAgent(t, agent.Options{})
+	const nobody = 65534
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		testenv.Missing(t, "setpriv (util-linux)", err.Error())
+	}
+	// Image 1: root's shell with a secret in its script; image 2: setpriv,
+	// still root; image 3: sleep, uid 65534.
+	cmd, _ := spawn(t, "true --password=ROOTSECRET; exec "+setpriv+" --reuid 65534 --regid 65534 --clear-groups /bin/sleep 300")
+	pid := uint32(cmd.Process.Pid)
+	waitFor(t, "the process running sleep as uid 65534", func() (bool, string) {
+		p, ok := a.Graph().Lookup(pid)
+		return ok && p.UID == nobody && p.Current().Filename == "/bin/sleep", fmt.Sprintf("%+v", p)
+	})
+	for _, tc := range []struct {
+		name    string
+		uid     int
+		args    []string
+		want    []string
+		notWant []string
+	}{
+		{"the new owner sees only its own image", nobody, []string{"tree", strconv.Itoa(int(pid))},
+			[]string{`"sleep"`}, []string{"ROOTSECRET", "setpriv", "--password"}},
+		{"root sees the whole history redacted", 0, []string{"tree", strconv.Itoa(int(pid))},
+			[]string{"setpriv", `"sleep"`, "--password=<redacted>"}, []string{"ROOTSECRET"}},
+		{"root asking raw sees the secret", 0, []string{"tree", "--raw", strconv.Itoa(int(pid))},
+			[]string{"ROOTSECRET"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Not asUser: its --show-secrets would ask root's answer raw.
+			cmd := exec.Command(testenv.Binary(t), append(tc.args, "--api.socket", a.socket, "--json")...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(tc.uid), Gid: uint32(tc.uid)}}
+			out, err := cmd.CombinedOutput()
+			body := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">").Replace(string(out))
+			if err != nil {
+				t.Fatalf("%v: %s", err, body)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("output lacks %q: %.600s", w, body)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(body, w) {
+					t.Errorf("output shows %q: %.600s", w, body)
+				}
+			}
+		})
+	}
+}
+
 // The state directory is private, but the socket beside it (the default
 // /run/mcptrace) stays reachable by every user: a parent the agent
 // creates for its state is not made private with it.

@@ -17,7 +17,7 @@ import (
 // DefaultHostTools are host commands shipped into the guest (with their
 // shared libraries) in place of the busybox applets of the same name, so
 // that tests written against a Debian userland (dash as /bin/sh, GNU
-// coreutils, util-linux setsid) behave the same in the guest: only the
+// coreutils, util-linux setsid and setpriv) behave the same in the guest: only the
 // kernel should differ. Busybox's "sh -c 'exec env X true'" for instance
 // runs env in-process, without the exec a process-lineage test expects.
 // Names missing on the host are skipped; busybox still provides them.
@@ -26,7 +26,7 @@ var DefaultHostTools = []string{
 	"cat", "echo", "printf", "kill", "ls", "id", "mkdir", "rmdir", "rm", "cp", "mv", "ln",
 	"chmod", "touch", "head", "tail", "wc", "sort", "uniq", "tr", "cut", "grep", "sed",
 	"xargs", "test", "stat", "readlink", "realpath", "basename", "dirname", "pwd", "date",
-	"uname", "yes", "seq", "tee", "sync", "ps", "pgrep", "pkill",
+	"uname", "yes", "seq", "tee", "sync", "ps", "pgrep", "pkill", "setpriv",
 }
 
 // libDirs is where shared libraries are looked up, in order (Debian
