@@ -70,38 +70,12 @@ func (g *Graph) enforceCap() {
 		depth int
 	}
 	var cands []cand
-	type frame struct {
-		n    *node
-		next int
-		dead bool
-		last uint64
-	}
-	var stack []frame
-	for _, r := range g.byID {
-		if r.creator != nil {
-			continue
+	roots := g.roots()
+	walkSubtrees(roots, func(n *node, dead bool, last uint64, depth int) {
+		if dead {
+			cands = append(cands, cand{n, last, depth})
 		}
-		stack = append(stack[:0], frame{n: r, dead: r.p.Exited, last: r.exitAt()})
-		for len(stack) > 0 {
-			top := len(stack) - 1
-			if f := &stack[top]; f.next < len(f.n.children) {
-				c := f.n.children[f.next]
-				f.next++
-				stack = append(stack, frame{n: c, dead: c.p.Exited, last: c.exitAt()})
-				continue
-			}
-			f := stack[top]
-			stack = stack[:top]
-			if f.dead {
-				cands = append(cands, cand{f.n, f.last, top})
-			}
-			if top > 0 {
-				p := &stack[top-1]
-				p.dead = p.dead && f.dead
-				p.last = max(p.last, f.last)
-			}
-		}
-	}
+	})
 	slices.SortFunc(cands, func(a, b cand) int {
 		if c := cmp.Compare(a.last, b.last); c != 0 {
 			return c

@@ -17,15 +17,49 @@ func (g *Graph) Retire(now uint64) int {
 	}
 	cutoff := now - g.retention
 
-	var roots []*node
+	roots := g.roots()
+	removed := 0
+	walkSubtrees(roots, func(n *node, dead bool, last uint64, _ int) {
+		// Drop the children retired below.
+		kids := n.children[:0]
+		for _, c := range n.children {
+			if !c.retired {
+				kids = append(kids, c)
+			}
+		}
+		clear(n.children[len(kids):])
+		n.children = kids
+
+		if dead && last < cutoff {
+			g.remove(n)
+			removed++
+		}
+	})
+	g.stats.retired += uint64(removed)
+	if !g.overCaps() {
+		g.nextEvictAt, g.nextEvictBytes = 0, 0 // room again: evict as usual when it fills
+	}
+	return removed
+}
+
+// roots returns the nodes no known process created: the tops of the
+// creation trees.
+func (g *Graph) roots() []*node {
+	var out []*node
 	for _, n := range g.byID {
 		if n.creator == nil {
-			roots = append(roots, n)
+			out = append(out, n)
 		}
 	}
-	removed := 0
-	// Post-order over each creation tree without recursion: a frame's dead
-	// and last summarise the subtree below it as its children finish.
+	return out
+}
+
+// walkSubtrees visits the creation trees under roots in post-order,
+// without recursion: visit sees a node after everything it created, with
+// whether its whole subtree is dead, the newest exit in that subtree, and
+// its depth. visit may remove the node it is given (the walk keeps its own
+// copy of what it summarised).
+func walkSubtrees(roots []*node, visit func(n *node, dead bool, last uint64, depth int)) {
 	type frame struct {
 		n    *node
 		next int
@@ -45,20 +79,7 @@ func (g *Graph) Retire(now uint64) int {
 			}
 			f := stack[top]
 			stack = stack[:top]
-			// Drop the children retired below.
-			kids := f.n.children[:0]
-			for _, c := range f.n.children {
-				if !c.retired {
-					kids = append(kids, c)
-				}
-			}
-			clear(f.n.children[len(kids):])
-			f.n.children = kids
-
-			if f.dead && f.last < cutoff {
-				g.remove(f.n)
-				removed++
-			}
+			visit(f.n, f.dead, f.last, top)
 			if top > 0 {
 				p := &stack[top-1]
 				p.dead = p.dead && f.dead
@@ -66,11 +87,6 @@ func (g *Graph) Retire(now uint64) int {
 			}
 		}
 	}
-	g.stats.retired += uint64(removed)
-	if !g.overCaps() {
-		g.nextEvictAt, g.nextEvictBytes = 0, 0 // room again: evict as usual when it fills
-	}
-	return removed
 }
 
 // remove takes a node out of the indexes. Its creator drops it from its
