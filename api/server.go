@@ -375,12 +375,20 @@ func (s *Server) handleRelatives(query func(*lineage.Graph, lineage.ID) []lineag
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.caller(w, r); !ok {
+	c, ok := s.caller(w, r)
+	if !ok {
 		return
 	}
 	var st Status
 	if s.Status != nil {
 		st = s.Status()
+	}
+	if !c.Root() {
+		// The tracker's and the enforcer's counters move with other
+		// users' sessions (a refused marker counts differently for a
+		// session that exists): they would tell another user what a
+		// refusal does not.
+		st.Sessions, st.Enforcer = sessions.Stats{}, EnforcerStatus{}
 	}
 	st.Now = s.Now()
 	st.API = s.apiStatus()

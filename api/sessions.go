@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
@@ -136,7 +137,8 @@ func (s *Server) kills(c Caller, sess sessions.Session) []Kill {
 
 // info counts the members and kills given: callers pass only what the
 // caller may see.
-func (s *Server) info(sess sessions.Session, members []lineage.Process, kills []Kill) SessionInfo {
+func (s *Server) info(c Caller, sess sessions.Session, members []lineage.Process, kills []Kill) SessionInfo {
+	sess.Markers = markersFor(c, sess.Markers)
 	in := SessionInfo{Session: sess, Members: len(members)}
 	for _, p := range members {
 		if !p.Exited {
@@ -148,34 +150,73 @@ func (s *Server) info(sess sessions.Session, members []lineage.Process, kills []
 			in.Killed++
 		}
 	}
-	in.Enforcement = s.enforcement(sessions.EndingKey(sess, 0))
+	in.Enforcement = s.enforcement(c, sess, 0, kills)
 	return in
 }
 
-// enforcement summarises the report of an ending by key (see
-// sessions.EndingKey), nil while it runs.
-func (s *Server) enforcement(key string) *Enforcement {
+// enforcement summarises the report of sess's ending of generation gen
+// (0: the whole session; see sessions.EndingKey), nil while it runs. Root
+// gets the enforcer's counts; anyone else counts from the records it may
+// see (kills), so members of other uids are not counted either.
+func (s *Server) enforcement(c Caller, sess sessions.Session, gen uint32, kills []Kill) *Enforcement {
 	if s.Report == nil {
 		return nil
 	}
-	r, ok := s.Report(key)
+	r, ok := s.Report(sessions.EndingKey(sess, gen))
 	if !ok {
 		return nil
 	}
-	return &Enforcement{Empty: r.Empty, Killed: r.Killed, Survivors: r.Survivors, Refused: r.Refused,
+	out := &Enforcement{Empty: r.Empty, Killed: r.Killed, Survivors: r.Survivors, Refused: r.Refused,
 		Spared: r.Spared, WouldKill: r.WouldKill, DurationMS: float64(r.Duration) / float64(time.Millisecond)}
+	if c.Root() {
+		return out
+	}
+	*out = Enforcement{Empty: true, DurationMS: out.DurationMS}
+	for _, k := range kills {
+		if k.Generation != gen {
+			continue
+		}
+		out.Empty = false
+		switch {
+		case k.Result == enforcer.ResultKilled:
+			out.Killed++
+		case strings.HasPrefix(k.Result, enforcer.ResultSpared):
+			out.Spared++
+		case k.Result == enforcer.ResultWouldKill:
+			out.WouldKill++
+		case strings.HasPrefix(k.Result, enforcer.ResultRefused):
+			out.Refused++
+		case strings.HasPrefix(k.Result, enforcer.ResultFailed):
+			out.Survivors++
+		}
+	}
+	return out
+}
+
+// markersFor returns ms as c may see them: a marker's sender only to root
+// and to the sender's own uid.
+func markersFor(c Caller, ms []sessions.Marker) []sessions.Marker {
+	if c.Root() {
+		return ms
+	}
+	out := slices.Clone(ms)
+	for i := range out {
+		if out[i].SenderUID != c.UID {
+			out[i].Sender, out[i].SenderUID = lineage.ID{}, 0
+		}
+	}
+	return out
 }
 
 // endings lists what each marker of sess ended, and the session's end.
-func (s *Server) endings(sess sessions.Session) []Ending {
+func (s *Server) endings(c Caller, sess sessions.Session, kills []Kill) []Ending {
 	var out []Ending
-	for _, m := range sess.Markers {
+	for _, m := range markersFor(c, sess.Markers) {
 		m := m
-		out = append(out, Ending{Generation: m.Ended, Marker: &m,
-			Enforcement: s.enforcement(sessions.EndingKey(sess, m.Ended))})
+		out = append(out, Ending{Generation: m.Ended, Marker: &m, Enforcement: s.enforcement(c, sess, m.Ended, kills)})
 	}
 	if sess.State == sessions.Ended {
-		out = append(out, Ending{Enforcement: s.enforcement(sessions.EndingKey(sess, 0))})
+		out = append(out, Ending{Enforcement: s.enforcement(c, sess, 0, kills)})
 	}
 	return out
 }
@@ -191,7 +232,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	out := []SessionInfo{}
 	for _, sess := range s.Sessions.Sessions() {
 		if sessionVisible(c, sess) {
-			out = append(out, s.info(sess, visible(c, s.Sessions.Members(sess.ID)), s.kills(c, sess)))
+			out = append(out, s.info(c, sess, visible(c, s.Sessions.Members(sess.ID)), s.kills(c, sess)))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -225,7 +266,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	// counted to a caller other than root.
 	procs := visible(c, s.Sessions.Members(sess.ID))
 	kills := s.kills(c, sess)
-	info := s.info(sess, procs, kills)
+	info := s.info(c, sess, procs, kills)
 	present(c, wantsRaw(c, r), procs)
 	if s.Refresh != nil {
 		s.Refresh(procs)
@@ -235,7 +276,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		Session:     info,
 		Processes:   procs,
 		Generations: s.Sessions.Generations(sess.ID, procs),
-		Endings:     s.endings(sess),
+		Endings:     s.endings(c, sess, kills),
 		Kills:       kills,
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sessions"
 )
 
 // A session the caller may not act on answers exactly like one that does
@@ -177,3 +178,68 @@ func TestOversizedBodyIsRefusedAndCounted(t *testing.T) {
 }
 
 var _ = lineage.ID{}
+
+// The tracker's and the enforcer's counters move with other users'
+// sessions (a refused marker counts differently for a session that
+// exists), so only root reads them; the API's own counters stay visible.
+func TestStatusTellsAnotherUserNothingAboutSessions(t *testing.T) {
+	w := newWorld(t)
+	w.s.Status = func() Status {
+		return Status{Sessions: sessions.Stats{MarkersRefused: 3, MarkersUnmatched: 5}, Enforcer: EnforcerStatus{Killed: 2}}
+	}
+	for _, tc := range []struct {
+		name   string
+		caller Caller
+		shown  bool
+	}{
+		{"root reads the counters", Caller{UID: 0}, true},
+		{"another user does not", Caller{UID: nobody}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := w.request(tc.caller, "GET", "/v1/status", "")
+			if code != 200 {
+				t.Fatalf("status %d: %s", code, body)
+			}
+			for _, c := range []string{`"markers_refused_total":3`, `"markers_unmatched_total":5`, `"killed_total":2`} {
+				if strings.Contains(body, c) != tc.shown {
+					t.Errorf("%s in the answer: %v, want %v: %s", c, !tc.shown, tc.shown, body)
+				}
+			}
+		})
+	}
+}
+
+// A session's owner sees a marker root sent without its sender, and the
+// ending's counts only over the members of its own uid.
+func TestOwnerSeesNeitherRootsMarkerSenderNorCountsOfOtherUIDs(t *testing.T) {
+	w := newWorld(t)
+	host := w.spawn(init1, 100, nobody, "agent")
+	sess := w.begin(host, "mine")
+	own := w.spawn(host, 101, nobody, "node", "server.js")
+	helper := w.spawn(host, 102, 0, "apt-get", "upgrade")
+	rootTool := w.spawn(init1, 200, 0, "mcptrace")
+	w.clock += sec
+	if _, res, err := w.tr.Do(sessions.Op{Kind: sessions.OpMark, Caller: rootTool, UID: 0, Session: "mine"}); err != nil || len(res.Actions) == 0 {
+		t.Fatalf("root's marker: %+v %v", res, err)
+	}
+	enf := &enforcer.Enforcer{}
+	enf.AddRecords([]enforcer.KillRecord{
+		{Session: "mine", Generation: 1, Owner: nobody, Process: own, UID: nobody, Comm: "node", Result: enforcer.ResultKilled},
+		{Session: "mine", Generation: 1, Owner: nobody, Process: helper, UID: 0, Comm: "apt-get", Result: enforcer.ResultSparedPrivilege + ": uids"},
+	})
+	w.s.Enforcer = enf
+	w.s.Report = func(key string) (enforcer.Report, bool) {
+		return enforcer.Report{Session: sess.ID, Generation: 1, Killed: 1, Spared: 1}, key == sessions.EndingKey(sess, 1)
+	}
+	_, owner := w.request(Caller{UID: nobody}, "GET", "/v1/sessions/mine", "")
+	_, root := w.request(Caller{UID: 0}, "GET", "/v1/sessions/mine", "")
+	if !strings.Contains(root, `"sender":{"pid":200`) || !strings.Contains(root, `"spared":1`) {
+		t.Errorf("root's answer lacks the sender or the spared count: %s", root)
+	}
+	if strings.Contains(owner, `"pid":200`) {
+		t.Errorf("the owner sees root's marker sender: %s", owner)
+	}
+	if !strings.Contains(owner, `"killed":1,`) || strings.Contains(owner, `"spared":1`) {
+		t.Errorf("the owner's counts include another uid's member (want killed 1, spared 0): %s", owner)
+	}
+}

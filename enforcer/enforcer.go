@@ -622,15 +622,23 @@ func spareRuleName(r *SpareRule) string {
 	return "argv=" + r.Argv.String()
 }
 
-// newRecord starts a record for p; argv is redacted here, once.
+// newRecord starts a record for p; argv is redacted here, once. The
+// record's uid is the process's, unless its current image was executed
+// under another uid (a root program that switched to the owner's uid
+// without an exec): then the image's, so the argv of what another uid ran
+// is never shown to the process's later owner.
 func newRecord(en *Ending, p lineage.Process) KillRecord {
 	img := p.Current()
+	uid := p.UID
+	if img.UID != p.UID {
+		uid = img.UID
+	}
 	return KillRecord{
 		Session:    en.Session,
 		Generation: en.Generation,
 		Owner:      en.Owner,
 		Process:    p.ID,
-		UID:        p.UID,
+		UID:        uid,
 		Comm:       p.Comm,
 		Argv:       redact.Argv(img.Argv),
 	}

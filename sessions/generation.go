@@ -2,8 +2,10 @@ package sessions
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 
+	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
@@ -28,7 +30,7 @@ func (t *Tracker) newGeneration(s *session, detail string, sender lineage.ID, ui
 	for _, c := range t.g.Children(s.Root) {
 		if _, known := t.createdBefore(c, at); !known {
 			t.st.generationUnknown++
-			t.log.Warn("a child of a session root started within a clock tick of a destroy marker; it is left to the next generation",
+			t.logFor(s.Owner, slog.LevelWarn, "a child of a session root started within a clock tick of a destroy marker; it is left to the next generation",
 				"session", s.ID, "pid", c.ID.PID, "marker_ns", at)
 		}
 	}
@@ -37,7 +39,7 @@ func (t *Tracker) newGeneration(s *session, detail string, sender lineage.ID, ui
 			acts = t.endWithin(c, ReasonParentEnded, fmt.Sprintf("generation %d of enclosing session %q ended: %s", gen, s.ID, detail), at, key, acts)
 		}
 	}
-	t.log.Info("session generation ended", "session", s.ID, "generation", gen, "root_pid", s.Root.PID, "detail", detail)
+	t.logFor(s.Owner, slog.LevelInfo, "session generation ended", "session", s.ID, "generation", gen, "root_pid", s.Root.PID, "detail", ratelog.Field(detail))
 	return append(acts, Action{End: s.snapshot(), Reason: detail, Generation: gen, Cutoff: at, Sender: sender})
 }
 

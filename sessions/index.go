@@ -3,12 +3,12 @@ package sessions
 import (
 	"context"
 	"fmt"
-	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
@@ -228,26 +228,36 @@ func (t *Tracker) logFor(owner uint32, level slog.Level, msg string, args ...any
 // AllowLog reports whether a per-session log line about session id (an
 // enforcer's report, the agent's notes) may be written now under its
 // owner's rate limit; what is held back is counted in
-// Stats.LogsSuppressed. A session the tracker does not know is allowed.
-// Callers never ask it about an error.
+// Stats.LogsSuppressed. Sessions the tracker no longer lists share one
+// limit (unknownOwner), so dropping them does not lift it. Callers never
+// ask it about an error.
 func (t *Tracker) AllowLog(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.get(id)
-	if s == nil {
-		return true
+	owner := unknownOwner
+	if s := t.get(id); s != nil {
+		owner = s.Owner
 	}
-	ok, _ := t.logs.Allow(s.Owner, t.now())
+	ok, _ := t.logs.Allow(owner, t.now())
 	return ok
 }
+
+// unknownOwner is the log-limit key of sessions the tracker no longer
+// lists (no uid is 2^32-1: it is the kernel's "no uid").
+const unknownOwner = ^uint32(0)
 
 // Retains reports whether the session instance an ending key (EndingKey)
 // names is still listed: active, or ended and retained. The agent keeps
 // the reports of endings the tracker retains before others, so that the
 // tracker's per-owner quotas bound them too.
 func (t *Tracker) Retains(key string) bool {
+	var gen uint64
 	if i := strings.LastIndexByte(key, '#'); i >= 0 {
-		key = key[:i]
+		g, err := strconv.ParseUint(key[i+1:], 10, 32)
+		if err != nil {
+			return false
+		}
+		key, gen = key[:i], g
 	}
 	i := strings.LastIndexByte(key, '@')
 	if i < 0 {
@@ -259,5 +269,12 @@ func (t *Tracker) Retains(key string) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.instance(key[:i], began) != nil
+	s := t.instance(key[:i], began)
+	if s == nil || gen == 0 {
+		return s != nil
+	}
+	// A generation's report is kept while the session lists its marker
+	// (at most MaxMarkers): a host sending markers in a loop keeps 64
+	// reports, not one per marker.
+	return slices.ContainsFunc(s.Markers, func(m Marker) bool { return uint64(m.Ended) == gen })
 }

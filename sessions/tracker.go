@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
@@ -264,7 +264,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 		}
 		if err := t.tag(p, cmd, ev.ArgvTruncated, ev.Time, tagExec); err != nil {
 			// Never the argv: what follows "--" may carry secrets.
-			t.logFor(p.UID, slog.LevelWarn, "session tag refused", "pid", p.ID.PID, "uid", p.UID, "session", cmd.id, "err", err)
+			t.logFor(p.UID, slog.LevelWarn, "session tag refused", "pid", p.ID.PID, "uid", p.UID, "session", ratelog.Field(cmd.id), "err", ratelog.Field(err.Error()))
 			return acts
 		}
 		return t.endIfExited(p.ID, ev.Time, acts)
@@ -276,7 +276,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 		}
 		res, err := t.mark(ev.Proc, ev.UID, cmd.id, ev.Time, "exec")
 		if err != nil {
-			t.logFor(ev.UID, slog.LevelWarn, "destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", cmd.id, "err", err)
+			t.logFor(ev.UID, slog.LevelWarn, "destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", ratelog.Field(cmd.id), "err", ratelog.Field(err.Error()))
 		}
 		if res.Duplicate {
 			return acts
