@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -170,7 +169,7 @@ read line; exit 0`, "forker", "server", "daemon")
 	})
 
 	deadline := time.Now().Add(floodFor)
-	self := copyForEveryone(t)
+	self := testenv.SelfForEveryone(t)
 	var wg sync.WaitGroup
 	results := make([]string, floodClients)
 	for i := 0; i < floodClients; i++ {
@@ -273,31 +272,6 @@ func lostEvents(t *testing.T, a *testAgent) (n uint64) {
 		n += v
 	}
 	return n
-}
-
-// copyForEveryone copies the test binary where every uid may run it (go
-// test builds it in a private directory), for helpers of another uid.
-func copyForEveryone(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "mcptrace-flood-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	path := filepath.Join(dir, "agent.test")
-	if err := os.WriteFile(path, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // countingHandler counts the agent's log records at Info and above and

@@ -141,31 +141,6 @@ func serveSocket(t *testing.T, s *Server) string {
 	return sock
 }
 
-// selfAs returns a copy of the test binary that uid may execute (the
-// build directory is private to root).
-func selfAs(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "mcptrace-api-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	b, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "api.test")
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 // reusePID starts `sleep` processes until one gets pid (ns_last_pid),
 // and returns it; the test fails when the pid cannot be had.
 func reusePID(t *testing.T, pid int) *exec.Cmd {
@@ -298,7 +273,7 @@ func TestConnectionFloodIsCappedPerUIDAndInTotal(t *testing.T) {
 	w := newWorld(t)
 	w.s.MaxConnections, w.s.MaxConnectionsPerUID = 24, 16
 	sock := serveSocket(t, w.s)
-	bin := selfAs(t)
+	bin := testenv.SelfForEveryone(t)
 	fdsBefore := countFDs(t)
 	flood := func(uid uint32, n int) (ok, busy int) {
 		cmd := exec.Command(bin, "-test.run=^$")

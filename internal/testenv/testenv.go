@@ -123,3 +123,32 @@ func Bound(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// SelfForEveryone copies the running test binary where every uid may run
+// it (go test builds it in a private directory) and returns the copy's
+// path, for helper processes a test starts as another uid. The copy is
+// removed when the test ends.
+func SelfForEveryone(t testing.TB) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "mcptrace-test-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, filepath.Base(self))
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
