@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/mcptrace/mcptrace/enforcer"
@@ -120,8 +121,12 @@ func (a *Agent) pendingCount() int {
 }
 
 // maxReports bounds the finished reports kept (their records are bounded
-// by the enforcer); those of sessions the tracker retains go last.
-const maxReports = 1000
+// by the enforcer): as many as the tracker keeps ended sessions
+// (sessions.Config.MaxEnded); those of sessions the tracker retains go
+// last.
+func (a *Agent) maxReports() int {
+	return cmp.Or(a.opts.Sessions.MaxEnded, sessions.DefaultMaxEnded)
+}
 
 // keepReportLocked keeps a finished report (without records) under its
 // ending's key; a.mu is held.
@@ -131,7 +136,7 @@ func (a *Agent) keepReportLocked(key string, rep enforcer.Report) {
 		a.order = append(a.order, key)
 	}
 	a.reports[key] = rep
-	for len(a.order) > maxReports {
+	for len(a.order) > a.maxReports() {
 		// The oldest report of a session the tracker no longer lists
 		// goes first: the tracker keeps ended sessions per owner, so one
 		// user's churn pushes out its own reports, not another user's.

@@ -178,9 +178,16 @@ func TestRunReportsARefusedDeclarationBeforeItExecs(t *testing.T) {
 
 // Any user looping `mcptrace run -- true` past the node's cap of ended
 // sessions (and of kept reports) no longer evicts another user's session
-// nor its enforcer report.
+// nor its enforcer report. The caps are made small (20 ended sessions on
+// the node, 5 per uid) so that the loop crosses both in 21 runs instead
+// of the defaults' 1,001 (minutes in an emulated guest); the defaults
+// take the same code path.
 func TestOneUIDsChurnKeepsAnotherUIDsEndedSessions(t *testing.T) {
-	a := enforcingAgent(t, enforcer.ModeEnforce)
+	const maxEnded, maxEndedPerUID = 20, 5
+	a := startAgent(t, agent.Options{
+		Sessions: sessions.Config{MaxEnded: maxEnded, MaxEndedPerUID: maxEndedPerUID},
+		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyGraceful, Grace: 500 * time.Millisecond},
+	})
 	bin := testenv.Binary(t)
 	keep := asUID(t, tenantUID, bin, "run", "--session", "keep", "--", "sh", "-c", "sleep 300 </dev/null &")
 	if out, err := keep.CombinedOutput(); err != nil {
@@ -191,7 +198,7 @@ func TestOneUIDsChurnKeepsAnotherUIDsEndedSessions(t *testing.T) {
 		rep, done := a.SessionReport("keep", 0)
 		return s.State == sessions.Ended && done && rep.Killed == 1, fmt.Sprintf("%+v %+v", s, rep)
 	})
-	const churn = sessions.DefaultMaxEnded + 1
+	const churn = maxEnded + 1
 	loop := asUID(t, nobodyUID, "/bin/sh", "-c", fmt.Sprintf(`i=0; while [ $i -lt %d ]; do mcptrace run -- true || exit 1; i=$((i+1)); done`, churn))
 	if out, err := loop.CombinedOutput(); err != nil {
 		t.Fatalf("churn: %v: %s", err, out)
@@ -208,7 +215,7 @@ func TestOneUIDsChurnKeepsAnotherUIDsEndedSessions(t *testing.T) {
 	if _, ok := a.SessionReport("keep", 0); !ok {
 		t.Error("its report is gone")
 	}
-	if st := a.Status().Sessions; st.DroppedOverQuota == 0 || st.Retained > sessions.DefaultMaxEndedPerUID+1 {
+	if st := a.Status().Sessions; st.DroppedOverQuota == 0 || st.Retained > maxEndedPerUID+1 {
 		t.Errorf("stats %+v", st)
 	}
 }
