@@ -285,12 +285,15 @@ func visible(c Caller, procs []lineage.Process) []lineage.Process {
 	}
 	out := procs[:0:0]
 	for _, p := range procs {
-		if p.UID == c.UID {
+		if processVisible(c, p) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
+
+// processVisible: root sees every process, anyone else those of its uid.
+func processVisible(c Caller, p lineage.Process) bool { return c.Root() || p.UID == c.UID }
 
 // wantsRaw: root asked for unredacted argv (?raw=1). Anyone else asking
 // gets the redacted answer, the same as without the parameter.

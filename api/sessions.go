@@ -135,16 +135,11 @@ func (s *Server) kills(c Caller, sess sessions.Session) []Kill {
 	return out
 }
 
-// info counts the members and kills given: callers pass only what the
-// caller may see.
-func (s *Server) info(c Caller, sess sessions.Session, members []lineage.Process, kills []Kill) SessionInfo {
+// info is a session's summary with the counts of its members given and of
+// the kills given: callers pass only what the caller may see.
+func (s *Server) info(c Caller, sess sessions.Session, members, alive int, kills []Kill) SessionInfo {
 	sess.Markers = markersFor(c, sess.Markers)
-	in := SessionInfo{Session: sess, Members: len(members)}
-	for _, p := range members {
-		if !p.Exited {
-			in.Alive++
-		}
-	}
+	in := SessionInfo{Session: sess, Members: members, Alive: alive}
 	for _, k := range kills {
 		if k.Result == enforcer.ResultKilled {
 			in.Killed++
@@ -230,10 +225,11 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []SessionInfo{}
-	for _, sess := range s.Sessions.Sessions() {
-		if sessionVisible(c, sess) {
-			out = append(out, s.info(c, sess, visible(c, s.Sessions.Members(sess.ID)), s.kills(c, sess)))
-		}
+	listed := s.Sessions.SessionsCounted(
+		func(sess sessions.Session) bool { return sessionVisible(c, sess) },
+		func(p lineage.Process) bool { return processVisible(c, p) })
+	for _, l := range listed {
+		out = append(out, s.info(c, l.Session, l.Members, l.Alive, s.kills(c, l.Session)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -266,7 +262,13 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	// counted to a caller other than root.
 	procs := visible(c, s.Sessions.Members(sess.ID))
 	kills := s.kills(c, sess)
-	info := s.info(c, sess, procs, kills)
+	alive := 0
+	for _, p := range procs {
+		if !p.Exited {
+			alive++
+		}
+	}
+	info := s.info(c, sess, len(procs), alive, kills)
 	present(c, wantsRaw(c, r), procs)
 	if s.Refresh != nil {
 		s.Refresh(procs)

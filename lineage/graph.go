@@ -204,7 +204,15 @@ func (n *node) exitAt() uint64 {
 
 // export returns a deep copy of the node as a Process.
 func (n *node) export() Process {
+	p := n.brief()
+	p.Images = cloneImages(n.p.Images)
+	return p
+}
+
+// brief is export without the images (nil).
+func (n *node) brief() Process {
 	p := n.p
+	p.Images = nil
 	if n.creator != nil {
 		p.Creator = n.creator.p.ID
 	}
@@ -213,7 +221,6 @@ func (n *node) export() Process {
 	} else {
 		p.Parent = n.parentID
 	}
-	p.Images = cloneImages(n.p.Images)
 	return p
 }
 

@@ -39,24 +39,38 @@ func (g *Graph) Lookup(pid uint32) (Process, bool) {
 // reparented away and children of exited wrappers are included. Nil when
 // id is unknown.
 func (g *Graph) Descendants(id ID) []Process {
+	var out []Process
+	g.walkDescendants(id, func(n *node) { out = append(out, n.export()) })
+	return out
+}
+
+// WalkDescendants calls visit with each process Descendants would return,
+// in the same order, but without its Images (nil): a caller that only
+// counts or filters copies no command line. It holds the graph's read
+// lock while visit runs; visit must not call the Graph.
+func (g *Graph) WalkDescendants(id ID, visit func(Process)) {
+	g.walkDescendants(id, func(n *node) { visit(n.brief()) })
+}
+
+// walkDescendants visits id's node and every node below it by creation in
+// pre-order, siblings sorted by (start, PID).
+func (g *Graph) walkDescendants(id ID, visit func(*node)) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	n := g.findQuery(id)
 	if n == nil {
-		return nil
+		return
 	}
-	var out []Process
 	stack := []*node{n}
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		out = append(out, n.export())
+		visit(n)
 		kids := sortedChildren(n)
 		for i := len(kids) - 1; i >= 0; i-- {
 			stack = append(stack, kids[i])
 		}
 	}
-	return out
 }
 
 // Children returns the processes id created, sorted by (start, PID).

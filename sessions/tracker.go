@@ -867,17 +867,24 @@ func (t *Tracker) get(id string) *session {
 func (t *Tracker) Sessions() []Session {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	all := t.sorted()
+	out := make([]Session, len(all))
+	for i, s := range all {
+		out[i] = s.snapshot()
+	}
+	return out
+}
+
+// sorted returns the active and retained ended sessions in Sessions'
+// order.
+func (t *Tracker) sorted() []*session {
 	all := make([]*session, 0, len(t.active)+len(t.ended))
 	for _, s := range t.active {
 		all = append(all, s)
 	}
 	all = append(all, t.ended...)
 	slices.SortFunc(all, cmpSessions)
-	out := make([]Session, len(all))
-	for i, s := range all {
-		out[i] = s.snapshot()
-	}
-	return out
+	return all
 }
 
 // Members returns the session's root and everything it created at any
@@ -905,22 +912,72 @@ func (t *Tracker) Members(id string) []lineage.Process {
 // children that branch accepts. A process flagged GapUnknownCreator is
 // left out with everything below it.
 func (t *Tracker) members(s *session, withRoot bool, branch func(child lineage.Process) bool) []lineage.Process {
-	desc := t.g.Descendants(s.Root)
-	if len(desc) == 0 {
-		return nil
-	}
-	root := desc[0].ID
+	f := memberFilter{withRoot: withRoot, branch: branch}
 	var out []lineage.Process
-	if withRoot {
-		out = desc[:1]
+	for _, p := range t.g.Descendants(s.Root) {
+		if f.take(p) {
+			out = append(out, p)
+		}
 	}
-	in := map[lineage.ID]bool{root: true}
-	for _, p := range desc[1:] {
-		if p.Gaps&lineage.GapUnknownCreator != 0 || !in[p.Creator] || p.Creator == root && !branch(p) {
+	return out
+}
+
+// memberFilter tells, for the processes of the subtree of a session's
+// root in Descendants order, which are members (see Members): the root
+// (when withRoot), and each process whose creator is a member, keeping
+// only the branches of the root's children that branch accepts; a process
+// flagged GapUnknownCreator is left out with everything below it.
+type memberFilter struct {
+	withRoot bool
+	branch   func(child lineage.Process) bool
+	root     lineage.ID
+	in       map[lineage.ID]bool
+}
+
+func (f *memberFilter) take(p lineage.Process) bool {
+	if f.in == nil { // the root comes first
+		f.root, f.in = p.ID, map[lineage.ID]bool{p.ID: true}
+		return f.withRoot
+	}
+	if p.Gaps&lineage.GapUnknownCreator != 0 || !f.in[p.Creator] || p.Creator == f.root && !f.branch(p) {
+		return false
+	}
+	f.in[p.ID] = true
+	return true
+}
+
+// Counted is a session with how many of its members (root included) a
+// caller may see, and how many of those are alive.
+type Counted struct {
+	Session
+	Members, Alive int
+}
+
+// SessionsCounted is Sessions narrowed to those keep accepts, each with
+// the count of its members that count accepts, in O(sessions + their
+// members) and without copying any member (count sees each without its
+// Images). keep and count run with the Tracker's lock held and must not
+// call it.
+func (t *Tracker) SessionsCounted(keep func(Session) bool, count func(lineage.Process) bool) []Counted {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Counted
+	for _, s := range t.sorted() {
+		snap := s.snapshot()
+		if !keep(snap) {
 			continue
 		}
-		in[p.ID] = true
-		out = append(out, p)
+		c := Counted{Session: snap}
+		f := memberFilter{withRoot: true, branch: func(lineage.Process) bool { return true }}
+		t.g.WalkDescendants(s.Root, func(p lineage.Process) {
+			if f.take(p) && count(p) {
+				c.Members++
+				if !p.Exited {
+					c.Alive++
+				}
+			}
+		})
+		out = append(out, c)
 	}
 	return out
 }
