@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/quota"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
@@ -117,8 +118,7 @@ type Agent struct {
 	stopping bool
 	// running are the endings the enforcer works on now, by key.
 	running map[string]bool
-	reports map[string]enforcer.Report // finished, by key, without records
-	order   []string                   // report keys, oldest first
+	reports *quota.FIFO[string, enforcer.Report] // finished, by key, without records (newReports)
 	kernel  kernelSeen
 	// journaled counts bytes appended since the last checkpoint;
 	// journalErrs counts appends that failed.
@@ -160,7 +160,7 @@ func New(opts Options) (*Agent, error) {
 		graph:   newGraph(opts),
 		pending: map[string]sessions.Action{},
 		running: map[string]bool{},
-		reports: map[string]enforcer.Report{},
+		reports: newReports(opts.Sessions),
 		kernel:  newKernelSeen(),
 		ready:   make(chan struct{}),
 	}

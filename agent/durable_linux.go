@@ -133,7 +133,7 @@ func (a *Agent) load() error {
 		// Start over with fresh parts: a half-restored graph must not stay.
 		a.graph = newGraph(a.opts)
 		a.tracker, _ = sessions.NewTracker(a.graph, a.opts.Sessions, a.opts.Logger.With("component", "sessions"))
-		a.pending, a.reports, a.order, a.kernel = map[string]sessions.Action{}, map[string]enforcer.Report{}, nil, newKernelSeen()
+		a.pending, a.reports, a.kernel = map[string]sessions.Action{}, newReports(a.opts.Sessions), newKernelSeen()
 		a.boot.saved = enforcer.Saved{}
 		for i := range a.events {
 			a.events[i].Store(0)
@@ -223,7 +223,7 @@ func (a *Agent) replay(rec state.Record) error {
 			return fmt.Errorf("decode report: %w", err)
 		}
 		delete(a.pending, rr.Key)
-		if _, seen := a.reports[rr.Key]; seen {
+		if _, seen := a.reports.Get(rr.Key); seen {
 			break // kept by the checkpoint already: a report journaled after the cut
 		}
 		a.keepReportLocked(rr.Key, rr.Report)
@@ -366,8 +366,9 @@ func (a *Agent) checkpoint() (err error) {
 	} else {
 		doc.Enforcer = a.boot.saved
 	}
-	for _, k := range a.order {
-		doc.Reports = append(doc.Reports, keyedReport{Key: k, Report: a.reports[k]})
+	for _, k := range a.reports.Keys() {
+		r, _ := a.reports.Get(k)
+		doc.Reports = append(doc.Reports, keyedReport{Key: k, Report: r})
 	}
 	for _, act := range a.pending {
 		doc.Pending = append(doc.Pending, act)

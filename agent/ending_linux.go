@@ -2,9 +2,9 @@ package agent
 
 import (
 	"cmp"
-	"slices"
 
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/quota"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sessions"
 	"github.com/mcptrace/mcptrace/state"
@@ -120,31 +120,22 @@ func (a *Agent) pendingCount() int {
 	return len(a.pending)
 }
 
-// maxReports bounds the finished reports kept (their records are bounded
-// by the enforcer): as many as the tracker keeps ended sessions
-// (sessions.Config.MaxEnded); those of sessions the tracker retains go
-// last.
-func (a *Agent) maxReports() int {
-	return cmp.Or(a.opts.Sessions.MaxEnded, sessions.DefaultMaxEnded)
+// newReports returns the store of finished reports (without records; the
+// enforcer bounds those). Each session owner keeps as many as the tracker
+// keeps ended sessions on the node (sessions.Config.MaxEnded), all owners
+// together eight times that, as the enforcer's records: one user's churn
+// evicts its own oldest reports, never another user's while it holds
+// more than they do. O(1) per report kept.
+func newReports(cfg sessions.Config) *quota.FIFO[string, enforcer.Report] {
+	perOwner := cmp.Or(cfg.MaxEnded, sessions.DefaultMaxEnded)
+	return quota.New[string, enforcer.Report](perOwner, 8*perOwner)
 }
 
 // keepReportLocked keeps a finished report (without records) under its
 // ending's key; a.mu is held.
 func (a *Agent) keepReportLocked(key string, rep enforcer.Report) {
 	rep.Records = nil
-	if _, ok := a.reports[key]; !ok {
-		a.order = append(a.order, key)
-	}
-	a.reports[key] = rep
-	for len(a.order) > a.maxReports() {
-		// The oldest report of a session the tracker no longer lists
-		// goes first: the tracker keeps ended sessions per owner, so one
-		// user's churn pushes out its own reports, not another user's.
-		i := slices.IndexFunc(a.order, func(k string) bool { return !a.tracker.Retains(k) })
-		i = max(i, 0)
-		delete(a.reports, a.order[i])
-		a.order = slices.Delete(a.order, i, i+1)
-	}
+	a.reports.Put(rep.Owner, key, rep)
 }
 
 // Report returns the enforcer's report of an ending once it finished, by
@@ -152,8 +143,7 @@ func (a *Agent) keepReportLocked(key string, rep enforcer.Report) {
 func (a *Agent) Report(key string) (enforcer.Report, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r, ok := a.reports[key]
-	return r, ok
+	return a.reports.Get(key)
 }
 
 // SessionReport returns the report of the end of session id (gen 0) or of

@@ -335,7 +335,10 @@ type KillRecord struct {
 
 // Report is the outcome of one End call.
 type Report struct {
-	Session    string
+	Session string
+	// Owner is the session owner's uid (Ending.Owner). Reports saved by
+	// an agent before it was recorded read as 0.
+	Owner      uint32 `json:",omitempty"`
 	Generation uint32 `json:",omitempty"` // see Ending.Generation
 	Reason     string
 	Mode       Mode

@@ -228,7 +228,7 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	for _, id := range en.Last {
 		s.last[tickOf(id)] = true
 	}
-	r := Report{Session: en.Session, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
+	r := Report{Session: en.Session, Owner: en.Owner, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
 	e.log.Info("enforcer: ending session", "session", en.Session, "generation", en.Generation, "reason", en.Reason,
 		"mode", string(e.cfg.Mode), "policy", string(e.cfg.Policy))
 	if e.cfg.Mode == ModeAudit {

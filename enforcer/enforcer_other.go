@@ -23,7 +23,7 @@ func newOSState(log *slog.Logger) osState {
 // "failed: <ErrUnsupported>" and counted as a survivor.
 func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	start := time.Now()
-	r := Report{Session: en.Session, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
+	r := Report{Session: en.Session, Owner: en.Owner, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
 	if en.Members != nil {
 		for _, p := range en.Members() {
 			if p.Exited {

@@ -439,31 +439,3 @@ func mustImage(t *testing.T, g *lineage.Graph, id lineage.ID) lineage.Image {
 	}
 	return p.Current()
 }
-
-// A host that sends destroy markers in a loop keeps the reports of its
-// last MaxMarkers generations, not one per marker: Retains lets the
-// agent evict the rest.
-func TestRetainsKeepsOnlyTheGenerationsASessionStillLists(t *testing.T) {
-	w := newWorld(t, Config{})
-	host := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "h", "--", "host")
-	for range MaxMarkers + 6 {
-		_, _, err := w.tr.Do(Op{Kind: OpMark, At: w.next(), Caller: host, UID: alice, Session: "h"})
-		wantErr(t, err, nil)
-	}
-	s := w.session("h")
-	for _, tc := range []struct {
-		name string
-		gen  uint32
-		want bool
-	}{
-		{"the whole session", 0, true},
-		{"a generation whose marker was dropped", 1, false},
-		{"the oldest generation still listed", 7, true},
-		{"the latest generation", MaxMarkers + 6, true},
-		{"a generation that never was", MaxMarkers + 7, false},
-	} {
-		if got := w.tr.Retains(EndingKey(s, tc.gen)); got != tc.want {
-			t.Errorf("%s (generation %d): Retains = %v, want %v", tc.name, tc.gen, got, tc.want)
-		}
-	}
-}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -245,36 +243,3 @@ func (t *Tracker) AllowLog(id string) bool {
 // unknownOwner is the log-limit key of sessions the tracker no longer
 // lists (no uid is 2^32-1: it is the kernel's "no uid").
 const unknownOwner = ^uint32(0)
-
-// Retains reports whether the session instance an ending key (EndingKey)
-// names is still listed: active, or ended and retained. The agent keeps
-// the reports of endings the tracker retains before others, so that the
-// tracker's per-owner quotas bound them too.
-func (t *Tracker) Retains(key string) bool {
-	var gen uint64
-	if i := strings.LastIndexByte(key, '#'); i >= 0 {
-		g, err := strconv.ParseUint(key[i+1:], 10, 32)
-		if err != nil {
-			return false
-		}
-		key, gen = key[:i], g
-	}
-	i := strings.LastIndexByte(key, '@')
-	if i < 0 {
-		return false
-	}
-	began, err := strconv.ParseUint(key[i+1:], 10, 64)
-	if err != nil {
-		return false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.instance(key[:i], began)
-	if s == nil || gen == 0 {
-		return s != nil
-	}
-	// A generation's report is kept while the session lists its marker
-	// (at most MaxMarkers): a host sending markers in a loop keeps 64
-	// reports, not one per marker.
-	return slices.ContainsFunc(s.Markers, func(m Marker) bool { return uint64(m.Ended) == gen })
-}
