@@ -3,6 +3,7 @@ package enforcer
 import (
 	"slices"
 
+	"github.com/mcptrace/mcptrace/internal/quota"
 	"github.com/mcptrace/mcptrace/redact"
 )
 
@@ -25,126 +26,74 @@ type sessionKey struct {
 	session string
 }
 
-// recordStore keeps kill records by session, with per-owner quotas.
-// Reading one session's records costs O(its records), not O(all).
+// recordStore keeps kill records by the order they were stored (a FIFO
+// with the per-owner bounds) and, per session, the keys of its records,
+// oldest first: reading one session's records costs O(its records), not
+// O(all).
 type recordStore struct {
 	seq       uint64
-	total     int
-	bySession map[sessionKey]*sessionRecords
-	byOwner   map[uint32]*ownerRecords
-}
-
-type sessionRecords struct {
-	recs []storedRecord
-}
-
-type storedRecord struct {
-	seq uint64 // global order of storing, for Records
-	rec KillRecord
-}
-
-type ownerRecords struct {
-	n int
-	// sessions in the order their first record was stored: eviction
-	// takes the oldest record of the first.
-	order []sessionKey
+	fifo      *quota.FIFO[uint64, KillRecord]
+	bySession map[sessionKey][]uint64
 }
 
 // add stores rec (argv redacted again: records from saved state or an
 // earlier agent are not trusted to be) and evicts beyond the bounds.
 func (s *recordStore) add(rec KillRecord) {
-	if s.bySession == nil {
-		s.bySession, s.byOwner = map[sessionKey]*sessionRecords{}, map[uint32]*ownerRecords{}
+	if s.fifo == nil {
+		s.fifo = quota.New[uint64, KillRecord](RecordLimit, TotalRecordLimit)
+		s.fifo.OnEvict = s.evicted
+		s.bySession = map[sessionKey][]uint64{}
 	}
 	rec.Argv = redact.Argv(rec.Argv)
-	k := sessionKey{rec.Owner, rec.Session}
-	sr := s.bySession[k]
-	if sr == nil {
-		sr = &sessionRecords{}
-		s.bySession[k] = sr
-		o := s.byOwner[rec.Owner]
-		if o == nil {
-			o = &ownerRecords{}
-			s.byOwner[rec.Owner] = o
-		}
-		o.order = append(o.order, k)
-	}
 	s.seq++
-	sr.recs = append(sr.recs, storedRecord{seq: s.seq, rec: rec})
-	s.byOwner[rec.Owner].n++
-	s.total++
-	for s.byOwner[rec.Owner].n > RecordLimit {
-		s.evictOldest(rec.Owner)
-	}
-	for s.total > TotalRecordLimit {
-		s.evictOldest(s.largestOwner())
-	}
+	k := sessionKey{rec.Owner, rec.Session}
+	s.bySession[k] = append(s.bySession[k], s.seq)
+	s.fifo.Put(rec.Owner, s.seq, rec)
 }
 
-// evictOldest drops owner's oldest record.
-func (s *recordStore) evictOldest(owner uint32) {
-	o := s.byOwner[owner]
-	k := o.order[0]
-	sr := s.bySession[k]
-	sr.recs[0] = storedRecord{}
-	sr.recs = sr.recs[1:]
-	o.n--
-	s.total--
-	if len(sr.recs) == 0 {
+// evicted forgets an evicted record in its session's list, where it is the
+// oldest: the FIFO evicts an owner's oldest record, and a session's
+// records are stored in order.
+func (s *recordStore) evicted(seq uint64, rec KillRecord) {
+	k := sessionKey{rec.Owner, rec.Session}
+	l := s.bySession[k]
+	if len(l) > 0 && l[0] == seq {
+		l = l[1:]
+	} else {
+		l = slices.DeleteFunc(l, func(x uint64) bool { return x == seq })
+	}
+	if len(l) == 0 {
 		delete(s.bySession, k)
-		o.order = o.order[1:]
+	} else {
+		s.bySession[k] = l
 	}
-	if o.n == 0 {
-		delete(s.byOwner, owner)
-	}
-}
-
-// largestOwner is the owner with the most records (the lowest uid among
-// equals, so eviction is deterministic). O(owners).
-func (s *recordStore) largestOwner() uint32 {
-	var best uint32
-	n := -1
-	for uid, o := range s.byOwner {
-		if o.n > n || o.n == n && uid < best {
-			best, n = uid, o.n
-		}
-	}
-	return best
 }
 
 // of returns a copy of one session's records, oldest first.
 func (s *recordStore) of(owner uint32, session string) []KillRecord {
-	sr := s.bySession[sessionKey{owner, session}]
-	if sr == nil {
+	seqs := s.bySession[sessionKey{owner, session}]
+	if len(seqs) == 0 {
 		return nil
 	}
-	out := make([]KillRecord, len(sr.recs))
-	for i, r := range sr.recs {
-		out[i] = r.rec
-		out[i].Argv = slices.Clone(r.rec.Argv)
+	out := make([]KillRecord, 0, len(seqs))
+	for _, seq := range seqs {
+		r, _ := s.fifo.Get(seq)
+		r.Argv = slices.Clone(r.Argv)
+		out = append(out, r)
 	}
 	return out
 }
 
 // all returns a copy of every record in the order they were stored.
 func (s *recordStore) all() []KillRecord {
-	stored := make([]storedRecord, 0, s.total)
-	for _, sr := range s.bySession {
-		stored = append(stored, sr.recs...)
+	if s.fifo == nil {
+		return nil
 	}
-	slices.SortFunc(stored, func(a, b storedRecord) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
-	out := make([]KillRecord, len(stored))
-	for i, r := range stored {
-		out[i] = r.rec
-		out[i].Argv = slices.Clone(r.rec.Argv)
+	keys := s.fifo.Keys()
+	out := make([]KillRecord, len(keys))
+	for i, k := range keys {
+		out[i], _ = s.fifo.Get(k)
+		out[i].Argv = slices.Clone(out[i].Argv)
 	}
 	return out
 }

@@ -15,6 +15,10 @@ import (
 
 // FIFO keeps values by key, oldest first per owner. Use New.
 type FIFO[K comparable, V any] struct {
+	// OnEvict, when set, is called with each value evicted to stay
+	// within the bounds, after it is gone.
+	OnEvict func(K, V)
+
 	perOwner, total int
 	seq             uint64
 	items           map[K]item[V]
@@ -104,9 +108,14 @@ func (f *FIFO[K, V]) Len() int { return len(f.items) }
 // evictOldest drops owner's oldest value.
 func (f *FIFO[K, V]) evictOldest(owner uint32) {
 	q := f.owners[owner]
-	delete(f.items, q.pop())
+	k := q.pop()
+	it := f.items[k]
+	delete(f.items, k)
 	if q.len() == 0 {
 		delete(f.owners, owner)
+	}
+	if f.OnEvict != nil {
+		f.OnEvict(k, it.v)
 	}
 }
 

@@ -59,14 +59,20 @@ func TestFIFO(t *testing.T) {
 // values, and the table never holds more than its total bound.
 func TestChurnOfOneOwnerKeepsAnothers(t *testing.T) {
 	f := New[string, int](50, 120)
+	var told []string
+	f.OnEvict = func(k string, _ int) { told = append(told, k) }
 	for i := range 40 {
 		f.Put(1000, fmt.Sprint("keep", i), i)
 	}
+	evicted := 0
 	for i := range 100_000 {
-		f.Put(65534, fmt.Sprint("churn", i), i)
+		evicted += f.Put(65534, fmt.Sprint("churn", i), i)
 		if f.Len() > 120 {
 			t.Fatalf("%d values kept, bound 120", f.Len())
 		}
+	}
+	if want := 100_000 - 50; evicted != want || len(told) != want || told[0] != "churn0" || told[want-1] != fmt.Sprint("churn", want-1) {
+		t.Errorf("Put counted %d evictions and OnEvict was told %d (first %q), want %d, oldest first", evicted, len(told), told[0], want)
 	}
 	for i := range 40 {
 		if _, ok := f.Get(fmt.Sprint("keep", i)); !ok {
