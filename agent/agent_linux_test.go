@@ -54,6 +54,13 @@ func startAgent(t testing.TB, opts agent.Options) *testAgent {
 	return &testAgent{Agent: a, client: api.NewClient(a.Socket()), socket: a.Socket()}
 }
 
+// members is the members of the session with this ID (the one owner that
+// has one: sessions.Tracker.Find).
+func (a *testAgent) members(id string) []lineage.Process {
+	s, _ := a.Sessions().Find(id)
+	return a.Sessions().Members(s.Ref())
+}
+
 // waitFor polls cond until it holds or 10s pass.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()

@@ -105,7 +105,7 @@ func BenchmarkRestartWith10kProcesses(b *testing.B) {
 	bufio.NewScanner(out).Scan()
 	c := ag.Client()
 	testenv.Eventually(b, "the agent to track the session's 10,000 members", func() (bool, string) {
-		d, err := c.Session(context.Background(), "big")
+		d, err := c.Session(context.Background(), "big", nil)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -136,7 +136,7 @@ func BenchmarkRestartWith10kProcesses(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := c.Session(context.Background(), "big")
+	d, err := c.Session(context.Background(), "big", nil)
 	if err != nil || d.Session.Alive <= n {
 		b.Fatalf("after the restarts the session has %d alive members (%v)", d.Session.Alive, err)
 	}

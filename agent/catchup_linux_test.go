@@ -43,12 +43,12 @@ echo ready
 exec sleep 300`, "member")
 	member := h.procs["member"]
 	waitFor(t, "the member in the session", func() (bool, string) {
-		for _, p := range a.Sessions().Members("held") {
+		for _, p := range a.members("held") {
 			if p.ID.PID == member.pid {
 				return true, ""
 			}
 		}
-		return false, fmt.Sprint(pids(a.Sessions().Members("held")))
+		return false, fmt.Sprint(pids(a.members("held")))
 	})
 
 	release := a.HoldEvents()
@@ -67,7 +67,7 @@ exec sleep 300`, "member")
 	killLater(t, child.pid)
 	// Root may end any session; the request needs no caller resolution,
 	// so it is applied while the events are held.
-	res, err := a.client.EndSession(context.Background(), "held")
+	res, err := a.client.EndSession(context.Background(), "held", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +120,8 @@ echo ready
 read x
 exit 0`, "member")
 	waitFor(t, "the session active", func() (bool, string) {
-		s, ok := a.Sessions().Get("repair")
-		return ok && s.State == sessions.Active && len(a.Sessions().Members("repair")) == 2, fmt.Sprint(pids(a.Sessions().Members("repair")))
+		s, ok := a.Sessions().Find("repair")
+		return ok && s.State == sessions.Active && len(a.members("repair")) == 2, fmt.Sprint(pids(a.members("repair")))
 	})
 	status := func() api_status {
 		st, err := a.client.Status(context.Background())
@@ -161,7 +161,7 @@ exit 0`, "member")
 		return during.pending && during.lost["exit"] > before.lost["exit"], fmt.Sprintf("%+v", during)
 	})
 	time.Sleep(500 * time.Millisecond) // several repair intervals
-	if s, _ := a.Sessions().Get("repair"); s.State != sessions.Active || status().repairs != during.repairs {
+	if s, _ := a.Sessions().Find("repair"); s.State != sessions.Active || status().repairs != during.repairs {
 		t.Fatalf("with /proc unreadable the session ended (%v, reason %q) or a repair counted (%d → %d); lost before %v, during %v",
 			s.State, s.EndReason, during.repairs, status().repairs, before.lost, during.lost)
 	}
@@ -170,11 +170,11 @@ exit 0`, "member")
 	os.Symlink("/proc", procRoot)
 	waitFor(t, "the repair retried and the session ended", func() (bool, string) {
 		st := status()
-		s, _ := a.Sessions().Get("repair")
+		s, _ := a.Sessions().Find("repair")
 		return !st.pending && st.repairs > during.repairs && s.State == sessions.Ended, fmt.Sprintf("%+v, session %v", st, s.State)
 	})
 	waitDead(t, h.procs["member"])
-	s, _ := a.Sessions().Get("repair")
+	s, _ := a.Sessions().Find("repair")
 	t.Logf("lost %v; session ended: %s", status().lost, s.EndReason)
 	if s.EndReason != sessions.ReasonRootGone {
 		t.Errorf("end reason %q, want %q (the root's exit event was lost)", s.EndReason, sessions.ReasonRootGone)

@@ -175,7 +175,9 @@ func (a *Agent) restore(loaded *state.Loaded) error {
 	a.graph, a.tracker = g, tr
 	a.boot.saved = doc.Enforcer
 	for _, r := range doc.Reports {
-		a.keepReportLocked(r.Key, r.Report)
+		if key, ok := tr.UpgradeEndingKey(r.Key); ok {
+			a.keepReportLocked(key, r.Report)
+		}
 	}
 	for _, act := range doc.Pending {
 		a.pending[act.Key()] = act
@@ -222,11 +224,24 @@ func (a *Agent) replay(rec state.Record) error {
 		if err := json.Unmarshal(rec.Data, &rr); err != nil {
 			return fmt.Errorf("decode report: %w", err)
 		}
-		delete(a.pending, rr.Key)
-		if _, seen := a.reports.Get(rr.Key); seen {
+		// Keys saved before session IDs were scoped by owner lack the
+		// owner; a report of a session no longer listed cannot be asked
+		// for, but its records and counts are still taken below.
+		key, listed := a.tracker.UpgradeEndingKey(rr.Key)
+		if !listed {
+			for k, act := range a.pending {
+				if sessions.LegacyEndingKey(act.End, act.Generation) == rr.Key {
+					key = k
+				}
+			}
+		}
+		delete(a.pending, key)
+		if _, seen := a.reports.Get(key); seen {
 			break // kept by the checkpoint already: a report journaled after the cut
 		}
-		a.keepReportLocked(rr.Key, rr.Report)
+		if listed {
+			a.keepReportLocked(key, rr.Report)
+		}
 		var added int
 		a.boot.saved.Records, added = appendNew(a.boot.saved.Records, rr.Records)
 		if added > 0 || len(rr.Records) == 0 {

@@ -73,10 +73,10 @@ func (a *Agent) start(act sessions.Action) {
 		cutoff := act.Cutoff
 		en.EndedAt, en.Reason = cutoff, "marker"
 		en.Members = func() []lineage.Process { return a.tracker.MembersBefore(s, cutoff) }
-		a.sessionLog.Info("session generation ending", "session", s.ID, "generation", act.Generation, "root", s.Root.PID)
+		a.sessionLog.Info("session generation ending", "session", s.ID, "owner_uid", s.Owner, "generation", act.Generation, "root", s.Root.PID)
 	} else {
 		en.Members = func() []lineage.Process { return a.tracker.MembersOf(s) }
-		a.sessionLog.Info("session ending", "session", s.ID, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
+		a.sessionLog.Info("session ending", "session", s.ID, "owner_uid", s.Owner, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
 	}
 	if !act.Sender.IsZero() {
 		en.Last = []lineage.ID{act.Sender}
@@ -147,10 +147,10 @@ func (a *Agent) Report(key string) (enforcer.Report, bool) {
 }
 
 // SessionReport returns the report of the end of session id (gen 0) or of
-// its generation gen, for the session that has this ID now (the active
-// one, else the most recently ended).
+// its generation gen, for the session that has this ID now when one owner
+// has one (sessions.Tracker.Find).
 func (a *Agent) SessionReport(id string, gen uint32) (enforcer.Report, bool) {
-	s, ok := a.tracker.Get(id)
+	s, ok := a.tracker.Find(id)
 	if !ok {
 		return enforcer.Report{}, false
 	}

@@ -175,7 +175,7 @@ read line; exit 0`, "forker", "server", "daemon")
 		}
 	}
 	waitFor(t, "session active", func() (bool, string) {
-		s, ok := a.Sessions().Get("flood-victim")
+		s, ok := a.Sessions().Find("flood-victim")
 		return ok && s.State == sessions.Active, fmt.Sprintf("%+v", s)
 	})
 
@@ -221,7 +221,7 @@ read line; exit 0`, "forker", "server", "daemon")
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err1 := a.client.Status(ctx)
-		_, err2 := a.client.Session(ctx, "flood-victim")
+		_, err2 := a.client.Session(ctx, "flood-victim", nil)
 		cancel()
 		latencies = append(latencies, time.Since(start))
 		if err1 != nil || err2 != nil {
@@ -266,7 +266,7 @@ read line; exit 0`, "forker", "server", "daemon")
 	if lost := lostEvents(t, a) - lostBefore; lost != 0 {
 		t.Errorf("the agent lost %d kernel events during the flood", lost)
 	}
-	s, ok := a.Sessions().Get("flood-victim")
+	s, ok := a.Sessions().Find("flood-victim")
 	if !ok || s.State != sessions.Ended {
 		t.Errorf("session flood-victim after the flood: %+v, want ended", s)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,7 +89,7 @@ done`, tenantUID, dir), "server", "tenant")
 				})
 				time.Sleep(300 * time.Millisecond) // a wrong kill would be done by now
 				mustAlive(t, h.procs["host"], h.procs["server"], h.procs["tenant"])
-				if s, _ := a.Sessions().Get("gw"); s.State != sessions.Active || s.Generation != 1 {
+				if s, _ := a.Sessions().Find("gw"); s.State != sessions.Active || s.Generation != 1 {
 					t.Errorf("session after a tenant's marker: %+v", s)
 				}
 			})
@@ -194,7 +195,7 @@ func TestOneUIDsChurnKeepsAnotherUIDsEndedSessions(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	waitFor(t, "keep ended and enforced", func() (bool, string) {
-		s, _ := a.Sessions().Get("keep")
+		s, _ := a.Sessions().Find("keep")
 		rep, done := a.SessionReport("keep", 0)
 		return s.State == sessions.Ended && done && rep.Killed == 1, fmt.Sprintf("%+v %+v", s, rep)
 	})
@@ -208,7 +209,7 @@ func TestOneUIDsChurnKeepsAnotherUIDsEndedSessions(t *testing.T) {
 		return st.Ended[sessions.OriginRun] >= churn+1 && a.Enforcer().Stats().Sessions >= churn+1 && a.Status().PendingEndings == 0,
 			fmt.Sprintf("%+v", st)
 	})
-	s, ok := a.Sessions().Get("keep")
+	s, ok := a.Sessions().Find("keep")
 	if !ok || s.State != sessions.Ended {
 		t.Fatalf("uid %d's ended session was evicted by uid %d's churn", tenantUID, nobodyUID)
 	}
@@ -218,4 +219,57 @@ func TestOneUIDsChurnKeepsAnotherUIDsEndedSessions(t *testing.T) {
 	if st := a.Status().Sessions; st.DroppedOverQuota == 0 || st.Retained > maxEndedPerUID+1 {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// Two users' sessions of one ID: both are `work` (IDs are scoped by
+// owner, so neither becomes work.2), each user's `mcptrace session end
+// work` ends its own members only, and root, naming `work` without an
+// owner, is told whose they are and ends the one it names with --owner.
+func TestTwoUsersSessionsOfOneIDEndApart(t *testing.T) {
+	a := enforcingAgent(t, enforcer.ModeEnforce)
+	bin := testenv.Binary(t)
+	members := map[uint32]proc{}
+	for _, uid := range []uint32{nobodyUID, tenantUID} {
+		cmd := asUID(t, uid, bin, "run", "--session", "work", "--api.socket", a.socket, "--", "sh", "-c", "sleep 300 </dev/null & echo $!; exec sleep 300")
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		pid, err := strconv.ParseUint(strings.TrimSpace(line), 10, 32)
+		if err != nil {
+			t.Fatalf("uid %d's member pid %q: %v", uid, line, err)
+		}
+		members[uid] = procOf(t, uint32(pid), fmt.Sprintf("uid %d's sleep", uid))
+	}
+	for uid, m := range members {
+		waitFor(t, fmt.Sprintf("uid %d's work holds its sleep", uid), func() (bool, string) {
+			s, ok := a.Sessions().Get(sessions.Ref{Owner: uid, ID: "work"})
+			if !ok || s.State != sessions.Active {
+				return false, fmt.Sprint(a.Sessions().Sessions())
+			}
+			for _, p := range a.Sessions().Members(s.Ref()) {
+				if p.ID.PID == m.pid {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(pids(a.Sessions().Members(s.Ref())))
+		})
+	}
+	out, err := exec.Command(bin, "session", "end", "work", "--api.socket", a.socket).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "uids 54321, 65534") || !strings.Contains(string(out), "--owner") {
+		t.Fatalf("root's session end work: %v: %s; want it refused, naming both uids and --owner", err, out)
+	}
+	mustAlive(t, members[nobodyUID], members[tenantUID])
+	if out, err := asUID(t, nobodyUID, bin, "session", "end", "work", "--api.socket", a.socket).CombinedOutput(); err != nil {
+		t.Fatalf("nobody's session end work: %v: %s", err, out)
+	}
+	waitDead(t, members[nobodyUID])
+	mustAlive(t, members[tenantUID])
+	if out, err := exec.Command(bin, "session", "end", "work", "--owner", strconv.Itoa(tenantUID), "--api.socket", a.socket).CombinedOutput(); err != nil {
+		t.Fatalf("root's session end work --owner %d: %v: %s", tenantUID, err, out)
+	}
+	waitDead(t, members[tenantUID])
 }

@@ -12,12 +12,16 @@ import (
 func TestSessionLogLimitNeverHoldsBackAnError(t *testing.T) {
 	var buf bytes.Buffer
 	asked := 0
-	log := slog.New(sessionLogLimit{Handler: slog.NewTextHandler(&buf, nil), allow: func(id string) bool {
+	var owners []uint32
+	log := slog.New(sessionLogLimit{Handler: slog.NewTextHandler(&buf, nil), allow: func(id string, owner *uint32) bool {
 		asked++
+		if owner != nil {
+			owners = append(owners, *owner)
+		}
 		return id != "churn"
 	}})
-	log.Info("enforcer: session ended", "session", "churn")
-	log.With("session", "churn").Warn("ending interrupted")
+	log.Info("enforcer: session ended", "session", "churn", "owner_uid", uint32(1000))
+	log.With("session", "churn", "owner_uid", uint32(1000)).Warn("ending interrupted")
 	log.Info("enforcer: session ended", "session", "kept")
 	log.Error("enforcer: session members survived the sweep", "session", "churn", "survivors", 1)
 	log.Info("serving")
@@ -32,5 +36,8 @@ func TestSessionLogLimitNeverHoldsBackAnError(t *testing.T) {
 	}
 	if asked != 3 {
 		t.Errorf("the limit was asked %d times, want 3 (never about an error or no session)", asked)
+	}
+	if len(owners) != 2 || owners[0] != 1000 || owners[1] != 1000 {
+		t.Errorf("the limit was told owners %v, want 1000 twice (session IDs are scoped by owner)", owners)
 	}
 }

@@ -75,7 +75,7 @@ func startSessionA(t *testing.T, ag *agenttest.Process, id string) *sessionA {
 	})
 	// The agent has them as members of session id.
 	testenv.Eventually(t, "the agent to list the members of "+id, func() (bool, string) {
-		d, err := ag.Client().Session(context.Background(), id)
+		d, err := ag.Client().Session(context.Background(), id, nil)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -132,7 +132,7 @@ func TestRootThatDiedWhileTheAgentWasDownEndsItsSessionAtRestart(t *testing.T) {
 			if bound := testenv.Bound(2 * time.Second); took > bound {
 				t.Errorf("members died %v after the restart, want within %v", took, bound)
 			}
-			d, err := ag.Client().Session(context.Background(), "a")
+			d, err := ag.Client().Session(context.Background(), "a", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestSessionSurvivesARestart(t *testing.T) {
 			s.root.Kill()
 			s.waitNoSurvivor(t, "every member dead after the root's exit")
 			testenv.Eventually(t, "the enforcer's report", func() (bool, string) {
-				d, err := c.Session(context.Background(), "a")
+				d, err := c.Session(context.Background(), "a", nil)
 				if err != nil {
 					return false, err.Error()
 				}
@@ -415,14 +415,14 @@ func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
 						member = p
 					}
 				}
-				d, err := ag.Client().Session(context.Background(), "f")
+				d, err := ag.Client().Session(context.Background(), "f", nil)
 				return err == nil && member.PID != 0 && slices.ContainsFunc(d.Processes, func(p lineage.Process) bool { return p.ID.PID == member.PID }),
 					fmt.Sprintf("member %v, %v", member, err)
 			})
 			cmd.Process.Kill() // the root exits: the session ends
 			cmd.Wait()
 			testenv.Eventually(t, "the ending under way", func() (bool, string) {
-				d, err := ag.Client().Session(context.Background(), "f")
+				d, err := ag.Client().Session(context.Background(), "f", nil)
 				return err == nil && d.Session.State != sessions.Active, fmt.Sprint(err)
 			})
 			time.Sleep(300 * time.Millisecond)
@@ -447,7 +447,7 @@ func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
 				return len(left) == 0, fmt.Sprint(left)
 			})
 			testenv.Eventually(t, "the resumed ending's report", func() (bool, string) {
-				d, err := ag.Client().Session(context.Background(), "f")
+				d, err := ag.Client().Session(context.Background(), "f", nil)
 				if err != nil {
 					return false, err.Error()
 				}

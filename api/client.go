@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -126,10 +127,23 @@ func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	return out, c.get(ctx, "/v1/sessions", &out)
 }
 
-// Session returns one session with its members and kill records.
-func (c *Client) Session(ctx context.Context, id string) (SessionDetail, error) {
+// Session returns one session with its members and kill records: the
+// caller's own session id, or owner's when owner is not nil (session IDs
+// are scoped by owner; root naming an ID several owners use must say
+// whose).
+func (c *Client) Session(ctx context.Context, id string, owner *uint32) (SessionDetail, error) {
 	var out SessionDetail
-	return out, c.get(ctx, "/v1/sessions/"+url.PathEscape(id), &out)
+	return out, c.get(ctx, sessionPath(id, "", owner), &out)
+}
+
+// sessionPath is the API path of session id (owner's, when not nil),
+// then tail.
+func sessionPath(id, tail string, owner *uint32) string {
+	p := "/v1/sessions/" + url.PathEscape(id) + tail
+	if owner != nil {
+		p += "?owner=" + strconv.FormatUint(uint64(*owner), 10)
+	}
+	return p
 }
 
 // Begin declares the live process pid the root of a session.
@@ -138,10 +152,11 @@ func (c *Client) Begin(ctx context.Context, pid uint32, id string) (sessions.Ses
 	return out, c.do(ctx, http.MethodPost, "/v1/sessions", BeginRequest{PID: pid, ID: id}, &out)
 }
 
-// EndSession ends a session whole, its root included.
-func (c *Client) EndSession(ctx context.Context, id string) (MarkResult, error) {
+// EndSession ends a session whole, its root included (owner as for
+// Session).
+func (c *Client) EndSession(ctx context.Context, id string, owner *uint32) (MarkResult, error) {
 	var out MarkResult
-	return out, c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/end", struct{}{}, &out)
+	return out, c.do(ctx, http.MethodPost, sessionPath(id, "/end", owner), struct{}{}, &out)
 }
 
 // MarkDestroy sends a destroy marker for the session named, or with "" for

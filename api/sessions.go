@@ -1,12 +1,14 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -234,6 +236,28 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// ownerParam reads ?owner=UID, whose session the path's ID names (IDs are
+// scoped by owner): nil when absent. A caller other than root naming
+// another uid gets that uid's session only where it may act on it, and
+// absence otherwise, like for an ID that does not exist.
+func ownerParam(w http.ResponseWriter, r *http.Request) (*uint32, bool) {
+	v, ok := r.URL.Query()["owner"]
+	if !ok {
+		return nil, true
+	}
+	if len(v) != 1 {
+		writeError(w, http.StatusBadRequest, "owner: give one uid")
+		return nil, false
+	}
+	uid, err := strconv.ParseUint(v[0], 10, 32)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("owner %q: want a uid (0 to 4294967295)", ratelog.Field(v[0])))
+		return nil, false
+	}
+	u := uint32(uid)
+	return &u, true
+}
+
 // noSession answers that the session id does not exist. It is also the
 // answer to a session the caller may not see or act on, word for word, so
 // that nobody learns from a refusal that a session exists, who owns it or
@@ -253,14 +277,18 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sess, ok := s.Sessions.Get(r.PathValue("id"))
-	if !ok || !sessionVisible(c, sess) {
-		noSession(w, r.PathValue("id"))
+	owner, ok := ownerParam(w, r)
+	if !ok {
+		return
+	}
+	sess, err := s.Sessions.Resolve(c.UID, r.PathValue("id"), owner)
+	if err != nil || !sessionVisible(c, sess) {
+		s.refuse(w, r.PathValue("id"), cmp.Or(err, sessions.ErrNoSession))
 		return
 	}
 	// Members and kill records of other uids are neither shown nor
 	// counted to a caller other than root.
-	procs := visible(c, s.Sessions.Members(sess.ID))
+	procs := visible(c, s.Sessions.Members(sess.Ref()))
 	kills := s.kills(c, sess)
 	alive := 0
 	for _, p := range procs {
@@ -277,7 +305,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		Now:         s.Now(),
 		Session:     info,
 		Processes:   procs,
-		Generations: s.Sessions.Generations(sess.ID, procs),
+		Generations: s.Sessions.Generations(sess.Ref(), procs),
 		Endings:     s.endings(c, sess, kills),
 		Kills:       kills,
 	})
@@ -379,7 +407,11 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	if !c.Root() {
 		caller, _ = s.callerNode(r, c)
 	}
-	res, err := s.Do(sessions.Op{Kind: sessions.OpEnd, Caller: caller.ID, UID: c.UID, Session: r.PathValue("id")})
+	owner, ok := ownerParam(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.Do(sessions.Op{Kind: sessions.OpEnd, Caller: caller.ID, UID: c.UID, Session: r.PathValue("id"), Owner: owner})
 	if err != nil {
 		s.note(slog.LevelWarn, c.UID, "session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(r.PathValue("id")), "err", ratelog.Field(err.Error()))
 		s.refuse(w, r.PathValue("id"), err)
@@ -431,7 +463,8 @@ func statusOf(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, sessions.ErrNoSession), errors.Is(err, sessions.ErrUnknownProcess):
 		return http.StatusNotFound
-	case errors.Is(err, sessions.ErrIDInUse), errors.Is(err, sessions.ErrAlreadyRoot), errors.Is(err, sessions.ErrExited):
+	case errors.Is(err, sessions.ErrIDInUse), errors.Is(err, sessions.ErrAlreadyRoot), errors.Is(err, sessions.ErrExited),
+		errors.Is(err, sessions.ErrAmbiguous): // root only: nobody else names another owner's ID
 		return http.StatusConflict
 	}
 	return http.StatusBadRequest

@@ -54,7 +54,7 @@ func TestRefusedSessionAnswersLikeAMissingOne(t *testing.T) {
 			}
 		})
 	}
-	if s, _ := w.tr.Get("victim"); s.State.String() != "active" {
+	if s, _ := w.tr.Find("victim"); s.State.String() != "active" {
 		t.Errorf("the victim's session ended: %+v", s)
 	}
 }
@@ -275,4 +275,52 @@ func TestListingSessionsCopiesNoMemberArgv(t *testing.T) {
 				c.UID, members+1, got>>10, most>>10)
 		}
 	}
+}
+
+// Session IDs are scoped by owner: another user's session of the same ID,
+// asked for with or without ?owner=, answers exactly as an ID nobody has;
+// the caller's own ID names its own session; root says whose with
+// ?owner= when several users have one, and is told which uids do.
+func TestAnotherUsersSessionOfTheSameIDAnswersAsAbsent(t *testing.T) {
+	w := newWorld(t)
+	victim := w.spawn(init1, 100, other, "agent")
+	w.begin(victim, "work")
+	mine := w.spawn(init1, 200, nobody, "agent")
+	w.begin(mine, "work")
+	attacker := w.spawn(init1, 300, nobody, "sh")
+	c := callerOf(attacker, nobody)
+	absent := func(method, path, body string) {
+		t.Helper()
+		code1, body1 := w.request(c, method, path, body)
+		code2, body2 := w.request(c, method, strings.Replace(path, "work", "nosuch", 1), body)
+		if code1 != code2 || strings.ReplaceAll(body1, "work", "ID") != strings.ReplaceAll(body2, "nosuch", "ID") {
+			t.Errorf("%s %s: %d %s\nmissing: %d %s", method, path, code1, body1, code2, body2)
+		}
+	}
+	absent(http.MethodGet, "/v1/sessions/work?owner=1000", "")
+	absent(http.MethodPost, "/v1/sessions/work/end?owner=1000", "{}")
+	if s, _ := w.tr.Get(sessions.Ref{Owner: other, ID: "work"}); s.State != sessions.Active {
+		t.Fatalf("uid %d's work ended: %+v", other, s)
+	}
+	t.Run("the caller's own ID is its own session", func(t *testing.T) {
+		code, body := w.request(c, http.MethodGet, "/v1/sessions/work", "")
+		if code != http.StatusOK || !strings.Contains(body, `"owner_uid":65534`) || strings.Contains(body, `"owner_uid":1000`) {
+			t.Errorf("%d %s", code, body)
+		}
+	})
+	t.Run("root says whose", func(t *testing.T) {
+		code, body := w.request(Caller{UID: 0}, http.MethodGet, "/v1/sessions/work", "")
+		if code != http.StatusConflict || !strings.Contains(body, "uids 1000, 65534") || !strings.Contains(body, "--owner") {
+			t.Errorf("ambiguous: %d %s", code, body)
+		}
+		code, body = w.request(Caller{UID: 0}, http.MethodGet, "/v1/sessions/work?owner=1000", "")
+		if code != http.StatusOK || !strings.Contains(body, `"owner_uid":1000`) {
+			t.Errorf("?owner=1000: %d %s", code, body)
+		}
+		for _, bad := range []string{"?owner=x", "?owner=-1", "?owner=4294967296", "?owner=1&owner=2"} {
+			if code, body := w.request(Caller{UID: 0}, http.MethodGet, "/v1/sessions/work"+bad, ""); code != http.StatusBadRequest {
+				t.Errorf("%s: %d %s, want 400", bad, code, body)
+			}
+		}
+	})
 }

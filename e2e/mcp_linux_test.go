@@ -18,6 +18,7 @@ import (
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 )
 
@@ -177,7 +178,7 @@ func TestMCPHostExitEndsEveryServer(t *testing.T) {
 	if len(before) < 2 {
 		t.Fatalf("server processes before the end: %v", before)
 	}
-	t.Logf("session %s has %d members; server processes:\n%s", session, len(a.Sessions().Members(session)), strings.Join(before, "\n"))
+	t.Logf("session %s has %d members; server processes:\n%s", session, len(membersOf(a, session)), strings.Join(before, "\n"))
 	io.WriteString(h.in, "exit\n")
 	waitReport(t, a, session, 0)
 	if left := servers(marker); len(left) != 0 {
@@ -213,7 +214,7 @@ func TestMCPHostMarkersEndOlderServerSetsAndSpareTheHost(t *testing.T) {
 		if err := syscall.Kill(host, 0); err != nil {
 			t.Fatalf("round %d: the host (pid %d) was killed by its own marker: %v", round, host, err)
 		}
-		s, _ := a.Sessions().Get(session)
+		s, _ := a.Sessions().Find(session)
 		t.Logf("round %d: marker ended generation %d (killed %d, exited %d, in %v); session in generation %d; set %d runs as %d processes",
 			round, round, rep.Killed, rep.ExitedBeforeSignal, rep.Duration.Round(time.Millisecond), s.Generation, sets, len(newest))
 	}
@@ -236,6 +237,13 @@ func TestMCPHostMarkersEndOlderServerSetsAndSpareTheHost(t *testing.T) {
 // waitReport waits for the enforcer's report of the end of session id
 // (gen 0) or of its generation gen, and requires it to have left no
 // survivor.
+// membersOf is the members of the session with this ID (the one owner
+// that has one).
+func membersOf(a *agent.Agent, id string) []lineage.Process {
+	s, _ := a.Sessions().Find(id)
+	return a.Sessions().Members(s.Ref())
+}
+
 func waitReport(t *testing.T, a *agent.Agent, id string, gen uint32) enforcer.Report {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -554,7 +554,7 @@ func (e *Enforcer) finish(r *Report, escalated, doomErrs int) {
 	e.mu.Unlock()
 
 	attrs := []any{
-		"session", r.Session, "generation", r.Generation, "reason", r.Reason, "mode", string(r.Mode),
+		"session", r.Session, "owner_uid", r.Owner, "generation", r.Generation, "reason", r.Reason, "mode", string(r.Mode),
 		"killed", r.Killed, "exited", r.ExitedBeforeSignal, "spared", r.Spared, "spared_privilege", r.SparedPrivilege,
 		"refused", r.Refused, "failed", r.Failed, "would_kill", r.WouldKill,
 		"survivors", r.Survivors, "empty", r.Empty, "duration", r.Duration,
@@ -595,7 +595,7 @@ func (e *Enforcer) logRecord(rec KillRecord, extra ...any) {
 // idempotent, so a record built elsewhere cannot leak either.
 func recordAttrs(rec KillRecord) []any {
 	return []any{
-		"session", rec.Session, "pid", rec.Process.PID, "start_ns", rec.Process.Start,
+		"session", rec.Session, "owner_uid", rec.Owner, "pid", rec.Process.PID, "start_ns", rec.Process.Start,
 		"comm", rec.Comm, "argv", redact.String(rec.Argv, 256),
 		"signal", rec.Signal, "result", rec.Result, "latency", rec.Latency,
 	}

@@ -229,7 +229,7 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 		s.last[tickOf(id)] = true
 	}
 	r := Report{Session: en.Session, Owner: en.Owner, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
-	e.log.Info("enforcer: ending session", "session", en.Session, "generation", en.Generation, "reason", en.Reason,
+	e.log.Info("enforcer: ending session", "session", en.Session, "owner_uid", en.Owner, "generation", en.Generation, "reason", en.Reason,
 		"mode", string(e.cfg.Mode), "policy", string(e.cfg.Policy))
 	if e.cfg.Mode == ModeAudit {
 		s.audit(en.Members, &r)

@@ -97,6 +97,28 @@ func (g *Graph) Ancestors(id ID) []Process {
 	return out
 }
 
+// InCreatorChain reports whether x is y or one of the processes that
+// created y, at any depth, as far as the graph proves it: the walk stops
+// after a process flagged GapUnknownCreator (its creator is only stood in
+// for). It copies nothing: O(depth).
+func (g *Graph) InCreatorChain(x, y ID) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	nx := g.findQuery(x)
+	if nx == nil {
+		return false
+	}
+	for n := g.findQuery(y); n != nil && !n.retired; n = n.creator {
+		if n == nx {
+			return true
+		}
+		if n.p.Gaps&GapUnknownCreator != 0 {
+			return false
+		}
+	}
+	return false
+}
+
 // Processes returns every process in the graph sorted by (start, PID).
 func (g *Graph) Processes() []Process {
 	g.mu.RLock()

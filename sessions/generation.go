@@ -34,7 +34,7 @@ func (t *Tracker) newGeneration(s *session, detail string, sender lineage.ID, ui
 				"session", s.ID, "pid", c.ID.PID, "marker_ns", at)
 		}
 	}
-	for _, c := range t.nested(s.ID) {
+	for _, c := range t.nested(s.Ref()) {
 		if t.inGenerationsBefore(s, c.Root, at) {
 			acts = t.endWithin(c, ReasonParentEnded, fmt.Sprintf("generation %d of enclosing session %q ended: %s", gen, s.ID, detail), at, key, acts)
 		}
@@ -97,7 +97,7 @@ func (s *session) hasMarker(sender lineage.ID, at uint64) bool {
 func (t *Tracker) MembersBefore(s Session, cutoff uint64) []lineage.Process {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	x := t.instance(s.ID, s.Began)
+	x := t.instance(s.Ref(), s.Began)
 	if x == nil {
 		return nil
 	}
@@ -108,15 +108,15 @@ func (t *Tracker) MembersBefore(s Session, cutoff uint64) []lineage.Process {
 }
 
 // Generations returns, for each process of procs, the generation of
-// session id it belongs to: 0 for the root (and for processes that are not
+// the session r names it belongs to: 0 for the root (and for processes that are not
 // below it), else the generation its creator chain leads to through the
 // root's child (see Marker). With markers dropped beyond MaxMarkers, the
 // processes older than the oldest kept marker all show its generation.
-func (t *Tracker) Generations(id string, procs []lineage.Process) []uint32 {
+func (t *Tracker) Generations(r Ref, procs []lineage.Process) []uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]uint32, len(procs))
-	s := t.get(id)
+	s := t.get(r)
 	if s == nil {
 		return out
 	}

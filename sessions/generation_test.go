@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -24,6 +25,9 @@ func newMCPHost(t *testing.T) *mcpHost {
 	w.exec(host, alice, "node", "host.mjs")
 	return &mcpHost{world: w, host: host, pid: 1000}
 }
+
+// ref names the host's session.
+func (h *mcpHost) ref() Ref { return Ref{alice, "h"} }
 
 // serverSet starts npx → sh -c → node server and lets the wrappers exit.
 // It returns every process it started, the server last.
@@ -83,8 +87,8 @@ func TestDestroyMarkerEndsTheGenerationBelowTheHostAndSparesTheHost(t *testing.T
 	// Servers started after the marker are the next generation.
 	set2 := h.serverSet()
 	h.wantMembersBefore("h", a.Cutoff, append(append(slices.Clone(set1), set1b...), m1)...)
-	gens := h.tr.Generations("h", h.tr.Members("h"))
-	members := h.tr.Members("h")
+	gens := h.tr.Generations(h.ref(), h.tr.Members(h.ref()))
+	members := h.tr.Members(h.ref())
 	for i, p := range members {
 		want := uint32(1)
 		switch {
@@ -116,7 +120,7 @@ func TestDestroyMarkerEndsTheGenerationBelowTheHostAndSparesTheHost(t *testing.T
 	if acts[0].End.EndReason != ReasonSessionEnd {
 		t.Errorf("reason %q", acts[0].End.EndReason)
 	}
-	if m := procIDs(h.tr.Members("h")); len(m) == 0 || m[0] != h.host {
+	if m := procIDs(h.tr.Members(h.ref())); len(m) == 0 || m[0] != h.host {
 		t.Errorf("members of the ended session %v do not start with the host", m)
 	}
 }
@@ -237,7 +241,7 @@ func TestSessionEndAuthorization(t *testing.T) {
 	}{
 		{"root user", 0, nil},
 		{"the owner", alice, nil},
-		{"another user", bob, ErrNotAuthorized},
+		{"another user finds no such session (IDs are scoped by owner)", bob, ErrNoSession},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,7 +289,7 @@ func TestTrackerStateRestoresSessionsGenerationsAndMarkers(t *testing.T) {
 	if got := tr.Dump(); !reflect.DeepEqual(got, dump) {
 		t.Errorf("restored dump differs:\n got %+v\nwant %+v", got, dump)
 	}
-	if !reflect.DeepEqual(tr.Sessions(), h.tr.Sessions()) || !reflect.DeepEqual(tr.Members("h"), h.tr.Members("h")) {
+	if !reflect.DeepEqual(tr.Sessions(), h.tr.Sessions()) || !reflect.DeepEqual(tr.Members(h.ref()), h.tr.Members(h.ref())) {
 		t.Error("restored tracker answers differently")
 	}
 	// The remembered marker still recognises the CLI's API call.
@@ -438,4 +442,44 @@ func mustImage(t *testing.T, g *lineage.Graph, id lineage.ID) lineage.Image {
 		t.Fatalf("%v not in the graph", id)
 	}
 	return p.Current()
+}
+
+// State saved by an agent from before IDs were scoped by owner names a
+// parent by its ID alone and keys endings "ID@began[#gen]": restored, the
+// nesting and the saved reports' keys are found again, nothing lost.
+func TestRestoreUpgradesStateFromBeforeOwnerScopedIDs(t *testing.T) {
+	h := newMCPHost(t)
+	h.spawn(h.host, 1500, alice, "mcptrace", "exec", "--session", "srv", "--", "server")
+	gone := h.spawn(initID, 1600, bob, "mcptrace", "run", "--session", "gone", "--", "x")
+	h.exit(gone)
+	st := h.tr.Dump()
+	for i := range st.Active {
+		st.Active[i].ParentOwner = 0 // the old state had no parent_owner_uid
+	}
+	tr, err := Restore(h.g, Config{}, testLogger(t), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, ok := tr.Get(Ref{alice, "srv"})
+	if !ok || srv.ParentRef() != (Ref{alice, "h"}) {
+		t.Fatalf("restored srv %+v, %v; want it nested in alice's h", srv, ok)
+	}
+	if acts, err := tr.End(h.host, alice, "h"); err != nil || len(acts) != 2 {
+		t.Errorf("ending h ended %v, %v; want srv within it, then h", ended(acts), err)
+	}
+	g, _ := tr.Get(Ref{bob, "gone"})
+	for _, c := range []struct {
+		old, want string
+		ok        bool
+	}{
+		{fmt.Sprintf("gone@%d", g.Began), EndingKey(g, 0), true},
+		{fmt.Sprintf("h@%d#3", h.session("h").Began), EndingKey(h.session("h"), 3), true},
+		{EndingKey(g, 0), EndingKey(g, 0), true},
+		{"gone@1", "", false},
+		{"gone@x", "", false},
+	} {
+		if got, ok := tr.UpgradeEndingKey(c.old); got != c.want || ok != c.ok {
+			t.Errorf("UpgradeEndingKey(%q) = %q, %v; want %q, %v", c.old, got, ok, c.want, c.ok)
+		}
+	}
 }

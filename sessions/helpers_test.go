@@ -109,12 +109,15 @@ func (w *world) spawn(creator lineage.ID, pid, uid uint32, argv ...string) linea
 
 func (w *world) session(id string) Session {
 	w.t.Helper()
-	s, ok := w.tr.Get(id)
+	s, ok := w.tr.Find(id)
 	if !ok {
 		w.t.Fatalf("session %q not found; have %v", id, sessionIDs(w.tr.Sessions()))
 	}
 	return s
 }
+
+// ref names the session with this ID (the one owner that has one).
+func (w *world) ref(id string) Ref { w.t.Helper(); return w.session(id).Ref() }
 
 func (w *world) wantState(id string, want State) {
 	w.t.Helper()
@@ -125,7 +128,7 @@ func (w *world) wantState(id string, want State) {
 
 func (w *world) wantMembers(id string, want ...lineage.ID) {
 	w.t.Helper()
-	got := procIDs(w.tr.Members(id))
+	got := procIDs(w.tr.Members(w.ref(id)))
 	if !slices.Equal(got, want) {
 		w.t.Errorf("Members(%q) = %v, want %v", id, got, want)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -17,20 +19,23 @@ import (
 
 // addActive registers s, active, in every index.
 func (t *Tracker) addActive(s *session) {
-	t.active[s.ID] = s
+	t.active[s.Ref()] = s
 	k := tagKey{s.Owner, s.Tag}
 	t.tags[k] = append(t.tags[k], s)
-	t.tagCount[s.Tag]++
+	t.names[s.ID] = append(t.names[s.ID], s)
+	if s.Tag != s.ID {
+		t.names[s.Tag] = append(t.names[s.Tag], s)
+	}
 	t.activePerUID[s.Owner]++
 	if s.Parent != "" {
-		t.addChild(s.Parent, s)
+		t.addChild(s.ParentRef(), s)
 	}
 }
 
 // removeActive takes s out of every index of the active sessions.
 func (t *Tracker) removeActive(s *session) {
-	if t.active[s.ID] == s {
-		delete(t.active, s.ID)
+	if t.active[s.Ref()] == s {
+		delete(t.active, s.Ref())
 	}
 	k := tagKey{s.Owner, s.Tag}
 	if list := t.tags[k]; len(list) > 0 {
@@ -43,9 +48,12 @@ func (t *Tracker) removeActive(s *session) {
 			t.tags[k] = list
 		}
 	}
-	if t.tagCount[s.Tag]--; t.tagCount[s.Tag] <= 0 {
-		delete(t.tagCount, s.Tag)
-		delete(t.suffix, s.Tag)
+	if len(t.tags[k]) == 0 {
+		delete(t.suffix, Ref{s.Owner, s.Tag})
+	}
+	t.unname(s.ID, s)
+	if s.Tag != s.ID {
+		t.unname(s.Tag, s)
 	}
 	if len(t.suffix) > len(t.active)+1024 {
 		clear(t.suffix) // bases whose tag was never in use (rule IDs)
@@ -54,14 +62,27 @@ func (t *Tracker) removeActive(s *session) {
 		delete(t.activePerUID, s.Owner)
 	}
 	if s.Parent != "" {
-		t.removeChild(s.Parent, s)
+		t.removeChild(s.ParentRef(), s)
 	}
-	if len(t.children[s.ID]) == 0 {
-		delete(t.children, s.ID)
+	if len(t.children[s.Ref()]) == 0 {
+		delete(t.children, s.Ref())
 	}
 }
 
-func (t *Tracker) addChild(parent string, s *session) {
+// unname takes s out of the active sessions named name.
+func (t *Tracker) unname(name string, s *session) {
+	list := t.names[name]
+	if i := slices.Index(list, s); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(t.names, name)
+	} else {
+		t.names[name] = list
+	}
+}
+
+func (t *Tracker) addChild(parent Ref, s *session) {
 	set := t.children[parent]
 	if set == nil {
 		set = make(map[*session]struct{})
@@ -70,7 +91,7 @@ func (t *Tracker) addChild(parent string, s *session) {
 	set[s] = struct{}{}
 }
 
-func (t *Tracker) removeChild(parent string, s *session) {
+func (t *Tracker) removeChild(parent Ref, s *session) {
 	if set := t.children[parent]; set != nil {
 		delete(set, s)
 		if len(set) == 0 {
@@ -79,17 +100,20 @@ func (t *Tracker) removeChild(parent string, s *session) {
 	}
 }
 
-// setParent nests the active session s in parent.
-func (t *Tracker) setParent(s *session, parent string) {
-	if s.Parent == parent {
+// setParent nests the active session s in parent (ID "": at top level).
+func (t *Tracker) setParent(s *session, parent Ref) {
+	if s.ParentRef() == parent {
 		return
 	}
 	if s.State == Active && s.Parent != "" {
-		t.removeChild(s.Parent, s)
+		t.removeChild(s.ParentRef(), s)
 	}
-	s.Parent = parent
-	if s.State == Active && parent != "" {
-		t.addChild(parent, s)
+	s.Parent, s.ParentOwner = parent.ID, parent.Owner
+	if parent.ID == "" {
+		s.ParentOwner = 0
+	}
+	if s.State == Active && parent.ID != "" {
+		t.addChild(s.ParentRef(), s)
 	}
 }
 
@@ -107,8 +131,8 @@ func (t *Tracker) adoptBelow(s *session) {
 			continue
 		}
 		in[p.ID] = true
-		if c := t.rootSession(p.ID, true); c != nil && c != s && c.Parent == s.Parent {
-			t.setParent(c, s.ID)
+		if c := t.rootSession(p.ID, true); c != nil && c != s && c.ParentRef() == s.ParentRef() {
+			t.setParent(c, s.Ref())
 		}
 	}
 }
@@ -133,19 +157,80 @@ func (t *Tracker) allocate(owner uint32, tag, origin string) (string, error) {
 	if len(t.tags[tagKey{owner, tag}]) > 0 && origin != OriginExec {
 		return "", fmt.Errorf("%w: %q", ErrIDInUse, tag)
 	}
-	return t.uniqueID(tag), nil
+	return t.uniqueID(owner, tag), nil
 }
 
-// targets returns the sessions sid names for a caller of uid: the
-// caller's own active sessions tagged sid; failing those, the active
-// session with the ID sid and the sessions its owner tagged sid. When
-// none is active, the most recently ended one of that owner's tag or of
-// that ID (dup). ErrNoSession when it names nothing.
-func (t *Tracker) targets(uid uint32, sid string) (targets []*session, dup bool, err error) {
-	if own := t.tags[tagKey{uid, sid}]; len(own) > 0 {
+// targets returns the sessions sid names for a caller of uid. IDs and
+// tags are scoped by owner, so a name resolves among one owner's sessions
+// (its namespace):
+//   - owner's, when the caller names one (whether it may end them is
+//     authorize's to say);
+//   - else the caller's own uid's;
+//   - else, for a caller other than root, the namespace of an active
+//     session of that ID or tag it is related to by creation: rooted at
+//     the caller or one of its creators (a host that changed uid after
+//     its session began), or at a process the caller created (a session
+//     begun under sudo by the user's own host), whose ending authorize
+//     allows;
+//   - else, for root, the namespace of the one owner using that ID or
+//     tag (not by creation: root's processes created everyone's).
+//
+// ErrAmbiguous, naming the owners, when several namespaces qualify.
+//
+// What one user's sessions are called so never changes what another
+// user's name resolves to. In a namespace: see named. ErrNoSession when
+// it names nothing.
+func (t *Tracker) targets(caller lineage.ID, known bool, uid uint32, sid string, owner *uint32) (targets []*session, dup bool, err error) {
+	if owner != nil {
+		return t.named(*owner, sid)
+	}
+	if targets, dup, err = t.named(uid, sid); err == nil {
+		return targets, dup, nil
+	}
+	var owners []uint32
+	add := func(s *session) {
+		if (s.ID == sid || s.Tag == sid) && !slices.Contains(owners, s.Owner) {
+			owners = append(owners, s.Owner)
+		}
+	}
+	switch {
+	case uid != 0 && known:
+		for _, s := range t.names[sid] {
+			if t.inChain(caller, s.Root) || t.inChain(s.Root, caller) {
+				add(s)
+			}
+		}
+	case uid == 0:
+		// Not by creation: root's processes (init, sshd, a root shell)
+		// created everyone's sessions.
+		for _, s := range t.names[sid] {
+			add(s)
+		}
+		if len(owners) == 0 {
+			for _, s := range t.ended {
+				add(s)
+			}
+		}
+	}
+	switch len(owners) {
+	case 0:
+		return nil, false, fmt.Errorf("%w: %q", ErrNoSession, sid)
+	case 1:
+		return t.named(owners[0], sid)
+	}
+	slices.Sort(owners)
+	return nil, false, fmt.Errorf("%w: %q is a session of uids %s; say whose (--owner UID, ?owner=UID)", ErrAmbiguous, sid, joinUIDs(owners))
+}
+
+// named resolves sid among owner's sessions: the active ones tagged sid;
+// failing those, the active session with the ID sid and the sessions
+// owner tagged sid; failing those, the most recently ended one of that
+// tag or ID (dup). ErrNoSession when it names nothing.
+func (t *Tracker) named(owner uint32, sid string) (targets []*session, dup bool, err error) {
+	if own := t.tags[tagKey{owner, sid}]; len(own) > 0 {
 		targets = slices.Clone(own)
-	} else if s := t.active[sid]; s != nil {
-		targets = slices.Clone(t.tags[tagKey{s.Owner, sid}])
+	} else if s := t.active[Ref{owner, sid}]; s != nil {
+		targets = slices.Clone(t.tags[tagKey{owner, sid}])
 		if !slices.Contains(targets, s) {
 			targets = append(targets, s)
 		}
@@ -153,13 +238,21 @@ func (t *Tracker) targets(uid uint32, sid string) (targets []*session, dup bool,
 	slices.SortFunc(targets, cmpSessions)
 	if len(targets) == 0 {
 		for i := len(t.ended) - 1; i >= 0; i-- {
-			if s := t.ended[i]; s.Owner == uid && s.Tag == sid || s.ID == sid {
+			if s := t.ended[i]; s.Owner == owner && (s.Tag == sid || s.ID == sid) {
 				return []*session{s}, true, nil
 			}
 		}
 		return nil, false, fmt.Errorf("%w: %q", ErrNoSession, sid)
 	}
 	return targets, false, nil
+}
+
+func joinUIDs(uids []uint32) string {
+	parts := make([]string, len(uids))
+	for i, u := range uids {
+		parts[i] = strconv.FormatUint(uint64(u), 10)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // retain keeps s, just ended, among the retained ended sessions. An owner
@@ -223,20 +316,38 @@ func (t *Tracker) logFor(owner uint32, level slog.Level, msg string, args ...any
 	t.logs.Log(t.log, level, owner, t.clock, msg, args...)
 }
 
-// AllowLog reports whether a per-session log line about session id (an
-// enforcer's report, the agent's notes) may be written now under its
-// owner's rate limit; what is held back is counted in
-// Stats.LogsSuppressed. Sessions the tracker no longer lists share one
-// limit (unknownOwner), so dropping them does not lift it. Callers never
-// ask it about an error.
-func (t *Tracker) AllowLog(id string) bool {
+// AllowLog reports whether a per-session log line about session id of
+// owner (an enforcer's report, the agent's notes) may be written now
+// under the owner's rate limit; what is held back is counted in
+// Stats.LogsSuppressed. Without the owner, the one owner with a session
+// of that ID is taken; sessions the tracker no longer lists (or an ID
+// several owners use) share one limit (unknownOwner), so dropping them
+// does not lift it. Callers never ask it about an error.
+func (t *Tracker) AllowLog(id string, owner *uint32) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	owner := unknownOwner
-	if s := t.get(id); s != nil {
-		owner = s.Owner
+	key := unknownOwner
+	switch {
+	case owner != nil:
+		if t.get(Ref{*owner, id}) != nil {
+			key = *owner
+		}
+	default:
+		var found *session
+		for _, s := range t.active {
+			if s.ID == id {
+				if found != nil {
+					found = nil
+					break
+				}
+				found = s
+			}
+		}
+		if found != nil {
+			key = found.Owner
+		}
 	}
-	ok, _ := t.logs.Allow(owner, t.now())
+	ok, _ := t.logs.Allow(key, t.now())
 	return ok
 }
 

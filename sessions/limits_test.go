@@ -79,7 +79,7 @@ func TestActiveSessionsPerUIDAreCapped(t *testing.T) {
 	}
 	t.Run("a tag over the cap declares nothing and is counted", func(t *testing.T) {
 		p := w.spawn(initID, 610, alice, "mcptrace", "run", "--session", "fourth", "--", "agent")
-		if _, ok := w.tr.Get("fourth"); ok {
+		if _, ok := w.tr.Find("fourth"); ok {
 			t.Fatal("a fourth session of alice began")
 		}
 		w.wantSessionOf(p, "")
@@ -171,21 +171,28 @@ func TestTagsAreScopedByOwner(t *testing.T) {
 			t.Errorf("bob's srv %q ended", s.ID)
 		}
 	})
-	t.Run("naming another user's session ID is still refused", func(t *testing.T) {
-		// Alice's own srv has ended: "srv" is now the ID of bob's only.
+	t.Run("another user's session of the same ID is never named", func(t *testing.T) {
+		// Alice's own srv has ended; bob's srv has the same ID.
 		bobs := byRoot[bobSrv].ID
-		_, err := w.tr.Mark(w.spawn(initID, 700, alice, "sh"), alice, bobs)
-		if !errors.Is(err, ErrNotAuthorized) && !errors.Is(err, ErrNoSession) {
-			t.Errorf("alice's marker for %q: %v, want a refusal", bobs, err)
+		acts, err := w.tr.Mark(w.spawn(initID, 700, alice, "sh"), alice, bobs)
+		if err != nil || len(acts) != 0 {
+			t.Errorf("alice's marker for %q: %v, %v; want nothing (her own srv already ended)", bobs, ended(acts), err)
 		}
-		if !isActive(w.tr, bobs) {
+		owner := bob
+		if _, err := w.tr.Mark(w.spawn(initID, 701, alice, "sh"), alice, bobs); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := w.tr.Do(Op{Kind: OpMark, Caller: w.spawn(initID, 702, alice, "sh"), UID: alice, Session: bobs, Owner: &owner}); !errors.Is(err, ErrNotAuthorized) {
+			t.Errorf("alice's marker for bob's %q: %v, want it refused", bobs, err)
+		}
+		if s, ok := w.tr.Get(Ref{bob, bobs}); !ok || s.State != Active {
 			t.Errorf("bob's session %q ended", bobs)
 		}
 	})
 }
 
 func isActive(tr *Tracker, id string) bool {
-	s, ok := tr.Get(id)
+	s, ok := tr.Find(id)
 	return ok && s.State == Active
 }
 
@@ -271,5 +278,109 @@ func TestPerSessionLogsAreRateLimitedPerOwner(t *testing.T) {
 	}
 	if !strings.Contains(logs, "held_back_logs=") {
 		t.Error("no log says how many were held back")
+	}
+}
+
+// Session IDs are scoped by owner: what another user's sessions are
+// called never changes the ID a user's session gets, so nobody learns
+// from an ID whether someone else holds it, and nobody can take a host's
+// predictable ID (`claude-PID`, a known tag) before it starts.
+func TestSessionIDsAreScopedByOwner(t *testing.T) {
+	w := newWorld(t, Config{Rules: []Rule{{Name: "claude", Comm: []string{"claude"}}}})
+	// bob squats alice's tag, her host's future rule ID and an exec tag.
+	bobHost := w.spawn(initID, 500, bob, "mcptrace", "run", "--session", "work", "--", "sleep")
+	if _, err := w.tr.Begin(w.spawn(bobHost, 501, bob, "sleep"), "claude-4242", OriginAPI); err != nil {
+		t.Fatal(err)
+	}
+	w.spawn(bobHost, 502, bob, "mcptrace", "exec", "--session", "srv", "--", "sleep")
+	w.spawn(bobHost, 503, bob, "mcptrace", "exec", "--session", "srv", "--", "sleep")
+
+	aliceRun := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "work", "--", "agent")
+	claude := w.spawn(initID, 4242, alice, "claude")
+	aliceSrv := w.spawn(aliceRun, 601, alice, "mcptrace", "exec", "--session", "srv", "--", "server")
+	aliceSrv2 := w.spawn(aliceRun, 602, alice, "mcptrace", "exec", "--session", "srv", "--", "server")
+	for _, c := range []struct {
+		name string
+		root lineage.ID
+		want string
+	}{
+		{"a tag another user holds", aliceRun, "work"},
+		{"a rule ID another user took first", claude, "claude-4242"},
+		{"an exec tag another user holds twice", aliceSrv, "srv"},
+		{"the owner's own second server of a tag", aliceSrv2, "srv.2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, ok := w.tr.Get(Ref{alice, c.want})
+			if !ok || s.Root != c.root || s.State != Active {
+				t.Errorf("alice's %q = %+v, %v; want the active session rooted at %v", c.want, s, ok, c.root)
+			}
+		})
+	}
+	t.Run("the parent link names the owner too", func(t *testing.T) {
+		s, _ := w.tr.Get(Ref{alice, "srv"})
+		if s.ParentRef() != (Ref{alice, "work"}) {
+			t.Errorf("alice's srv is nested in %v, want alice's work", s.ParentRef())
+		}
+	})
+	t.Run("each user names its own", func(t *testing.T) {
+		for _, c := range []struct {
+			uid  uint32
+			root lineage.ID
+		}{{alice, aliceRun}, {bob, bobHost}} {
+			s, err := w.tr.Resolve(c.uid, "work", nil)
+			if err != nil || s.Root != c.root {
+				t.Errorf("uid %d's work = %v, %v; want the session rooted at %v", c.uid, s.Root, err, c.root)
+			}
+		}
+	})
+	t.Run("root without an owner is told whose", func(t *testing.T) {
+		_, err := w.tr.Resolve(0, "work", nil)
+		if !errors.Is(err, ErrAmbiguous) || !strings.Contains(err.Error(), "uids 1000, 1001") || !strings.Contains(err.Error(), "--owner") {
+			t.Errorf("root's work: %v, want ErrAmbiguous naming uids 1000 and 1001 and --owner", err)
+		}
+		owner := bob
+		if s, err := w.tr.Resolve(0, "work", &owner); err != nil || s.Root != bobHost {
+			t.Errorf("root's work of uid %d = %v, %v", bob, s.Root, err)
+		}
+		if _, err := w.tr.End(initID, 0, "work"); !errors.Is(err, ErrAmbiguous) {
+			t.Errorf("root ending an ambiguous work: %v, want ErrAmbiguous", err)
+		}
+	})
+	t.Run("a marker ends its sender's own session only", func(t *testing.T) {
+		marker := w.fork(aliceRun, 603, alice)
+		acts := w.exec(marker, alice, "mcptrace", "mark", "destroy", "--session", "srv")
+		if len(acts) != 2 || acts[0].End.Owner != alice || acts[1].End.Owner != alice {
+			t.Fatalf("alice's marker for srv ended %v, want her two servers", ended(acts))
+		}
+		if s, ok := w.tr.Get(Ref{bob, "srv"}); !ok || s.State != Active {
+			t.Errorf("bob's srv: %+v, %v", s, ok)
+		}
+	})
+	t.Run("an ending key names the owner", func(t *testing.T) {
+		a, _ := w.tr.Get(Ref{alice, "work"})
+		b, _ := w.tr.Get(Ref{bob, "work"})
+		a.Began = b.Began // even two sessions begun at the same instant
+		if EndingKey(a, 0) == EndingKey(b, 0) {
+			t.Errorf("alice's and bob's work share the ending key %q", EndingKey(a, 0))
+		}
+	})
+}
+
+// A tag refused at its exec is counted and logged once: a Scan (a repair
+// after lost events, a restart) while the refused `mcptrace run` still
+// runs does not refuse it again. Seen on the 7.2 guest, where the kernel
+// skips programs and the agent rescans: "refusals over the cap 2, want 1".
+func TestTagRefusedAtExecIsNotRefusedAgainByScan(t *testing.T) {
+	w := newWorld(t, Config{MaxActivePerUID: 1})
+	w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "first", "--", "agent")
+	w.spawn(initID, 610, alice, "mcptrace", "run", "--session", "second", "--", "agent")
+	if st := w.tr.Stats(); st.TagsRefused != 1 || st.RefusedOverCap != 1 {
+		t.Fatalf("after the exec: %+v, want one refusal over the cap", st)
+	}
+	for range 3 {
+		w.tr.Scan()
+	}
+	if st := w.tr.Stats(); st.TagsRefused != 1 || st.RefusedOverCap != 1 {
+		t.Errorf("after three Scans: refused %d, over the cap %d; want 1 and 1", st.TagsRefused, st.RefusedOverCap)
 	}
 }

@@ -37,6 +37,11 @@ type Op struct {
 	// Session is the target of a mark ("" for the session whose root
 	// created the caller) or an end, and the requested ID of a begin.
 	Session string `json:"session,omitempty"`
+	// Owner, when set, names whose session Session is (mark, end): IDs
+	// are scoped by owner. Unset: the caller's own, failing that one
+	// rooted at the caller or its creators, failing that (root only) the
+	// one owner's that has it.
+	Owner *uint32 `json:"owner,omitempty"`
 	// Root and Origin: begin only.
 	Root   lineage.ID `json:"root,omitzero"`
 	Origin string     `json:"origin,omitempty"`
@@ -74,9 +79,9 @@ func (t *Tracker) Do(op Op) (Op, Result, error) {
 	case OpBegin:
 		res.Session, err = t.begin(op.Root, op.Session, op.Origin, op.At)
 	case OpMark:
-		res, err = t.mark(op.Caller, op.UID, op.Session, op.At, "api")
+		res, err = t.mark(op.Caller, op.UID, op.Session, op.Owner, op.At, "api")
 	case OpEnd:
-		res, err = t.endOp(op.Caller, op.UID, op.Session, op.At)
+		res, err = t.endOp(op.Caller, op.UID, op.Session, op.Owner, op.At)
 	default:
 		err = fmt.Errorf("unknown tracker operation %q", op.Kind)
 	}
@@ -160,7 +165,7 @@ func (m *markRecord) replay() (Result, error) {
 
 // mark applies a destroy marker from caller (uid) for sid at time at, seen
 // via "exec" or "api".
-func (t *Tracker) mark(caller lineage.ID, uid uint32, sid string, at uint64, via string) (Result, error) {
+func (t *Tracker) mark(caller lineage.ID, uid uint32, sid string, owner *uint32, at uint64, via string) (Result, error) {
 	cp, known := t.g.Get(caller)
 	if known {
 		caller = cp.ID
@@ -189,7 +194,7 @@ func (t *Tracker) mark(caller lineage.ID, uid uint32, sid string, at uint64, via
 			}
 		}
 	}
-	res, err := t.markTargets(caller, cp, known, uid, sid, at, via)
+	res, err := t.markTargets(caller, cp, known, uid, sid, owner, at, via)
 	if via == "exec" && err == nil && !res.Duplicate {
 		// Only markers that ended something are remembered: refusals
 		// cannot push a user's marker out of the table.
@@ -198,7 +203,7 @@ func (t *Tracker) mark(caller lineage.ID, uid uint32, sid string, at uint64, via
 	return res, err
 }
 
-func (t *Tracker) markTargets(caller lineage.ID, cp lineage.Process, known bool, uid uint32, sid string, at uint64, via string) (Result, error) {
+func (t *Tracker) markTargets(caller lineage.ID, cp lineage.Process, known bool, uid uint32, sid string, owner *uint32, at uint64, via string) (Result, error) {
 	who := fmt.Sprintf("pid %d uid %d", caller.PID, uid)
 	if !t.inScope(caller) {
 		t.st.markersRefused++
@@ -231,7 +236,7 @@ func (t *Tracker) markTargets(caller lineage.ID, cp lineage.Process, known bool,
 		detail := fmt.Sprintf("destroy marker (%s) from %s, a child of the root", via, who)
 		return Result{Actions: t.markSession(s, detail, caller, uid, at, via, nil)}, nil
 	}
-	targets, dup, err := t.targets(uid, sid)
+	targets, dup, err := t.targets(caller, known, uid, sid, owner)
 	if err != nil {
 		t.st.markersUnmatched++
 		return Result{}, err
@@ -279,7 +284,7 @@ func (t *Tracker) authorize(targets []*session, caller lineage.ID, known bool, u
 }
 
 // endOp ends the sessions sid names, roots included.
-func (t *Tracker) endOp(caller lineage.ID, uid uint32, sid string, at uint64) (Result, error) {
+func (t *Tracker) endOp(caller lineage.ID, uid uint32, sid string, owner *uint32, at uint64) (Result, error) {
 	cp, known := t.g.Get(caller)
 	if known {
 		caller = cp.ID
@@ -288,7 +293,7 @@ func (t *Tracker) endOp(caller lineage.ID, uid uint32, sid string, at uint64) (R
 	if uid != 0 && !t.inScope(caller) {
 		return Result{}, fmt.Errorf("%w: %w: the caller (%s)", ErrNotAuthorized, ErrOutOfScope, who)
 	}
-	targets, dup, err := t.targets(uid, sid)
+	targets, dup, err := t.targets(caller, known, uid, sid, owner)
 	if err != nil {
 		return Result{}, err
 	}

@@ -74,7 +74,10 @@ const (
 // Session is one agent session: a root process and everything it created,
 // at any depth, by creator edge.
 type Session struct {
-	// ID is unique among active sessions.
+	// ID is unique among the owner's active sessions: IDs are scoped by
+	// owner, so two users may both have `work` or `claude-1234`, and what
+	// one user's sessions are called never changes what another's are
+	// (see Ref).
 	ID string `json:"id"`
 	// Tag is the ID the session was declared with. It differs from ID only
 	// for `mcptrace exec` sub-sessions whose ID was already taken: servers
@@ -83,10 +86,11 @@ type Session struct {
 	Tag string `json:"tag"`
 	// Root is the process whose descendants are the session.
 	Root lineage.ID `json:"root"`
-	// Parent is the innermost session enclosing Root when the session
-	// began (or when the graph later learned Root's creator), "" at top
-	// level.
-	Parent string `json:"parent,omitempty"`
+	// Parent is the ID of the innermost session enclosing Root when the
+	// session began (or when the graph later learned Root's creator), ""
+	// at top level; ParentOwner is that session's owner.
+	Parent      string `json:"parent,omitempty"`
+	ParentOwner uint32 `json:"parent_owner_uid,omitempty"`
 	// Owner is the root's uid.
 	Owner uint32 `json:"owner_uid"`
 	// Origin is "rule:<name>", "run", "exec" or "api".
@@ -107,6 +111,22 @@ type Session struct {
 	Markers        []Marker `json:"markers,omitempty"`
 	MarkersDropped uint32   `json:"markers_dropped,omitempty"`
 }
+
+// Ref names a session on the node: its owner and its ID, which is unique
+// among that owner's sessions only.
+type Ref struct {
+	Owner uint32
+	ID    string
+}
+
+// String is "UID/ID" ('/' is in no ID).
+func (r Ref) String() string { return strconv.FormatUint(uint64(r.Owner), 10) + "/" + r.ID }
+
+// Ref names s.
+func (s Session) Ref() Ref { return Ref{s.Owner, s.ID} }
+
+// ParentRef names the enclosing session; its ID is "" at top level.
+func (s Session) ParentRef() Ref { return Ref{s.ParentOwner, s.Parent} }
 
 // SparesRoot reports whether a destroy marker spares the session's root:
 // it does for sessions rooted at a host (`mcptrace run`, `session begin`,
@@ -178,15 +198,26 @@ type Action struct {
 	Within string `json:"within,omitempty"`
 }
 
-// Key names what an Action ends: one session instance (its ID and when it
-// began: an ID can be declared again once its session ended) and, for a
-// generation action, the generation. Endings and their reports are kept
-// by it. See EndingKey.
+// Key names what an Action ends: one session instance (its owner, its ID
+// and when it began: an ID can be declared again once its session ended)
+// and, for a generation action, the generation. Endings and their reports
+// are kept by it. See EndingKey.
 func (a Action) Key() string { return EndingKey(a.End, a.Generation) }
 
 // EndingKey is the Key of the ending of session s (gen 0) or of its
-// generation gen: "ID@began" or "ID@began#gen".
+// generation gen: "UID/ID@began" or "UID/ID@began#gen". Agents before IDs
+// were scoped by owner saved "ID@began[#gen]" (see LegacyEndingKey).
 func EndingKey(s Session, gen uint32) string {
+	k := s.Ref().String() + "@" + strconv.FormatUint(s.Began, 10)
+	if gen != 0 {
+		k += "#" + strconv.FormatUint(uint64(gen), 10)
+	}
+	return k
+}
+
+// LegacyEndingKey is the key agents saved for the same ending before IDs
+// were scoped by owner: "ID@began" or "ID@began#gen".
+func LegacyEndingKey(s Session, gen uint32) string {
 	k := s.ID + "@" + strconv.FormatUint(s.Began, 10)
 	if gen != 0 {
 		k += "#" + strconv.FormatUint(uint64(gen), 10)
@@ -196,8 +227,11 @@ func EndingKey(s Session, gen uint32) string {
 
 // Errors returned by Begin and Mark, wrapped with the details.
 var (
-	ErrNotAuthorized  = errors.New("not authorized")
-	ErrNoSession      = errors.New("no such session")
+	ErrNotAuthorized = errors.New("not authorized")
+	ErrNoSession     = errors.New("no such session")
+	// ErrAmbiguous: root named a session ID that several owners use
+	// without saying whose (IDs are scoped by owner).
+	ErrAmbiguous      = errors.New("session ID used by several owners")
 	ErrIDInUse        = errors.New("session id in use")
 	ErrBadID          = errors.New("invalid session id")
 	ErrAlreadyRoot    = errors.New("process is already a session root")

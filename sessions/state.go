@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcptrace/mcptrace/lineage"
@@ -70,8 +71,8 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 			return fmt.Errorf("state %s, want %s", ss.State, want)
 		case ss.Root.PID <= 1:
 			return fmt.Errorf("root pid %d", ss.Root.PID)
-		case want == Active && t.active[ss.ID] != nil:
-			return fmt.Errorf("a second active session of this ID")
+		case want == Active && t.active[ss.Ref()] != nil:
+			return fmt.Errorf("a second active session of this owner and ID")
 		}
 		return nil
 	}
@@ -88,11 +89,14 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 		t.byPID[s.Root.PID] = append(t.byPID[s.Root.PID], s)
 		return s
 	}
+	var active []*session
 	for _, ss := range st.Active {
 		if s := add(ss, Active); s != nil {
 			t.addActive(s)
+			active = append(active, s)
 		}
 	}
+	t.upgradeParents(active)
 	for _, ss := range st.Ended {
 		if s := add(ss, Ended); s != nil {
 			t.retain(s)
@@ -105,6 +109,68 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 	t.st = countersFrom(st.Stats)
 	t.logs.Suppressed = st.Stats.LogsSuppressed
 	return t, nil
+}
+
+// upgradeParents completes the parent links of sessions saved before IDs
+// were scoped by owner, which name their parent by ID alone (IDs were
+// unique on the node then): the one active session of that ID is the
+// parent.
+func (t *Tracker) upgradeParents(active []*session) {
+	byID := map[string][]*session{}
+	for _, s := range active {
+		byID[s.ID] = append(byID[s.ID], s)
+	}
+	for _, s := range active {
+		if s.Parent == "" || t.active[s.ParentRef()] != nil {
+			continue
+		}
+		if c := byID[s.Parent]; len(c) == 1 {
+			t.removeChild(s.ParentRef(), s)
+			s.ParentOwner = c[0].Owner
+			t.addChild(s.ParentRef(), s)
+		}
+	}
+}
+
+// UpgradeEndingKey returns the key (EndingKey) of an ending saved under
+// the key agents used before IDs were scoped by owner, "ID@began[#gen]",
+// found among the sessions the tracker lists; keys of the current form
+// come back unchanged. false: the session is no longer listed (its
+// report could not be asked for anyway).
+func (t *Tracker) UpgradeEndingKey(key string) (string, bool) {
+	if strings.Contains(key, "/") {
+		return key, true
+	}
+	rest, gen := key, uint64(0)
+	if i := strings.LastIndexByte(rest, '#'); i >= 0 {
+		g, err := strconv.ParseUint(rest[i+1:], 10, 32)
+		if err != nil {
+			return "", false
+		}
+		rest, gen = rest[:i], g
+	}
+	i := strings.LastIndexByte(rest, '@')
+	if i < 0 {
+		return "", false
+	}
+	began, err := strconv.ParseUint(rest[i+1:], 10, 64)
+	if err != nil {
+		return "", false
+	}
+	id := rest[:i]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.active {
+		if s.ID == id && s.Began == began {
+			return EndingKey(s.Session, uint32(gen)), true
+		}
+	}
+	for _, s := range t.ended {
+		if s.ID == id && s.Began == began {
+			return EndingKey(s.Session, uint32(gen)), true
+		}
+	}
+	return "", false
 }
 
 // ValidSessionID reports whether id can name a session: an ID a user may

@@ -38,20 +38,23 @@ type Tracker struct {
 
 	mu    sync.Mutex
 	clock uint64 // newest time seen
-	// active maps the ID of every active session to it.
-	active map[string]*session
+	// active maps every active session's Ref (owner and ID: IDs are
+	// scoped by owner) to it.
+	active map[Ref]*session
 	// Indexes of the active sessions, kept by addActive, removeActive
 	// and setParent so that no begin, tag, marker or end scans them all:
 	// tags by owner and tag (tags are scoped by owner), children by
-	// Parent ID (top-level sessions are not indexed), activePerUID
-	// counts them by owner, tagCount by tag across owners, and suffix
-	// remembers the last ".N" uniqueID gave a base while its tag is in
-	// use.
-	tags         map[tagKey][]*session
-	children     map[string]map[*session]struct{}
+	// their parent's Ref (top-level sessions are not indexed),
+	// activePerUID counts them by owner, and suffix remembers the last
+	// ".N" uniqueID gave an owner's base while its tag is in use.
+	tags map[tagKey][]*session
+	// names lists the active sessions by ID and by tag, across owners:
+	// for a caller naming a session it is related to by creation, and for
+	// root naming an ID without its owner.
+	names        map[string][]*session
+	children     map[Ref]map[*session]struct{}
 	activePerUID map[uint32]int
-	tagCount     map[string]int
-	suffix       map[string]int
+	suffix       map[Ref]int
 	// ended lists the retained ended sessions, oldest end first, and
 	// endedPerUID counts them by owner.
 	ended       []*session
@@ -60,8 +63,9 @@ type Tracker struct {
 	logs *ratelog.Limiter[uint32]
 	// byPID lists active and retained ended sessions by root PID.
 	byPID map[uint32][]*session
-	// refused remembers processes whose tag Scan refused, so that a
-	// rescan does not log and count them again. Pruned on each Scan.
+	// refused remembers processes whose tag was refused, seen as an exec
+	// or by Scan, so that a Scan does not log and count them again while
+	// they live. Pruned on each Scan, bounded by maxRefused.
 	refused map[lineage.ID]bool
 	// marks remembers recent markers seen as execs (see markRecord).
 	marks []markRecord
@@ -123,12 +127,12 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		maxEndedPerUID:  DefaultMaxEndedPerUID,
 		nowFn:           cfg.Now,
 		withinPID:       cfg.WithinPID,
-		active:          make(map[string]*session),
+		active:          make(map[Ref]*session),
 		tags:            make(map[tagKey][]*session),
-		children:        make(map[string]map[*session]struct{}),
+		children:        make(map[Ref]map[*session]struct{}),
 		activePerUID:    make(map[uint32]int),
-		tagCount:        make(map[string]int),
-		suffix:          make(map[string]int),
+		suffix:          make(map[Ref]int),
+		names:           make(map[string][]*session),
 		endedPerUID:     make(map[uint32]int),
 		byPID:           make(map[uint32][]*session),
 		refused:         make(map[lineage.ID]bool),
@@ -263,6 +267,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 			return acts
 		}
 		if err := t.tag(p, cmd, ev.ArgvTruncated, ev.Time, tagExec); err != nil {
+			t.refusedTag(p.ID)
 			// Never the argv: what follows "--" may carry secrets.
 			t.logFor(p.UID, slog.LevelWarn, "session tag refused", "pid", p.ID.PID, "uid", p.UID, "session", ratelog.Field(cmd.id), "err", ratelog.Field(err.Error()))
 			return acts
@@ -274,7 +279,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 			t.logFor(ev.UID, slog.LevelWarn, "destroy marker ignored: unusable --session", "pid", ev.Proc.PID, "uid", ev.UID, "argv_truncated", ev.ArgvTruncated)
 			return acts
 		}
-		res, err := t.mark(ev.Proc, ev.UID, cmd.id, ev.Time, "exec")
+		res, err := t.mark(ev.Proc, ev.UID, cmd.id, nil, ev.Time, "exec")
 		if err != nil {
 			t.logFor(ev.UID, slog.LevelWarn, "destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", ratelog.Field(cmd.id), "err", ratelog.Field(err.Error()))
 		}
@@ -344,7 +349,7 @@ func (t *Tracker) ruleRoot(p lineage.Process, name string, at uint64, scan bool)
 		t.logFor(p.UID, slog.LevelWarn, "host matched a rule but no session began", "rule", name, "pid", p.ID.PID, "uid", p.UID, "err", err)
 		return false
 	}
-	id := t.uniqueID(name + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
+	id := t.uniqueID(p.UID, name+"-"+strconv.FormatUint(uint64(p.ID.PID), 10))
 	t.start(p, chain, id, id, OriginRule+name, name, at)
 	return true
 }
@@ -399,7 +404,7 @@ func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64,
 	}
 	tagID := cmd.id
 	if tagID == "" {
-		tagID = t.uniqueID(origin + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
+		tagID = t.uniqueID(p.UID, origin+"-"+strconv.FormatUint(uint64(p.ID.PID), 10))
 	}
 	id, err := t.allocate(p.UID, tagID, origin)
 	if err != nil {
@@ -472,7 +477,7 @@ func (t *Tracker) begin(root lineage.ID, id, origin string, at uint64) (Session,
 	tagID := id
 	if tagID == "" {
 		prefix := strings.TrimPrefix(origin, OriginRule)
-		tagID = t.uniqueID(prefix + "-" + strconv.FormatUint(uint64(p.ID.PID), 10))
+		tagID = t.uniqueID(p.UID, prefix+"-"+strconv.FormatUint(uint64(p.ID.PID), 10))
 	}
 	sid, err := t.allocate(p.UID, tagID, origin)
 	if err != nil {
@@ -497,13 +502,13 @@ func (t *Tracker) start(p lineage.Process, chain []lineage.Process, id, tag, ori
 		rule: ruleName,
 	}
 	if enc := t.enclosing(chain); enc != nil {
-		s.Parent = enc.ID
+		s.Parent, s.ParentOwner = enc.ID, enc.Owner
 	}
 	t.addActive(s)
 	t.adoptBelow(s)
 	t.byPID[p.ID.PID] = append(t.byPID[p.ID.PID], s)
 	t.st.begun[origin]++
-	t.logFor(p.UID, slog.LevelInfo, "session began", "session", id, "tag", tag, "root_pid", p.ID.PID, "owner_uid", p.UID, "origin", origin, "parent", s.Parent)
+	t.logFor(p.UID, slog.LevelInfo, "session began", "session", id, "tag", tag, "root_pid", p.ID.PID, "owner_uid", p.UID, "origin", origin, "parent", s.Parent, "parent_owner_uid", s.ParentOwner)
 	return s
 }
 
@@ -515,7 +520,7 @@ func (t *Tracker) reattach(s *session) {
 		return
 	}
 	if enc := t.enclosing(chain); enc != nil && enc != s {
-		t.setParent(s, enc.ID)
+		t.setParent(s, enc.Ref())
 		t.log.Debug("session nested after its root's creator became known", "session", s.ID, "parent", enc.ID)
 	}
 }
@@ -577,14 +582,7 @@ func (t *Tracker) inScope(id lineage.ID) bool {
 }
 
 // inChain reports whether x is root or one of root's proven creators.
-func (t *Tracker) inChain(x, root lineage.ID) bool {
-	for _, a := range t.chain(root) {
-		if a.ID == x {
-			return true
-		}
-	}
-	return false
-}
+func (t *Tracker) inChain(x, root lineage.ID) bool { return t.g.InCreatorChain(x, root) }
 
 // rootSession returns the session rooted at the process id (a current
 // graph identity): the active one, else (unless activeOnly) the newest
@@ -623,16 +621,19 @@ func (t *Tracker) isRoot(s *session, id lineage.ID) bool {
 }
 
 // uniqueID returns base, or base.N with the N after the last one handed
-// out for base while its tag is in use: O(1) but for IDs a user chose
-// that are in the way.
-func (t *Tracker) uniqueID(base string) string {
-	if _, taken := t.active[base]; !taken {
+// out for owner's base while its tag is in use: O(1) but for IDs the
+// owner chose that are in the way. Only owner's sessions are looked at:
+// what another user's sessions are called never changes the ID (nor
+// tells the owner anything about them).
+func (t *Tracker) uniqueID(owner uint32, base string) string {
+	if _, taken := t.active[Ref{owner, base}]; !taken {
 		return base
 	}
-	for n := max(t.suffix[base], 1) + 1; ; n++ {
+	k := Ref{owner, base}
+	for n := max(t.suffix[k], 1) + 1; ; n++ {
 		id := base + "." + strconv.Itoa(n)
-		if _, taken := t.active[id]; !taken {
-			t.suffix[base] = n
+		if _, taken := t.active[Ref{owner, id}]; !taken {
+			t.suffix[k] = n
 			return id
 		}
 	}
@@ -651,7 +652,7 @@ func (t *Tracker) endWithin(s *session, reason, detail string, at uint64, within
 		return acts
 	}
 	key := EndingKey(s.Session, 0)
-	for _, c := range t.nested(s.ID) {
+	for _, c := range t.nested(s.Ref()) {
 		acts = t.endWithin(c, ReasonParentEnded, fmt.Sprintf("enclosing session %q ended: %s", s.ID, detail), at, key, acts)
 	}
 	t.removeActive(s)
@@ -666,10 +667,10 @@ func (t *Tracker) endWithin(s *session, reason, detail string, at uint64, within
 	return acts
 }
 
-// nested returns the active sessions whose Parent is id, by Began then ID.
-func (t *Tracker) nested(id string) []*session {
+// nested returns the active sessions nested in r, by Began then ID.
+func (t *Tracker) nested(r Ref) []*session {
 	var out []*session
-	for s := range t.children[id] {
+	for s := range t.children[r] {
 		out = append(out, s)
 	}
 	slices.SortFunc(out, cmpSessions)
@@ -728,8 +729,8 @@ func (t *Tracker) Scan() []Action {
 		alive[p.ID] = true
 		if cmd, truncated, ok := lastTag(p.Images); ok && !t.refused[p.ID] {
 			if err := t.tag(p, cmd, truncated, at, tagScan); err != nil {
-				t.refused[p.ID] = true
-				t.log.Warn("session tag refused", "pid", p.ID.PID, "err", err)
+				t.refusedTag(p.ID)
+				t.logFor(p.UID, slog.LevelWarn, "session tag refused", "via", "scan", "pid", p.ID.PID, "uid", p.UID, "session", ratelog.Field(cmd.id), "err", ratelog.Field(err.Error()))
 			}
 		}
 		cur := p.Current()
@@ -751,6 +752,28 @@ func (t *Tracker) Scan() []Action {
 		}
 	}
 	return acts
+}
+
+// maxRefused bounds the processes remembered as refused between Scans.
+const maxRefused = 4096
+
+// refusedTag remembers that p's tag was refused (counted and logged),
+// seen as an exec or by Scan, so that a later Scan does not count and log
+// it again while p lives. Past maxRefused the entries of processes that
+// exited go; if all are alive, the oldest state is forgotten (a rescan
+// then counts those again, never misses a tag).
+func (t *Tracker) refusedTag(p lineage.ID) {
+	if len(t.refused) >= maxRefused {
+		for id := range t.refused {
+			if q, ok := t.g.Get(id); !ok || q.Exited {
+				delete(t.refused, id)
+			}
+		}
+		if len(t.refused) >= maxRefused {
+			clear(t.refused)
+		}
+	}
+	t.refused[p] = true
 }
 
 // lastTag finds the last `mcptrace run|exec` image a process exec'd or
@@ -812,26 +835,81 @@ func (t *Tracker) sweepRoots(at uint64, acts []Action) []Action {
 	return acts
 }
 
-// Get returns the session with this ID: the active one, else the most
+// Get returns the session r names: the active one, else the most
 // recently ended one still retained.
-func (t *Tracker) Get(id string) (Session, bool) {
+func (t *Tracker) Get(r Ref) (Session, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s := t.get(id); s != nil {
+	if s := t.get(r); s != nil {
 		return s.snapshot(), true
 	}
 	return Session{}, false
 }
 
-// instance returns the session with this ID that began at began, active
-// or retained ended; nil once it is forgotten. Endings address their
-// session this way: its ID may name a newer session by then.
-func (t *Tracker) instance(id string, began uint64) *session {
-	if s := t.active[id]; s != nil && s.Began == began {
+// Find returns the session with this ID when one owner has one (the
+// active one, else the most recently ended): what root names without an
+// owner (Resolve(0, id, nil)). Tests and logs use it; callers acting for
+// a user use Resolve.
+func (t *Tracker) Find(id string) (Session, bool) {
+	s, err := t.Resolve(0, id, nil)
+	return s, err == nil
+}
+
+// Resolve returns the session a caller of uid names id (IDs are scoped by
+// owner): owner's when given, else the caller's own; root, naming no
+// owner, gets the session of the one owner that has one of that ID (the
+// active one first), or ErrAmbiguous naming the owners when several do.
+// ErrNoSession when there is none. Whether the caller may see it is the
+// caller's to decide (a non-root caller naming another owner gets that
+// owner's session here).
+func (t *Tracker) Resolve(uid uint32, id string, owner *uint32) (Session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case owner != nil:
+		uid = *owner
+	case uid == 0:
+		var found []*session
+		for _, s := range t.active {
+			if s.ID == id {
+				found = append(found, s)
+			}
+		}
+		if len(found) == 0 {
+			for i := len(t.ended) - 1; i >= 0; i-- {
+				if s := t.ended[i]; s.ID == id && !slices.ContainsFunc(found, func(f *session) bool { return f.Owner == s.Owner }) {
+					found = append(found, s)
+				}
+			}
+		}
+		switch len(found) {
+		case 0:
+			return Session{}, fmt.Errorf("%w: %q", ErrNoSession, id)
+		case 1:
+			return found[0].snapshot(), nil
+		}
+		owners := make([]uint32, len(found))
+		for i, s := range found {
+			owners[i] = s.Owner
+		}
+		slices.Sort(owners)
+		return Session{}, fmt.Errorf("%w: %q is a session of uids %s; say whose (--owner UID, ?owner=UID)", ErrAmbiguous, id, joinUIDs(owners))
+	}
+	if s := t.get(Ref{uid, id}); s != nil {
+		return s.snapshot(), nil
+	}
+	return Session{}, fmt.Errorf("%w: %q", ErrNoSession, id)
+}
+
+// instance returns the session r names that began at began, active or
+// retained ended; nil once it is forgotten. Endings address their session
+// this way: its ID may name a newer session by then.
+func (t *Tracker) instance(r Ref, began uint64) *session {
+	if s := t.active[r]; s != nil && s.Began == began {
 		return s
 	}
 	for i := len(t.ended) - 1; i >= 0; i-- {
-		if s := t.ended[i]; s.ID == id && s.Began == began {
+		if s := t.ended[i]; s.Began == began && s.Ref() == r {
 			return s
 		}
 	}
@@ -844,18 +922,20 @@ func (t *Tracker) instance(id string, began uint64) *session {
 func (t *Tracker) MembersOf(s Session) []lineage.Process {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if x := t.instance(s.ID, s.Began); x != nil {
+	if x := t.instance(s.Ref(), s.Began); x != nil {
 		return t.members(x, true, func(lineage.Process) bool { return true })
 	}
 	return nil
 }
 
-func (t *Tracker) get(id string) *session {
-	if s, ok := t.active[id]; ok {
+// get returns the session r names: the active one, else the most recently
+// ended one still retained.
+func (t *Tracker) get(r Ref) *session {
+	if s, ok := t.active[r]; ok {
 		return s
 	}
 	for i := len(t.ended) - 1; i >= 0; i-- {
-		if t.ended[i].ID == id {
+		if t.ended[i].Ref() == r {
 			return t.ended[i]
 		}
 	}
@@ -897,10 +977,10 @@ func (t *Tracker) sorted() []*session {
 // them: their parent at that time, so one that had already been reparented
 // to init or a subreaper is not a member. For an ended session the list
 // shrinks as the graph retires dead branches. Nil for an unknown ID.
-func (t *Tracker) Members(id string) []lineage.Process {
+func (t *Tracker) Members(r Ref) []lineage.Process {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.get(id)
+	s := t.get(r)
 	if s == nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,7 +255,9 @@ func TestDestroyMarkerAuthorization(t *testing.T) {
 		uid    uint32
 		err    error
 	}{
-		{"another user outside the chain is refused", func(s setup) lineage.ID { return s.stranger }, alice, ErrNotAuthorized},
+		// IDs are scoped by owner: alice's "bobs" names nothing of hers,
+		// and a session she is not related to is not looked for.
+		{"another user outside the chain finds no such session", func(s setup) lineage.ID { return s.stranger }, alice, ErrNoSession},
 		{"a member that is not the owner is refused", func(s setup) lineage.ID { return s.member }, alice, ErrNotAuthorized},
 		{"root user is allowed", func(s setup) lineage.ID { return s.stranger }, 0, nil},
 		{"the owner is allowed", func(s setup) lineage.ID { return s.stranger }, bob, nil},
@@ -267,7 +270,7 @@ func TestDestroyMarkerAuthorization(t *testing.T) {
 			t.Run(tt.name+" via "+via, func(t *testing.T) {
 				s := build(t)
 				target := "bobs"
-				if tt.err == ErrNoSession {
+				if strings.HasPrefix(tt.name, "an unknown") {
 					target = "nope"
 				}
 				var acts []Action
@@ -296,6 +299,7 @@ func TestDestroyMarkerAuthorization(t *testing.T) {
 					}
 				case ErrNoSession:
 					wantEnded(t, acts)
+					s.w.wantState("bobs", Active)
 					if st.MarkersUnmatched != 1 {
 						t.Errorf("unmatched = %d", st.MarkersUnmatched)
 					}
@@ -595,7 +599,7 @@ func TestScanFindsProcessesThatPredateTheAgent(t *testing.T) {
 			t.Fatalf("sessions %v", sessionIDs(ss))
 		}
 		for _, wt := range want {
-			s, ok := tr.Get(wt.id)
+			s, ok := tr.Find(wt.id)
 			if !ok || s.Parent != wt.parent || s.Origin != wt.origin || s.State != Active || s.Owner != alice {
 				t.Errorf("session %s = %+v, %v; want parent %q origin %q", wt.id, s, ok, wt.parent, wt.origin)
 			}
@@ -707,7 +711,7 @@ func TestEndedSessionsAreRetainedThenDropped(t *testing.T) {
 		if got := sessionIDs(w.tr.Sessions()); !slices.Equal(got, []string{"run-601", "run-602"}) {
 			t.Errorf("sessions %v", got)
 		}
-		if _, ok := w.tr.Get("run-600"); ok {
+		if _, ok := w.tr.Find("run-600"); ok {
 			t.Error("the oldest ended session is still there")
 		}
 	})
@@ -749,7 +753,7 @@ func TestConcurrentUse(t *testing.T) {
 				p := w.fork(host, uint32(1000+i*100+j), alice)
 				w.exec(p, alice, "mcptrace", "exec", "--session", fmt.Sprintf("s%d", i), "--", "srv")
 				mu.Unlock()
-				w.tr.Members("h")
+				w.tr.Members(w.ref("h"))
 				w.tr.SessionOf(p)
 				w.tr.Sessions()
 				w.tr.Stats()
@@ -778,7 +782,7 @@ func TestWithinPIDIgnoresEverythingOutsideItsSubtree(t *testing.T) {
 	t.Run("a tag inside begins a session, one outside nothing", func(t *testing.T) {
 		w, _, _, _ := setup(t)
 		w.wantState("mine", Active)
-		if _, ok := w.tr.Get("theirs"); ok {
+		if _, ok := w.tr.Find("theirs"); ok {
 			t.Error("a tag outside the scope began a session")
 		}
 		if st := w.tr.Stats(); st.TagsRefused != 0 || st.Active != 1 {
@@ -835,7 +839,7 @@ func TestWithinPIDIgnoresEverythingOutsideItsSubtree(t *testing.T) {
 		}
 		w.tr.Scan()
 		w.wantState("seeded-in", Active)
-		if _, ok := w.tr.Get("seeded-out"); ok {
+		if _, ok := w.tr.Find("seeded-out"); ok {
 			t.Error("Scan began a session outside the scope")
 		}
 	})
@@ -844,7 +848,7 @@ func TestWithinPIDIgnoresEverythingOutsideItsSubtree(t *testing.T) {
 		w.exit(scope)
 		again := w.spawn(initID, 500, 0, "sh")
 		w.spawn(again, 540, 0, "mcptrace", "run", "--session", "recycled", "--", "sh")
-		if _, ok := w.tr.Get("recycled"); ok {
+		if _, ok := w.tr.Find("recycled"); ok {
 			t.Error("a process under the recycled scope PID began a session")
 		}
 	})

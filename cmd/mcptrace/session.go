@@ -268,13 +268,18 @@ func newSessionCmd() *cobra.Command {
 	begin.Flags().Uint32Var(&pid, "pid", 0, "root process `PID`")
 	begin.Flags().StringVar(&id, "id", "", "session `ID` (default: generated)")
 	bindSocketFlag(begin)
+	var endOwner uint32
 	end := &cobra.Command{
-		Use:   "end ID",
+		Use:   "end ID [--owner UID]",
 		Short: "End a session whole: its root (the host) and everything it started",
 		Long: `End session ID now, its root included, with every session nested in it.
 A destroy marker (mcptrace mark destroy) ends what a host started and spares
 the host; this ends the host too. The caller must be root, the session's
-owner, or the session's root or one of its creators.`,
+owner, or the session's root or one of its creators.
+
+Session IDs are scoped by owner: ID names the caller's own session (or one
+its process is related to by creation). Root names another user's session
+with --owner UID when several users have one of that ID.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !sessions.ValidID(args[0]) {
@@ -284,7 +289,7 @@ owner, or the session's root or one of its creators.`,
 			if err != nil {
 				return err
 			}
-			res, err := api.NewClient(cfg.API.Socket).EndSession(cmd.Context(), args[0])
+			res, err := api.NewClient(cfg.API.Socket).EndSession(cmd.Context(), args[0], ownerOf(cmd, endOwner))
 			if err != nil {
 				return err
 			}
@@ -293,6 +298,7 @@ owner, or the session's root or one of its creators.`,
 		},
 	}
 	bindSocketFlag(end)
+	end.Flags().Uint32Var(&endOwner, "owner", 0, ownerUsage)
 	session.AddCommand(begin, end)
 	return session
 }
@@ -327,7 +333,11 @@ func newSessionsCmd() *cobra.Command {
 					since = s.EndedAt
 				}
 				id := s.ID
-				if s.Parent != "" {
+				switch {
+				case s.Parent != "" && s.ParentOwner != s.Owner:
+					// IDs are scoped by owner: say whose the parent is.
+					id = fmt.Sprintf("%s(uid %d)/%s", s.Parent, s.ParentOwner, s.ID)
+				case s.Parent != "":
 					id = s.Parent + "/" + s.ID
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%d\t%s\t%s\n", id, s.State, s.Generation, s.Origin, s.Root.PID, s.Owner,
@@ -346,4 +356,15 @@ func ago(now, t uint64) string {
 		return "-"
 	}
 	return time.Duration(now-t).Round(time.Second).String() + " ago"
+}
+
+// ownerUsage documents --owner on the commands that name a session.
+const ownerUsage = "the `UID` whose session ID names (session IDs are scoped by owner; root says whose when several users have one)"
+
+// ownerOf is the --owner flag's value when it was given, else nil.
+func ownerOf(cmd *cobra.Command, v uint32) *uint32 {
+	if !cmd.Flags().Changed("owner") {
+		return nil
+	}
+	return &v
 }

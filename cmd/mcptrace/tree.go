@@ -24,6 +24,7 @@ func newTreeCmd() *cobra.Command {
 	var (
 		ancestors  uint32
 		session    string
+		owner      uint32
 		asJSON     bool
 		kernel     bool
 		noChain    bool
@@ -78,7 +79,7 @@ uid. Root may ask for raw command lines with --raw.`,
 				return usageError{fmt.Errorf("give one of PID, --ancestors PID, --session ID")}
 			case cmd.Flags().Changed("session"):
 				var d api.SessionDetail
-				d, err = c.Session(ctx, session)
+				d, err = c.Session(ctx, session, ownerOf(cmd, owner))
 				list = api.ProcessList{Now: d.Now, Processes: d.Processes}
 				notes = sessionNotes(d)
 				detail = &d
@@ -134,6 +135,7 @@ uid. Root may ask for raw command lines with --raw.`,
 	f := cmd.Flags()
 	f.Uint32Var(&ancestors, "ancestors", 0, "show the creator chain of `PID` up to init instead of a tree")
 	f.StringVar(&session, "session", "", "show the members of session `ID`, marking what the enforcer did")
+	f.Uint32Var(&owner, "owner", 0, "with --session: "+ownerUsage)
 	f.BoolVar(&asJSON, "json", false, "print the processes as JSON for machines")
 	f.BoolVar(&kernel, "kernel-threads", false, "include kernel threads")
 	f.BoolVar(&noChain, "no-chain", false, "show only each process's current program, not its exec chain")
