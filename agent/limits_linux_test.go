@@ -36,6 +36,21 @@ func asUID(t *testing.T, uid uint32, argv ...string) *exec.Cmd {
 	return cmd
 }
 
+// startAsUIDReadLine starts argv as uid (killed when keep ends: t or a
+// test enclosing it) and returns it with the first line it printed.
+func startAsUIDReadLine(t, keep *testing.T, uid uint32, argv ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := asUID(t, uid, argv...)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	keep.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	return cmd, line
+}
+
 // A root-owned host that runs tools as per-tenant uids: a tenant's
 // `mcptrace mark destroy` without --session, a child of the root, ends
 // nothing — through the API or seen as an exec — while root's does.
@@ -137,14 +152,8 @@ func TestRunReportsARefusedDeclarationBeforeItExecs(t *testing.T) {
 	})
 	outer := t // what the subtests start runs on, within the cap
 	t.Run("another user's tag does not refuse yours", func(t *testing.T) {
-		cmd := asUID(t, tenantUID, bin, "run", "--session", "work", "--api.socket", a.socket, "--", "sh", "-c", "echo ran; exec sleep 300")
-		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		outer.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ran\n" {
+		cmd, line := startAsUIDReadLine(t, outer, tenantUID, bin, "run", "--session", "work", "--api.socket", a.socket, "--", "sh", "-c", "echo ran; exec sleep 300")
+		if line != "ran\n" {
 			t.Fatalf("run printed %q, want ran", line)
 		}
 		s, ok := owned(tenantUID, "work")
@@ -230,14 +239,7 @@ func TestTwoUsersSessionsOfOneIDEndApart(t *testing.T) {
 	bin := testenv.Binary(t)
 	members := map[uint32]proc{}
 	for _, uid := range []uint32{nobodyUID, tenantUID} {
-		cmd := asUID(t, uid, bin, "run", "--session", "work", "--api.socket", a.socket, "--", "sh", "-c", "sleep 300 </dev/null & echo $!; exec sleep 300")
-		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		line, _ := bufio.NewReader(out).ReadString('\n')
+		_, line := startAsUIDReadLine(t, t, uid, bin, "run", "--session", "work", "--api.socket", a.socket, "--", "sh", "-c", "sleep 300 </dev/null & echo $!; exec sleep 300")
 		pid, err := strconv.ParseUint(strings.TrimSpace(line), 10, 32)
 		if err != nil {
 			t.Fatalf("uid %d's member pid %q: %v", uid, line, err)

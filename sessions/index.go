@@ -38,22 +38,13 @@ func (t *Tracker) removeActive(s *session) {
 		delete(t.active, s.Ref())
 	}
 	k := tagKey{s.Owner, s.Tag}
-	if list := t.tags[k]; len(list) > 0 {
-		if i := slices.Index(list, s); i >= 0 {
-			list = slices.Delete(list, i, i+1)
-		}
-		if len(list) == 0 {
-			delete(t.tags, k)
-		} else {
-			t.tags[k] = list
-		}
-	}
+	unlist(t.tags, k, s)
 	if len(t.tags[k]) == 0 {
 		delete(t.suffix, Ref{s.Owner, s.Tag})
 	}
-	t.unname(s.ID, s)
+	unlist(t.names, s.ID, s)
 	if s.Tag != s.ID {
-		t.unname(s.Tag, s)
+		unlist(t.names, s.Tag, s)
 	}
 	if len(t.suffix) > len(t.active)+1024 {
 		clear(t.suffix) // bases whose tag was never in use (rule IDs)
@@ -69,16 +60,17 @@ func (t *Tracker) removeActive(s *session) {
 	}
 }
 
-// unname takes s out of the active sessions named name.
-func (t *Tracker) unname(name string, s *session) {
-	list := t.names[name]
+// unlist takes s out of the list index m keeps under k, and k out of m
+// when its list is empty.
+func unlist[K comparable](m map[K][]*session, k K, s *session) {
+	list := m[k]
 	if i := slices.Index(list, s); i >= 0 {
 		list = slices.Delete(list, i, i+1)
 	}
 	if len(list) == 0 {
-		delete(t.names, name)
+		delete(m, k)
 	} else {
-		t.names[name] = list
+		m[k] = list
 	}
 }
 
