@@ -208,11 +208,7 @@ func (a Action) Key() string { return EndingKey(a.End, a.Generation) }
 // generation gen: "UID/ID@began" or "UID/ID@began#gen". Agents before IDs
 // were scoped by owner saved "ID@began[#gen]" (see LegacyEndingKey).
 func EndingKey(s Session, gen uint32) string {
-	k := s.Ref().String() + "@" + strconv.FormatUint(s.Began, 10)
-	if gen != 0 {
-		k += "#" + strconv.FormatUint(uint64(gen), 10)
-	}
-	return k
+	return strconv.FormatUint(uint64(s.Owner), 10) + "/" + LegacyEndingKey(s, gen)
 }
 
 // LegacyEndingKey is the key agents saved for the same ending before IDs

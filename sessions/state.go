@@ -3,6 +3,7 @@ package sessions
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,33 +142,21 @@ func (t *Tracker) UpgradeEndingKey(key string) (string, bool) {
 	if strings.Contains(key, "/") {
 		return key, true
 	}
-	rest, gen := key, uint64(0)
-	if i := strings.LastIndexByte(rest, '#'); i >= 0 {
-		g, err := strconv.ParseUint(rest[i+1:], 10, 32)
+	var gen uint64
+	if i := strings.LastIndexByte(key, '#'); i >= 0 {
+		g, err := strconv.ParseUint(key[i+1:], 10, 32)
 		if err != nil {
 			return "", false
 		}
-		rest, gen = rest[:i], g
+		gen = g
 	}
-	i := strings.LastIndexByte(rest, '@')
-	if i < 0 {
-		return "", false
-	}
-	began, err := strconv.ParseUint(rest[i+1:], 10, 64)
-	if err != nil {
-		return "", false
-	}
-	id := rest[:i]
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, s := range t.active {
-		if s.ID == id && s.Began == began {
-			return EndingKey(s.Session, uint32(gen)), true
-		}
-	}
-	for _, s := range t.ended {
-		if s.ID == id && s.Began == began {
-			return EndingKey(s.Session, uint32(gen)), true
+	for _, list := range [][]*session{t.ended, slices.Collect(maps.Values(t.active))} {
+		for _, s := range list {
+			if LegacyEndingKey(s.Session, uint32(gen)) == key {
+				return EndingKey(s.Session, uint32(gen)), true
+			}
 		}
 	}
 	return "", false
