@@ -326,7 +326,7 @@ func (t *Tracker) AllowLog(id string, owner *uint32) bool {
 		}
 	default:
 		var found *session
-		for _, s := range t.active {
+		for _, s := range t.names[id] { // the active sessions named id, by ID or tag
 			if s.ID == id {
 				if found != nil {
 					found = nil
