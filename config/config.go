@@ -6,13 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path"
-	"regexp"
 	"time"
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procmatch"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -79,21 +78,13 @@ type Enforcer struct {
 	// (enforcer.grace-period).
 	GracePeriod time.Duration
 	// Spare exempts programs from ever being signalled (enforcer.spare;
-	// configuration file only).
-	Spare []SpareRule
+	// configuration file only). The rules are procmatch rules read with
+	// procmatch.All: every field a rule sets must match.
+	Spare []procmatch.Rule
 	// CrossUID lets a session owned by a non-root uid end members its
 	// owner could not signal itself (enforcer.cross-uid); off, they are
 	// spared across the privilege boundary.
 	CrossUID bool
-}
-
-// SpareRule names programs the enforcer never signals. Every field given
-// must match.
-type SpareRule struct {
-	Name string `json:"name"`
-	Comm string `json:"comm,omitempty"` // exact process name
-	Exe  string `json:"exe,omitempty"`  // glob on the executable path or base name
-	Argv string `json:"argv,omitempty"` // regular expression on argv joined by spaces
 }
 
 // API configures the local API socket.
@@ -265,8 +256,8 @@ func (c *Config) options() []option {
 			func() error { return between(c.Enforcer.GracePeriod, time.Millisecond, enforcer.MaxGrace) }},
 		{"enforcer.cross-uid", "a session owned by a non-root user also ends members that user could not signal itself (other uids, setuid programs); off: they are spared and counted", &c.Enforcer.CrossUID,
 			func() error { return nil }},
-		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv} (configuration file only)", &c.Enforcer.Spare,
-			func() error { _, err := c.spareRules(); return err }},
+		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv, not}, each field a pattern or a list, every field given must match (configuration file only)", &c.Enforcer.Spare,
+			func() error { _, err := procmatch.CompileAll(c.Enforcer.Spare, procmatch.All); return err }},
 		{"state.dir", "where the agent keeps its memory across restarts: sessions, lineage, pending kills (tmpfs by default)", &c.State.Dir,
 			func() error { return absPath(c.State.Dir) }},
 		{"state.checkpoint-interval", "how often the whole state is written and the journal started anew", &c.State.CheckpointInterval,
@@ -331,39 +322,7 @@ func (c Config) EnforcerConfig() (enforcer.Config, error) {
 		Policy:   enforcer.Policy(c.Enforcer.Policy),
 		Grace:    c.Enforcer.GracePeriod,
 		CrossUID: c.Enforcer.CrossUID,
-	}
-	spare, err := c.spareRules()
-	ec.Spare = spare
-	if err != nil {
-		return ec, err
+		Spare:    c.Enforcer.Spare,
 	}
 	return ec, ec.Validate()
-}
-
-// spareRules compiles enforcer.spare; errors name the rule.
-func (c Config) spareRules() ([]enforcer.SpareRule, error) {
-	var out []enforcer.SpareRule
-	var errs []error
-	for i, r := range c.Enforcer.Spare {
-		sr := enforcer.SpareRule{Name: r.Name, Comm: r.Comm, Exe: r.Exe}
-		if r.Comm == "" && r.Exe == "" && r.Argv == "" {
-			errs = append(errs, fmt.Errorf("rule %d (%s): give at least one of comm, exe, argv", i, r.Name))
-			continue
-		}
-		if r.Exe != "" {
-			if _, err := path.Match(r.Exe, ""); err != nil {
-				errs = append(errs, fmt.Errorf("rule %d (%s): exe glob %q: %w", i, r.Name, r.Exe, err))
-			}
-		}
-		if r.Argv != "" {
-			re, err := regexp.Compile(r.Argv)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("rule %d (%s): argv: %w", i, r.Name, err))
-				continue
-			}
-			sr.Argv = re
-		}
-		out = append(out, sr)
-	}
-	return out, errors.Join(errs...)
 }

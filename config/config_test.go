@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/spf13/pflag"
+
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/procmatch"
 )
 
 // isolate keeps the test away from the host: no MCPTRACE_* variables and no
@@ -392,8 +394,53 @@ enforcer:
 		t.Errorf("sessions = %+v", c.Sessions)
 	}
 	ec, err := c.EnforcerConfig()
-	if err != nil || ec.Mode != "audit" || len(ec.Spare) != 1 || ec.Spare[0].Comm != "sshd" {
+	if err != nil || ec.Mode != "audit" || len(ec.Spare) != 1 || len(ec.Spare[0].Comm) != 1 || ec.Spare[0].Comm[0] != "sshd" {
 		t.Errorf("enforcer = %+v, %v", ec, err)
+	}
+}
+
+// The README's spare rule example loads, and a spare rule reads each
+// field as one pattern or a list, with the matching procmatch gives it.
+func TestSpareRulesTakeAPatternOrAList(t *testing.T) {
+	isolate(t)
+	path := writeFile(t, `
+enforcer:
+  spare:
+    - name: editor-daemon
+      comm: node
+      argv: '^node /opt/editor/daemon\.js( |$)'
+    - name: tools
+      exe: [bin/jq, /opt/tools/*]
+      not: ['--unsafe']
+`)
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, err := c.EnforcerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := procmatch.CompileAll(ec.Spare, procmatch.All)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("compiled %d rules: %v", len(ms), err)
+	}
+	for _, tt := range []struct {
+		im   procmatch.Image
+		want string
+	}{
+		{procmatch.Image{Comm: "node", Filename: "/usr/bin/node", Argv: []string{"node", "/opt/editor/daemon.js"}}, "editor-daemon"},
+		{procmatch.Image{Comm: "node", Filename: "/usr/bin/node", Argv: []string{"node", "/opt/editor/other.js"}}, ""},
+		{procmatch.Image{Comm: "jq", Filename: "/usr/local/bin/jq", Argv: []string{"jq", "."}}, "tools"},
+		{procmatch.Image{Comm: "jq", Filename: "/usr/local/bin/jq", Argv: []string{"jq", "--unsafe"}}, ""},
+	} {
+		got := ""
+		if m := procmatch.First(ms, tt.im); m != nil {
+			got = m.Name()
+		}
+		if got != tt.want {
+			t.Errorf("%v: spared by %q, want %q", tt.im.Argv, got, tt.want)
+		}
 	}
 }
 
@@ -401,7 +448,7 @@ func TestLoadRejectsBadRuleLists(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown rule field", "sessions:\n  rules:\n    - name: x\n      command: [x]\n", `unknown field "command"`},
 		{"bad rule regexp", "sessions:\n  rules:\n    - name: x\n      argv: ['(']\n", "sessions.rules"},
-		{"empty spare rule", "enforcer:\n  spare:\n    - name: x\n", "give at least one of comm, exe, argv"},
+		{"empty spare rule", "enforcer:\n  spare:\n    - name: x\n", "no comm, exe or argv pattern"},
 		{"bad mode", "enforcer:\n  mode: kill-all\n", "enforcer.mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,7 @@ package config
 import (
 	"encoding/json"
 
-	"github.com/mcptrace/mcptrace/sessions"
+	"github.com/mcptrace/mcptrace/procmatch"
 
 	"bytes"
 	"errors"
@@ -39,7 +39,7 @@ func BindFlags(fs *pflag.FlagSet) {
 			fs.Bool(o.key, *v, o.usage)
 		case *os.FileMode:
 			fs.String(o.key, formatMode(*v), o.usage)
-		case *[]sessions.Rule, *[]SpareRule:
+		case *[]procmatch.Rule: // sessions.rules and enforcer.spare
 			// Lists are read from the configuration file only.
 		default:
 			panic(fmt.Sprintf("config: option %s has unsupported type %T", o.key, o.value))
@@ -246,9 +246,7 @@ func set(dst, raw any) error {
 		default:
 			return fmt.Errorf("want true or false, got %v", raw)
 		}
-	case *[]sessions.Rule:
-		return decodeList(raw, dst)
-	case *[]SpareRule:
+	case *[]procmatch.Rule:
 		return decodeList(raw, dst)
 	case *os.FileMode:
 		s, ok := raw.(string)

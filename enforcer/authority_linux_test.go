@@ -19,6 +19,8 @@ import (
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
+
+	"github.com/mcptrace/mcptrace/procmatch"
 )
 
 // setuidHelperVar makes the test binary the setuid-root helper: installed
@@ -345,7 +347,7 @@ func TestSIGTERMTrapThatForksFinishesItsCleanupWithinTheGrace(t *testing.T) {
 }
 
 func TestSparedProgramExecdByAMemberLives(t *testing.T) {
-	spare := []SpareRule{{Name: "kept", Comm: "tail"}}
+	spare := []procmatch.Rule{{Name: "kept", Comm: procmatch.Patterns{"tail"}}}
 	t.Run("exec'd in the SIGTERM handler", func(t *testing.T) {
 		r := newRig(t)
 		doom := realDoomer(t)

@@ -76,9 +76,9 @@
 //     mismatch: the PID was reused) — that process is left alone;
 //   - anything the MembersFunc did not return.
 //
-// Spared ("spared"): members matching a Config.Spare rule — by comm, exe
-// path glob or argv regexp, against what the graph says and what /proc
-// says; either matching spares. A rule spares that process only, not its
+// Spared ("spared"): members matching a Config.Spare rule (a procmatch
+// rule read with procmatch.All: every field it sets must match), against
+// what the graph says and what /proc says; either matching spares. A rule spares that process only, not its
 // subtree.
 //
 // Spared across a privilege boundary ("spared: privilege boundary: <uids>",

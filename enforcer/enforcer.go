@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procmatch"
 	"github.com/mcptrace/mcptrace/redact"
 )
 
@@ -82,8 +81,15 @@ type Config struct {
 	// counted once per session from the start of End. Default 2s.
 	Grace time.Duration
 	// Spare exempts named programs: a member matching any rule is recorded
-	// "spared" and never signalled nor doomed.
-	Spare []SpareRule
+	// "spared" and never signalled nor doomed. The rules are read with
+	// procmatch.All: every field a rule sets must match. A rule spares one
+	// process, not its subtree: children of a spared process that do not
+	// match a rule themselves are killed. A rule is matched against what
+	// the lineage graph says about the process (Process.Comm and its
+	// current image) and against what /proc says at signal time; a match
+	// on either spares it. Argv is matched raw (unredacted) and never
+	// logged.
+	Spare []procmatch.Rule
 	// CrossUID lets a session owned by a non-root uid end members its
 	// owner could not signal itself (other uids, setuid programs). Off by
 	// default: those are spared (ResultSparedPrivilege). Sessions owned by
@@ -104,76 +110,6 @@ type Config struct {
 	// more round instead of surviving unseen. It returns an error only
 	// when ctx ends.
 	Sync func(ctx context.Context) error
-}
-
-// SpareRule exempts a program from enforcement. Every field that is set
-// must match (AND); a rule with no field set is invalid. Rules are OR-ed.
-// A rule spares one process, not its subtree: children of a spared process
-// that do not match a rule themselves are killed.
-//
-// A rule is matched against what the lineage graph says about the process
-// (Process.Comm and its current image) and against what /proc says at
-// signal time; a match on either spares it.
-type SpareRule struct {
-	// Name labels the rule in logs. Optional.
-	Name string
-	// Comm matches the process name exactly. The kernel keeps only the first
-	// 15 bytes of a name, so a longer Comm is compared by those 15 bytes.
-	Comm string
-	// Exe is a path.Match glob on the executable's path. A pattern without
-	// "/" is matched against the base name only ("node" matches
-	// /usr/bin/node).
-	Exe string
-	// Argv is matched against the raw (unredacted) argv joined by single
-	// spaces. Matching never logs the argv.
-	Argv *regexp.Regexp
-}
-
-// commLen is TASK_COMM_LEN-1: the kernel's bound on a process name.
-const commLen = 15
-
-func (r SpareRule) validate() error {
-	if r.Comm == "" && r.Exe == "" && r.Argv == nil {
-		return fmt.Errorf("spare rule %q sets none of Comm, Exe, Argv", r.Name)
-	}
-	if r.Exe != "" {
-		if _, err := path.Match(r.Exe, ""); err != nil {
-			return fmt.Errorf("spare rule %q: bad Exe glob %q: %w", r.Name, r.Exe, err)
-		}
-	}
-	return nil
-}
-
-// match reports whether the rule matches a process with this comm, exe and
-// argv. Empty comm or exe (unknown) never match a rule field that is set.
-func (r SpareRule) match(comm, exe string, argv []string) bool {
-	if r.Comm != "" {
-		want := r.Comm
-		if len(want) > commLen {
-			want = want[:commLen]
-		}
-		if comm == "" || comm != want {
-			return false
-		}
-	}
-	if r.Exe != "" {
-		if exe == "" {
-			return false
-		}
-		subject := exe
-		if !strings.Contains(r.Exe, "/") {
-			subject = path.Base(exe)
-		}
-		if ok, _ := path.Match(r.Exe, subject); !ok {
-			return false
-		}
-	}
-	if r.Argv != nil {
-		if len(argv) == 0 || !r.Argv.MatchString(strings.Join(argv, " ")) {
-			return false
-		}
-	}
-	return true
 }
 
 // Validate reports a Config that New would not run as given. New never
@@ -205,10 +141,8 @@ func (c Config) Validate() error {
 	if c.SweepTimeout > 0 && c.Policy != PolicyImmediate && c.SweepTimeout <= grace {
 		errs = append(errs, fmt.Errorf("sweep timeout %s is not longer than the grace period %s: SIGKILL would never be sent", c.SweepTimeout, grace))
 	}
-	for _, r := range c.Spare {
-		if err := r.validate(); err != nil {
-			errs = append(errs, err)
-		}
+	if _, err := procmatch.CompileAll(c.Spare, procmatch.All); err != nil {
+		errs = append(errs, fmt.Errorf("spare rules: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -216,20 +150,12 @@ func (c Config) Validate() error {
 // withDefaults returns c with zero values replaced by defaults. An invalid
 // config is forced to audit mode.
 func (c Config) withDefaults(log *slog.Logger) Config {
-	c.Spare = append([]SpareRule(nil), c.Spare...)
 	if err := c.Validate(); err != nil {
 		log.Error("enforcer: invalid config, running in audit mode: nothing will be killed", "err", err)
 		c.Mode = ModeAudit
 		if c.Policy != PolicyImmediate {
 			c.Policy = PolicyGraceful
 		}
-		var valid []SpareRule
-		for _, r := range c.Spare {
-			if r.validate() == nil {
-				valid = append(valid, r)
-			}
-		}
-		c.Spare = valid
 	}
 	if c.Mode == "" {
 		c.Mode = ModeEnforce
@@ -403,10 +329,13 @@ type Stats struct {
 // Enforcer ends sessions. Safe for concurrent use; End may run
 // concurrently for different sessions.
 type Enforcer struct {
-	cfg  Config
-	doom Doomer
-	log  *slog.Logger
-	os   osState
+	cfg Config
+	// spare holds the rules of cfg.Spare that compile (all of them unless
+	// the config is invalid, which forces audit mode).
+	spare []*procmatch.Matcher
+	doom  Doomer
+	log   *slog.Logger
+	os    osState
 
 	mu      sync.Mutex
 	records recordStore
@@ -420,6 +349,7 @@ func New(cfg Config, doom Doomer, log *slog.Logger) *Enforcer {
 		log = slog.Default()
 	}
 	e := &Enforcer{cfg: cfg.withDefaults(log), doom: doom, log: log}
+	e.spare, _ = procmatch.CompileAll(e.cfg.Spare, procmatch.All) // withDefaults logged any error
 	e.os = newOSState(log)
 	if doom != nil && e.cfg.Mode == ModeEnforce {
 		e.doom = e.spareInKernel(doom)
@@ -431,7 +361,7 @@ func New(cfg Config, doom Doomer, log *slog.Logger) *Enforcer {
 // returns the Doomer to use: nil when the kernel could kill what a spare
 // rule protects.
 func (e *Enforcer) spareInKernel(doom Doomer) Doomer {
-	comms, all := execSpares(e.cfg.Spare)
+	comms, all := execSpares(e.spare)
 	es, ok := doom.(ExecSparer)
 	switch {
 	case ok:
@@ -439,7 +369,7 @@ func (e *Enforcer) spareInKernel(doom Doomer) Doomer {
 			e.log.Error("enforcer: the kernel cannot be told the spare rules; not dooming (the sweep still ends sessions)", "err", err)
 			return nil
 		}
-	case len(e.cfg.Spare) > 0:
+	case len(e.spare) > 0:
 		e.log.Warn("enforcer: the doomer cannot spare programs at exec; not dooming (the sweep still ends sessions)")
 		return nil
 	}
@@ -447,19 +377,16 @@ func (e *Enforcer) spareInKernel(doom Doomer) Doomer {
 }
 
 // execSpares is what the kernel can apply of the spare rules at exec:
-// the names of rules that match by comm (a superset of what those rules
-// spare), and all when some rule matches without a comm.
-func execSpares(rules []SpareRule) (comms []string, all bool) {
+// the names of rules that require a comm (a superset of what those rules
+// spare), and all when some rule matches without one.
+func execSpares(rules []*procmatch.Matcher) (comms []string, all bool) {
 	for _, r := range rules {
-		if r.Comm == "" {
+		c, required := r.Comms()
+		if !required {
 			all = true
 			continue
 		}
-		c := r.Comm
-		if len(c) > commLen {
-			c = c[:commLen]
-		}
-		comms = append(comms, c)
+		comms = append(comms, c...)
 	}
 	return comms, all
 }
@@ -602,27 +529,8 @@ func recordAttrs(rec KillRecord) []any {
 }
 
 // spareRule returns the first rule matching comm/exe/argv, or nil.
-func (e *Enforcer) spareRule(comm, exe string, argv []string) *SpareRule {
-	for i := range e.cfg.Spare {
-		if e.cfg.Spare[i].match(comm, exe, argv) {
-			return &e.cfg.Spare[i]
-		}
-	}
-	return nil
-}
-
-// spareRuleName names a rule for logs.
-func spareRuleName(r *SpareRule) string {
-	if r.Name != "" {
-		return r.Name
-	}
-	switch {
-	case r.Comm != "":
-		return "comm=" + r.Comm
-	case r.Exe != "":
-		return "exe=" + r.Exe
-	}
-	return "argv=" + r.Argv.String()
+func (e *Enforcer) spareRule(comm, exe string, argv []string) *procmatch.Matcher {
+	return procmatch.First(e.spare, procmatch.Image{Comm: comm, Filename: exe, Argv: argv})
 }
 
 // newRecord starts a record for p; argv is redacted here, once. The

@@ -317,7 +317,7 @@ func (s *sweep) check(t *target) {
 	}
 	img := p.Current()
 	if rule := s.e.spareRule(p.Comm, img.Filename, img.Argv); rule != nil {
-		s.decide(t, ResultSpared, false, "rule", spareRuleName(rule))
+		s.decide(t, ResultSpared, false, "rule", rule.Name())
 		return
 	}
 	// The member's start must not be later than now: the pidfd opened next
@@ -379,7 +379,7 @@ func (s *sweep) check(t *target) {
 	}
 	if rule := s.e.spareRule(st.comm, exe, argv); rule != nil {
 		unix.Close(fd)
-		s.decide(t, ResultSpared, false, "rule", spareRuleName(rule))
+		s.decide(t, ResultSpared, false, "rule", rule.Name())
 		return
 	}
 	why, err := s.boundary(p.ID.PID)
@@ -464,7 +464,7 @@ func (s *sweep) recheck(t *target, st procStat) bool {
 	}
 	s.undoom(t)
 	if rule != nil {
-		s.decide(t, ResultSpared, false, "rule", spareRuleName(rule), "when", "at signal time")
+		s.decide(t, ResultSpared, false, "rule", rule.Name(), "when", "at signal time")
 	} else {
 		s.decide(t, why, false, "when", "at signal time")
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procmatch"
 )
 
 // ignoreTERM ignores SIGTERM; the ignored disposition is inherited by its
@@ -333,13 +333,13 @@ func TestNeverSignalsInitTheAgentKernelThreadsOrAncestors(t *testing.T) {
 func TestSpareRuleExemptsMember(t *testing.T) {
 	cases := []struct {
 		name string
-		rule SpareRule
+		rule procmatch.Rule
 	}{
-		{"comm", SpareRule{Comm: "sleep"}},
-		{"exe glob on base name", SpareRule{Exe: "sl*p"}},
-		{"exe glob on path", SpareRule{Exe: "/*/*/sleep"}},
-		{"argv regexp", SpareRule{Argv: regexp.MustCompile(`^sleep 1001$`)}},
-		{"comm and argv", SpareRule{Comm: "sleep", Argv: regexp.MustCompile(`1001`)}},
+		{"comm", procmatch.Rule{Comm: procmatch.Patterns{"sleep"}}},
+		{"exe glob on base name", procmatch.Rule{Exe: procmatch.Patterns{"sl*p"}}},
+		{"exe glob on path", procmatch.Rule{Exe: procmatch.Patterns{"/*/*/sleep"}}},
+		{"argv regexp", procmatch.Rule{Argv: procmatch.Patterns{`^sleep 1001$`}}},
+		{"comm and argv", procmatch.Rule{Comm: procmatch.Patterns{"sleep"}, Argv: procmatch.Patterns{`1001`}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -348,7 +348,7 @@ func TestSpareRuleExemptsMember(t *testing.T) {
 			victim := r.start("tail", "-f", "/dev/null")
 			seq := 0
 			doom := newFakeDoomer(&seq)
-			e := New(Config{Policy: PolicyImmediate, Spare: []SpareRule{tc.rule}}, doom, testLogger(t))
+			e := New(Config{Policy: PolicyImmediate, Spare: []procmatch.Rule{tc.rule}}, doom, testLogger(t))
 			rep := e.End(t.Context(), Ending{Session: "s1", Reason: "root exited", Members: r.tree(keep.id, victim.id)})
 			if rec := recordOf(t, rep, keep.id); rec.Result != ResultSpared || rec.Signal != "" {
 				t.Errorf("kept member: %+v", rec)

@@ -4,46 +4,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"testing"
 	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procmatch"
 )
-
-func TestSpareRuleMatching(t *testing.T) {
-	argv := []string{"node", "/opt/mcp/server.js", "--port", "3000"}
-	cases := []struct {
-		name string
-		rule SpareRule
-		comm string
-		exe  string
-		want bool
-	}{
-		{"comm", SpareRule{Comm: "node"}, "node", "/usr/bin/node", true},
-		{"comm differs", SpareRule{Comm: "nod"}, "node", "/usr/bin/node", false},
-		{"long comm compared by 15 bytes", SpareRule{Comm: "mcp-server-github"}, "mcp-server-gith", "", true},
-		{"exe base-name glob", SpareRule{Exe: "no*"}, "x", "/usr/bin/node", true},
-		{"exe path glob", SpareRule{Exe: "/usr/*/node"}, "x", "/usr/bin/node", true},
-		{"exe path glob does not cross /", SpareRule{Exe: "/usr/*"}, "x", "/usr/bin/node", false},
-		{"unknown exe never matches", SpareRule{Exe: "*"}, "x", "", false},
-		{"argv regexp", SpareRule{Argv: regexp.MustCompile(`server\.js --port`)}, "x", "", true},
-		{"all fields must match", SpareRule{Comm: "node", Argv: regexp.MustCompile(`other`)}, "node", "", false},
-	}
-	for _, c := range cases {
-		if got := c.rule.match(c.comm, c.exe, argv); got != c.want {
-			t.Errorf("%s: got %v", c.name, got)
-		}
-	}
-}
 
 func TestInvalidConfigFallsBackToAudit(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, cfg := range []Config{
 		{Mode: "enforcing"},
 		{Policy: "gentle"},
-		{Spare: []SpareRule{{Name: "empty"}}},
-		{Spare: []SpareRule{{Exe: "[unclosed"}}},
+		{Spare: []procmatch.Rule{{Name: "empty"}}},
+		{Spare: []procmatch.Rule{{Exe: procmatch.Patterns{"[unclosed"}}}},
 		{Grace: -time.Second},
 		{Grace: MaxGrace + time.Second},
 		{Grace: 45 * time.Second, SweepTimeout: 30 * time.Second}, // SIGKILL would never be sent

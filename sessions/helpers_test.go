@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procmatch"
 )
 
 // Test times are ns since boot. Starts are deliberately not whole ticks,
@@ -89,7 +90,7 @@ func (w *world) exec(p lineage.ID, uid uint32, argv ...string) []Action {
 func (w *world) execFile(p lineage.ID, uid uint32, filename string, argv ...string) []Action {
 	return w.observe(lineage.Event{
 		Kind: lineage.KindExec, Time: w.next(), Proc: p, UID: uid,
-		Comm: truncComm(path.Base(filename)), Filename: filename, Argv: argv,
+		Comm: procmatch.TruncComm(path.Base(filename)), Filename: filename, Argv: argv,
 	})
 }
 

@@ -5,104 +5,33 @@ import (
 	"fmt"
 	"path"
 	"regexp"
-	"strings"
+
+	"github.com/mcptrace/mcptrace/procmatch"
 )
 
 // Rule recognises the process of an agent host by the image it executes.
+// It is procmatch's rule, compiled with procmatch.Any: a rule matches a
+// process image when ANY of its Comm, Exe or Argv patterns matches and
+// NONE of its Not patterns does (procmatch documents the fields). Matching
+// looks at one image: the filename and argv the kernel captured at exec
+// (or, for processes that predate the agent, what /proc shows: the
+// resolved /proc/PID/exe, the current cmdline and comm, which a program
+// may have rewritten with process.title). An image whose argv[0] or
+// filename has the basename "mcptrace" never matches any rule: the
+// mcptrace CLI is tags and markers, never a host.
 //
-// A rule matches a process image when ANY of its Comm, Exe or Argv patterns
-// matches and NONE of its Not patterns does. Matching looks at one image:
-// the filename and argv the kernel captured at exec (or, for processes that
-// predate the agent, what /proc shows: the resolved /proc/PID/exe, the
-// current cmdline and comm, which a program may have rewritten with
-// process.title). An image whose argv[0] or filename has the basename
-// "mcptrace" never matches any rule: the mcptrace CLI is tags and markers,
-// never a host.
-//
-// Rules that share a Name describe the same host: they give the same
-// origin ("rule:<name>"), and a process inside an active session of a rule
-// never becomes the root of a second session of that rule (a wrapper that
-// starts the real binary as a child is one session, not two).
-type Rule struct {
-	// Name identifies the host in origins ("rule:<name>") and generated
-	// session IDs ("<name>-<pid>"): lower case letters, digits, '.', '_'
-	// and '-'.
-	Name string `json:"name"`
-	// Comm lists exact process names (the kernel's comm, at most 15 bytes;
-	// longer patterns are compared on their first 15 bytes).
-	Comm []string `json:"comm,omitempty"`
-	// Exe lists globs (path.Match syntax) on the executed file. A pattern
-	// without '/' is matched against the file's basename; one starting
-	// with '/' against the whole path; any other against the trailing
-	// components of the path ("claude/versions/*" matches
-	// "/home/u/.local/share/claude/versions/2.0.14").
-	Exe []string `json:"exe,omitempty"`
-	// Argv lists regular expressions (RE2) matched against argv joined
-	// with single spaces. Anchor them: an unanchored pattern matches any
-	// process that merely names the host in an argument (grep, an editor).
-	Argv []string `json:"argv,omitempty"`
-	// Not lists regular expressions on the joined argv that veto the rule,
-	// for instance the host's own MCP-server mode.
-	Not []string `json:"not,omitempty"`
-}
+// The Name identifies the host in origins ("rule:<name>") and generated
+// session IDs ("<name>-<pid>"): lower case letters, digits, '.', '_' and
+// '-'. Rules that share a Name describe the same host: they give the same
+// origin, and a process inside an active session of a rule never becomes
+// the root of a second session of that rule (a wrapper that starts the
+// real binary as a child is one session, not two).
+type Rule = procmatch.Rule
 
 // Image is what a rule is matched against.
-type Image struct {
-	Filename string
-	Comm     string
-	Argv     []string
-}
-
-// commLen is TASK_COMM_LEN - 1.
-const commLen = 15
+type Image = procmatch.Image
 
 var ruleNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
-
-// rule is a compiled Rule.
-type rule struct {
-	name string
-	comm []string
-	exe  []string
-	argv []*regexp.Regexp
-	not  []*regexp.Regexp
-}
-
-func compileRule(r Rule) (rule, error) {
-	c := rule{name: r.Name}
-	if !ruleNamePattern.MatchString(r.Name) {
-		return c, fmt.Errorf("rule %q: name must match %s", r.Name, ruleNamePattern)
-	}
-	if len(r.Comm)+len(r.Exe)+len(r.Argv) == 0 {
-		return c, fmt.Errorf("rule %q: no comm, exe or argv pattern: it would match nothing", r.Name)
-	}
-	for _, s := range r.Comm {
-		if s == "" {
-			return c, fmt.Errorf("rule %q: empty comm", r.Name)
-		}
-		c.comm = append(c.comm, truncComm(s))
-	}
-	for _, s := range r.Exe {
-		if _, err := path.Match(s, ""); err != nil || s == "" {
-			return c, fmt.Errorf("rule %q: bad exe glob %q", r.Name, s)
-		}
-		c.exe = append(c.exe, s)
-	}
-	for _, s := range r.Argv {
-		re, err := regexp.Compile(s)
-		if err != nil {
-			return c, fmt.Errorf("rule %q: argv: %w", r.Name, err)
-		}
-		c.argv = append(c.argv, re)
-	}
-	for _, s := range r.Not {
-		re, err := regexp.Compile(s)
-		if err != nil {
-			return c, fmt.Errorf("rule %q: not: %w", r.Name, err)
-		}
-		c.not = append(c.not, re)
-	}
-	return c, nil
-}
 
 // CompileRules checks rules the way NewTracker does and reports every
 // invalid one; configuration loaders call it to fail early.
@@ -111,25 +40,15 @@ func CompileRules(rules []Rule) error {
 	return err
 }
 
-func compileRules(rules []Rule) ([]rule, error) {
-	out := make([]rule, 0, len(rules))
-	var errs []error
+func compileRules(rules []Rule) ([]*procmatch.Matcher, error) {
+	out, err := procmatch.CompileAll(rules, procmatch.Any)
+	errs := []error{err}
 	for _, r := range rules {
-		c, err := compileRule(r)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		if !ruleNamePattern.MatchString(r.Name) {
+			errs = append(errs, fmt.Errorf("rule %q: name must match %s", r.Name, ruleNamePattern))
 		}
-		out = append(out, c)
 	}
 	return out, errors.Join(errs...)
-}
-
-func truncComm(s string) string {
-	if len(s) > commLen {
-		return s[:commLen]
-	}
-	return s
 }
 
 // isMcptrace reports whether the image is the mcptrace CLI.
@@ -140,76 +59,12 @@ func isMcptrace(filename string, argv []string) bool {
 	return len(argv) > 0 && path.Base(argv[0]) == "mcptrace"
 }
 
-func (r *rule) match(im Image, joined string) bool {
-	if !r.matchAny(im, joined) {
-		return false
-	}
-	for _, re := range r.not {
-		if re.MatchString(joined) {
-			return false
-		}
-	}
-	return true
-}
-
-func (r *rule) matchAny(im Image, joined string) bool {
-	if im.Comm != "" {
-		comm := truncComm(im.Comm)
-		for _, c := range r.comm {
-			if c == comm {
-				return true
-			}
-		}
-	}
-	if im.Filename != "" {
-		for _, g := range r.exe {
-			if matchExe(g, im.Filename) {
-				return true
-			}
-		}
-	}
-	if len(im.Argv) > 0 {
-		for _, re := range r.argv {
-			if re.MatchString(joined) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// matchExe applies an Exe glob (see Rule.Exe) to a filename.
-func matchExe(glob, filename string) bool {
-	switch {
-	case !strings.Contains(glob, "/"):
-		ok, _ := path.Match(glob, path.Base(filename))
-		return ok
-	case strings.HasPrefix(glob, "/"):
-		ok, _ := path.Match(glob, filename)
-		return ok
-	}
-	// Trailing components: as many as the glob has.
-	n := strings.Count(glob, "/") + 1
-	parts := strings.Split(filename, "/")
-	if len(parts) < n {
-		return false
-	}
-	ok, _ := path.Match(glob, strings.Join(parts[len(parts)-n:], "/"))
-	return ok
-}
-
 // matchRules returns the first rule matching the image, or nil.
-func matchRules(rules []rule, im Image) *rule {
+func matchRules(rules []*procmatch.Matcher, im Image) *procmatch.Matcher {
 	if isMcptrace(im.Filename, im.Argv) {
 		return nil
 	}
-	joined := strings.Join(im.Argv, " ")
-	for i := range rules {
-		if rules[i].match(im, joined) {
-			return &rules[i]
-		}
-	}
-	return nil
+	return procmatch.First(rules, im)
 }
 
 // Pattern helpers for DefaultRules. All work on argv joined with spaces.

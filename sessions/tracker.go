@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procmatch"
 )
 
 // Tracker keeps the sessions of one node over a lineage graph.
@@ -23,7 +24,7 @@ import (
 type Tracker struct {
 	g         *lineage.Graph
 	log       *slog.Logger
-	rules     []rule
+	rules     []*procmatch.Matcher
 	retention uint64
 	maxEnded  int
 	// maxActivePerUID and maxEndedPerUID: Config.MaxActivePerUID and
@@ -173,7 +174,7 @@ func (t *Tracker) SetLogger(log *slog.Logger) {
 // for diagnostics ("why is my host not a session?").
 func (t *Tracker) MatchRule(im Image) (string, bool) {
 	if r := matchRules(t.rules, im); r != nil {
-		return r.name, true
+		return r.Rule().Name, true
 	}
 	return "", false
 }
@@ -298,7 +299,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 	if !ok {
 		return acts
 	}
-	if t.ruleRoot(p, r.name, ev.Time, false) {
+	if t.ruleRoot(p, r.Rule().Name, ev.Time, false) {
 		acts = t.endIfExited(p.ID, ev.Time, acts)
 	}
 	return acts
@@ -738,7 +739,7 @@ func (t *Tracker) Scan() []Action {
 			continue
 		}
 		if r := matchRules(t.rules, Image{Filename: cur.Filename, Comm: p.Comm, Argv: cur.Argv}); r != nil {
-			t.ruleRoot(p, r.name, at, true)
+			t.ruleRoot(p, r.Rule().Name, at, true)
 		}
 	}
 	for id := range t.refused {
