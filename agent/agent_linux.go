@@ -175,7 +175,7 @@ func New(opts Options) (*Agent, error) {
 }
 
 func newGraph(opts Options) *lineage.Graph {
-	return lineage.New(lineage.Config{Retention: opts.Retention, TickNS: procfs.TickNS, MaxNodes: opts.MaxNodes, MaxImages: opts.MaxImages, MaxImageBytes: opts.MaxImageBytes})
+	return lineage.New(lineage.Config{Retention: opts.Retention, MaxNodes: opts.MaxNodes, MaxImages: opts.MaxImages, MaxImageBytes: opts.MaxImageBytes})
 }
 
 // Sessions is the session tracker. It is replaced by the one restored
@@ -459,7 +459,7 @@ func (a *Agent) refreshParents(procs []lineage.Process) {
 			continue
 		}
 		snap, err := procfs.Read(a.opts.ProcRoot, p.ID.PID)
-		if err != nil || snap.ID.Start/procfs.TickNS != p.ID.Start/procfs.TickNS || snap.PPID == p.Parent.PID {
+		if err != nil || !snap.ID.SameTick(p.ID) || snap.PPID == p.Parent.PID {
 			continue
 		}
 		if a.graph.SetParent(p.ID, snap.PPID, now) {

@@ -333,12 +333,12 @@ func diffWithProc(procs []lineage.Process) []string {
 	for _, s := range snaps {
 		inProc[s.ID.PID] = s
 		p, ok := alive[s.ID.PID]
-		if !ok || p.ID.Start/procfs.TickNS != s.ID.Start/procfs.TickNS {
+		if !ok || p.ID.Tick() != s.ID.Tick() {
 			diffs = append(diffs, fmt.Sprintf("pid %d (%s) alive in /proc, graph has %+v (alive=%v)", s.ID.PID, s.Comm, p.ID, ok))
 		}
 	}
 	for _, p := range alive {
-		if s, ok := inProc[p.ID.PID]; !ok || s.ID.Start/procfs.TickNS != p.ID.Start/procfs.TickNS {
+		if s, ok := inProc[p.ID.PID]; !ok || s.ID.Tick() != p.ID.Tick() {
 			diffs = append(diffs, fmt.Sprintf("pid %d (%s) alive in graph, gone from /proc", p.ID.PID, p.Comm))
 		}
 	}

@@ -161,7 +161,7 @@ func (a *Agent) restore(loaded *state.Loaded) error {
 	if doc.Version != checkpointVersion {
 		return fmt.Errorf("checkpoint layout %d, this agent reads %d", doc.Version, checkpointVersion)
 	}
-	g, err := lineage.Restore(lineage.Config{Retention: a.opts.Retention, TickNS: procfs.TickNS, MaxNodes: a.opts.MaxNodes, MaxImages: a.opts.MaxImages, MaxImageBytes: a.opts.MaxImageBytes}, doc.Graph)
+	g, err := lineage.Restore(lineage.Config{Retention: a.opts.Retention, MaxNodes: a.opts.MaxNodes, MaxImages: a.opts.MaxImages, MaxImageBytes: a.opts.MaxImageBytes}, doc.Graph)
 	if err != nil {
 		return fmt.Errorf("restore the lineage graph: %w", err)
 	}

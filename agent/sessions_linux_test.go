@@ -44,14 +44,14 @@ func procOf(t *testing.T, pid uint32, what string) proc {
 	if err != nil {
 		t.Fatalf("%s (%d): %v", what, pid, err)
 	}
-	return proc{pid: pid, tick: s.ID.Start / procfs.TickNS, what: what}
+	return proc{pid: pid, tick: s.ID.Tick(), what: what}
 }
 
 // alive reports whether the very process p still runs (not a zombie, not
 // a recycled pid).
 func (p proc) alive() bool {
 	s, err := procfs.Read("/proc", p.pid)
-	return err == nil && s.ID.Start/procfs.TickNS == p.tick
+	return err == nil && s.ID.Tick() == p.tick
 }
 
 func (p proc) kill() { // only ever the test's own processes, checked by identity
@@ -138,7 +138,7 @@ func (h *host) waitReady(t *testing.T, want ...string) {
 			// A member may be gone already (it exits at once): keep its pid.
 			p := proc{pid: uint32(pid), what: name}
 			if snap, err := procfs.Read("/proc", p.pid); err == nil {
-				p.tick = snap.ID.Start / procfs.TickNS
+				p.tick = snap.ID.Tick()
 			}
 			h.procs[name] = p
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
-	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -334,7 +333,7 @@ func (s *Server) callerNode(r *http.Request, c Caller) (lineage.Process, bool) {
 	// The connection is bound to the process that opened it (start time
 	// read at accept, checked again by authenticate): the graph's node
 	// must be that process, not an older or newer one with its pid.
-	if c.start != 0 && p.ID.Start/procfs.TickNS != c.start {
+	if c.start != 0 && p.ID.Tick() != c.start {
 		return lineage.Process{}, false
 	}
 	return p, true

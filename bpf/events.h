@@ -32,8 +32,14 @@ enum event_flags {
 	EVENT_FLAG_FILENAME_TRUNCATED = 1 << 2,
 };
 
-/* Precision of doomed start times: one USER_HZ clock tick. */
-#define DOOM_TICK_NS 10000000ULL
+/* One clock tick in ns (1e9 / USER_HZ, USER_HZ = 100): the precision of
+ * start times in /proc and so of doomed start times (map doomed). The one
+ * definition: bpf2go generates it for Go (-type clock_tick), and
+ * TestKernelAndGoShareTheClockTick holds lineage.TickNS to it. */
+enum clock_tick {
+	CLOCK_TICK_NS = 10000000,
+};
+#define DOOM_TICK_NS ((__u64)CLOCK_TICK_NS)
 
 /* Kills done in the kernel for doomed processes (map doom_kills). */
 enum doom_kill {

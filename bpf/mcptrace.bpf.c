@@ -36,6 +36,7 @@ const struct exec_event *unused_exec_event __attribute__((unused));
 const enum event_kind *unused_event_kind __attribute__((unused));
 const enum event_flags *unused_event_flags __attribute__((unused));
 const enum doom_kill *unused_doom_kill __attribute__((unused));
+const enum clock_tick *unused_clock_tick __attribute__((unused));
 const struct barrier_event *unused_barrier_event __attribute__((unused));
 
 struct {

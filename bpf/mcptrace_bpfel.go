@@ -31,6 +31,12 @@ type McptraceClaimKey struct {
 	Kind uint32
 }
 
+type McptraceClockTick uint32
+
+const (
+	McptraceClockTickCLOCK_TICK_NS McptraceClockTick = 10000000
+)
+
 type McptraceDoomKill uint32
 
 const (
@@ -121,6 +127,7 @@ const (
 	McptraceProgSchedProcessFork       = "sched_process_fork"
 	McptraceProgSchedProcessForkBackup = "sched_process_fork_backup"
 	McptraceVarUnusedBarrierEvent      = "unused_barrier_event"
+	McptraceVarUnusedClockTick         = "unused_clock_tick"
 	McptraceVarUnusedDoomKill          = "unused_doom_kill"
 	McptraceVarUnusedEvent             = "unused_event"
 	McptraceVarUnusedEventFlags        = "unused_event_flags"
@@ -198,6 +205,7 @@ type McptraceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceVariableSpecs struct {
 	UnusedBarrierEvent *ebpf.VariableSpec `ebpf:"unused_barrier_event"`
+	UnusedClockTick    *ebpf.VariableSpec `ebpf:"unused_clock_tick"`
 	UnusedDoomKill     *ebpf.VariableSpec `ebpf:"unused_doom_kill"`
 	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventFlags   *ebpf.VariableSpec `ebpf:"unused_event_flags"`
@@ -253,6 +261,7 @@ func (m *McptraceMaps) Close() error {
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptraceVariables struct {
 	UnusedBarrierEvent *ebpf.Variable `ebpf:"unused_barrier_event"`
+	UnusedClockTick    *ebpf.Variable `ebpf:"unused_clock_tick"`
 	UnusedDoomKill     *ebpf.Variable `ebpf:"unused_doom_kill"`
 	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventFlags   *ebpf.Variable `ebpf:"unused_event_flags"`

@@ -20,11 +20,6 @@ import (
 )
 
 const (
-	// userHZ is USER_HZ, the unit of /proc/PID/stat start times.
-	userHZ = 100
-	// tickNS is one USER_HZ tick in ns: identities are compared at this
-	// precision.
-	tickNS = 1_000_000_000 / userHZ
 	// pfKthread is PF_KTHREAD in /proc/PID/stat flags.
 	pfKthread = 0x00200000
 	// kthreaddPID is the parent of every kernel thread.
@@ -47,7 +42,7 @@ type tickID struct {
 	tick uint64
 }
 
-func tickOf(id lineage.ID) tickID { return tickID{id.PID, id.Start / tickNS} }
+func tickOf(id lineage.ID) tickID { return tickID{id.PID, id.Tick()} }
 
 // osState is what the enforcer knows about itself.
 type osState struct {
@@ -223,7 +218,7 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	if now := bootNow(); endedAt == 0 || endedAt > now {
 		endedAt = now
 	}
-	s := &sweep{e: e, en: &en, session: en.Session, endedAt: endedAt, start: start, startTick: bootNow() / tickNS,
+	s := &sweep{e: e, en: &en, session: en.Session, endedAt: endedAt, start: start, startTick: bootNow() / lineage.TickNS,
 		targets: map[tickID]*target{}, last: map[tickID]bool{}}
 	for _, id := range en.Last {
 		s.last[tickOf(id)] = true
@@ -323,7 +318,7 @@ func (s *sweep) check(t *target) {
 	// The member's start must not be later than now: the pidfd opened next
 	// then refers to a process that was alive when the member already was,
 	// so a start-time match below proves it is the member.
-	if p.ID.Start/tickNS > bootNow()/tickNS {
+	if p.ID.Tick() > bootNow()/lineage.TickNS {
 		s.decide(t, ResultRefused+": member start time is in the future", false)
 		return
 	}

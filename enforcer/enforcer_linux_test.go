@@ -249,7 +249,7 @@ func TestPIDReuseLeavesTheNewOwnerAlone(t *testing.T) {
 	// starts in a later tick than the member did.
 	time.Sleep(30 * time.Millisecond)
 	reuser := r.startOnPID(int(stale.ID.PID), "sleep", "1000")
-	if reuser.id.Start/tickNS == stale.ID.Start/tickNS {
+	if reuser.id.Tick() == stale.ID.Tick() {
 		t.Fatal("reuser started in the same tick")
 	}
 

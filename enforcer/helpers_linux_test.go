@@ -248,7 +248,7 @@ func scanProc() map[uint32]procStat {
 func processOf(pid uint32, st procStat) lineage.Process {
 	exe, _ := readExe(pid)
 	return lineage.Process{
-		ID:          lineage.ID{PID: pid, Start: st.startTicks * tickNS},
+		ID:          lineage.ID{PID: pid, Start: st.startTicks * lineage.TickNS},
 		Parent:      lineage.ID{PID: st.ppid},
 		CoarseStart: true,
 		Comm:        st.comm,
@@ -264,7 +264,7 @@ func identity(t testing.TB, pid int) lineage.ID {
 	if err != nil {
 		t.Fatalf("identity of %d: %v", pid, err)
 	}
-	return lineage.ID{PID: uint32(pid), Start: st.startTicks * tickNS}
+	return lineage.ID{PID: uint32(pid), Start: st.startTicks * lineage.TickNS}
 }
 
 // proc is a process a test started (cmd != nil) or found (a daemon), held
@@ -448,7 +448,7 @@ func (r *rig) tree(roots ...lineage.ID) MembersFunc {
 			}
 		}
 		for _, root := range roots {
-			if st, ok := snap[root.PID]; ok && st.startTicks == root.Start/tickNS {
+			if st, ok := snap[root.PID]; ok && st.startTicks == root.Tick() {
 				walk(root.PID)
 				continue
 			}
@@ -564,7 +564,7 @@ func (w tWriter) Write(b []byte) (int, error) {
 func recordOf(t testing.TB, rep Report, id lineage.ID) KillRecord {
 	t.Helper()
 	for _, rec := range rep.Records {
-		if rec.Process.PID == id.PID && rec.Process.Start/tickNS == id.Start/tickNS {
+		if rec.Process.SameTick(id) {
 			return rec
 		}
 	}

@@ -8,8 +8,6 @@ import (
 // Defaults for a zero Config.
 const (
 	DefaultRetention = 5 * time.Minute
-	// DefaultTickNS is 1e9/USER_HZ with USER_HZ = 100.
-	DefaultTickNS = 10_000_000
 
 	// DefaultMaxNodes caps the graph at 200,000 processes. A busy build
 	// host starts a few hundred processes a second; with the default
@@ -52,10 +50,6 @@ type Config struct {
 	// Retention is how long a fully dead branch stays after its last member
 	// exited. Default 5m.
 	Retention time.Duration
-	// TickNS is the precision of /proc start times (1e9/USER_HZ), used to
-	// match coarse snapshot identities with exact kernel ones. Default
-	// 10_000_000.
-	TickNS uint64
 	// MaxNodes caps the nodes of the graph. When it is reached, the oldest
 	// entirely dead branches (a node and everything it created, all
 	// exited, ordered by their newest exit) are evicted down to a little
@@ -82,7 +76,6 @@ type Graph struct {
 	mu sync.RWMutex
 
 	retention uint64 // ns
-	tick      uint64 // ns
 	maxNodes  int
 	maxImages int
 	maxBytes  int
@@ -118,7 +111,6 @@ type Graph struct {
 func New(cfg Config) *Graph {
 	g := &Graph{
 		retention: uint64(DefaultRetention),
-		tick:      DefaultTickNS,
 		maxNodes:  DefaultMaxNodes,
 		maxImages: DefaultMaxImages,
 		maxBytes:  DefaultMaxImageBytes,
@@ -127,9 +119,6 @@ func New(cfg Config) *Graph {
 	}
 	if cfg.Retention > 0 {
 		g.retention = uint64(cfg.Retention)
-	}
-	if cfg.TickNS > 0 {
-		g.tick = cfg.TickNS
 	}
 	if cfg.MaxNodes > 0 {
 		g.maxNodes = cfg.MaxNodes
@@ -142,10 +131,6 @@ func New(cfg Config) *Graph {
 	}
 	return g
 }
-
-// Tick is the precision of /proc start times the graph matches identities
-// at (Config.TickNS).
-func (g *Graph) Tick() uint64 { return g.tick }
 
 // node is the internal form of a Process. Edges are pointers so that
 // upgrading a coarse identity changes one field, not every reference.

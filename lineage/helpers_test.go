@@ -11,7 +11,7 @@ import (
 const (
 	ms   = uint64(1_000_000)
 	sec  = 1000 * ms
-	tick = uint64(DefaultTickNS)
+	tick = uint64(TickNS)
 )
 
 func id(pid uint32, start uint64) ID { return ID{PID: pid, Start: start} }

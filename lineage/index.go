@@ -5,7 +5,7 @@ import "slices"
 // Identity index: how IDs from events, snapshots and callers resolve to
 // nodes, and the few primitives that change the index or the edges.
 
-func (g *Graph) sameTick(a, b uint64) bool { return a/g.tick == b/g.tick }
+func sameTick(a, b uint64) bool { return a/TickNS == b/TickNS }
 
 // findEvent resolves an identity named by a kernel event: the exact node,
 // or a coarse (snapshot) node of the same PID started in the same tick.
@@ -16,7 +16,7 @@ func (g *Graph) findEvent(id ID) *node {
 	}
 	nodes := g.byPID[id.PID]
 	for i := len(nodes) - 1; i >= 0; i-- {
-		if n := nodes[i]; n.p.CoarseStart && g.sameTick(n.p.ID.Start, id.Start) {
+		if n := nodes[i]; n.p.CoarseStart && sameTick(n.p.ID.Start, id.Start) {
 			return n
 		}
 	}
@@ -31,7 +31,7 @@ func (g *Graph) findSnap(id ID) *node {
 	}
 	nodes := g.byPID[id.PID]
 	for i := len(nodes) - 1; i >= 0; i-- {
-		if n := nodes[i]; g.sameTick(n.p.ID.Start, id.Start) {
+		if n := nodes[i]; sameTick(n.p.ID.Start, id.Start) {
 			return n
 		}
 	}
@@ -46,7 +46,7 @@ func (g *Graph) findQuery(id ID) *node {
 	if n := g.findEvent(id); n != nil {
 		return n
 	}
-	if id.Start%g.tick == 0 {
+	if id.Start%TickNS == 0 {
 		return g.findSnap(id)
 	}
 	return nil
@@ -131,7 +131,7 @@ func (g *Graph) goneAtRepair(id ID) bool {
 		return false
 	}
 	start, listed := g.repaired[id.PID]
-	return !listed || !g.sameTick(start, id.Start)
+	return !listed || !sameTick(start, id.Start)
 }
 
 // markExited marks n exited without an exit event, at time at.

@@ -18,10 +18,9 @@ var ErrInvalidState = errors.New("lineage: invalid state")
 
 // State is everything a Graph holds, as Dump copies it and Restore rebuilds
 // it: the nodes with their edges as identities, the bookkeeping the graph's
-// later calls depend on, and the counters. Config (retention, tick) is not
+// later calls depend on, and the counters. Config (retention, caps) is not
 // part of it: restore with the Config the graph was made with; another
-// TickNS changes which coarse starts match, another Retention when dead
-// branches go.
+// Retention changes when dead branches go.
 //
 // A State round-trips through encoding/json exactly. Strings that are not
 // valid UTF-8 (argv and comm are bytes as the kernel and /proc report them,

@@ -887,7 +887,6 @@ func TestStateCoversEveryField(t *testing.T) {
 		{reflect.TypeFor[Graph](), map[string]string{
 			"mu":             "not state",
 			"retention":      "Config",
-			"tick":           "Config",
 			"maxNodes":       "Config",
 			"maxImages":      "Config",
 			"maxBytes":       "Config",

@@ -9,17 +9,13 @@
 // through the read. A process that exits while it is read is reported as
 // gone (an error wrapping fs.ErrNotExist), never half-read.
 //
-// Start times in /proc have clock-tick precision (TickNS); snapshot IDs
-// carry Start = ticks*TickNS and the graph matches them to the kernel's
-// exact start_boottime by tick.
-package procfs
-
-// TickNS is the precision of /proc start times in nanoseconds: 1e9/USER_HZ.
-//
+// Start times in /proc have clock-tick precision (lineage.TickNS):
 // /proc/PID/stat reports starttime in clock ticks of USER_HZ, which is part
-// of the kernel ABI (sysconf(_SC_CLK_TCK), AT_CLKTCK) and independent of the
-// kernel's internal HZ. USER_HZ is 100 on every architecture Linux and Go
-// both support; only alpha (1024) and the removed ia64 ever differed, and Go
-// targets neither. The kernel converts with nsec_to_clock_t, which truncates,
-// so a process whose exact start is S shows S/TickNS ticks.
-const TickNS = 1e9 / 100
+// of the kernel ABI (sysconf(_SC_CLK_TCK), AT_CLKTCK) and independent of
+// the kernel's internal HZ. USER_HZ is 100 on every architecture Linux and
+// Go both support; only alpha (1024) and the removed ia64 ever differed,
+// and Go targets neither. The kernel converts with nsec_to_clock_t, which
+// truncates, so a process whose exact start is S shows S/TickNS ticks.
+// Snapshot IDs carry Start = ticks*TickNS and the graph matches them to
+// the kernel's exact start_boottime by tick.
+package procfs

@@ -123,7 +123,7 @@ func Read(root string, pid uint32) (lineage.Snapshot, error) {
 	exe, _ := r.Readlink("exe")
 
 	return lineage.Snapshot{
-		ID:       lineage.ID{PID: pid, Start: st.startTicks * TickNS},
+		ID:       lineage.ID{PID: pid, Start: st.startTicks * lineage.TickNS},
 		PPID:     st.ppid,
 		UID:      ss.uid,
 		Comm:     st.comm,

@@ -48,29 +48,29 @@ func TestReadFakeTree(t *testing.T) {
 		want lineage.Snapshot
 	}{
 		{"init", 1, lineage.Snapshot{
-			ID: lineage.ID{PID: 1, Start: 2 * TickNS}, UID: 0, Comm: "systemd",
+			ID: lineage.ID{PID: 1, Start: 2 * lineage.TickNS}, UID: 0, Comm: "systemd",
 			Filename: "/usr/lib/systemd/systemd", Argv: []string{"/sbin/init", "splash"},
 		}},
 		{"kthreadd is a kernel thread", 2, lineage.Snapshot{
-			ID: lineage.ID{PID: 2, Start: 2 * TickNS}, Comm: "kthreadd", Kernel: true,
+			ID: lineage.ID{PID: 2, Start: 2 * lineage.TickNS}, Comm: "kthreadd", Kernel: true,
 		}},
 		{"kworker comm with slash and dash", 7, lineage.Snapshot{
-			ID: lineage.ID{PID: 7, Start: 3 * TickNS}, PPID: 2, Comm: "kworker/0:0H-events_highpri", Kernel: true,
+			ID: lineage.ID{PID: 7, Start: 3 * lineage.TickNS}, PPID: 2, Comm: "kworker/0:0H-events_highpri", Kernel: true,
 		}},
 		{"comm with spaces and parentheses", 1234, lineage.Snapshot{
-			ID: lineage.ID{PID: 1234, Start: 1500 * TickNS}, PPID: 1, UID: 1000, Comm: "(sd-pam) x)",
+			ID: lineage.ID{PID: 1234, Start: 1500 * lineage.TickNS}, PPID: 1, UID: 1000, Comm: "(sd-pam) x)",
 			Filename: "/usr/lib/systemd/systemd", Argv: []string{"(sd-pam)"},
 		}},
 		{"cmdline rewritten with spaces stays one element", 4321, lineage.Snapshot{
-			ID: lineage.ID{PID: 4321, Start: 98765 * TickNS}, PPID: 4320, UID: 33, Comm: "nginx",
+			ID: lineage.ID{PID: 4321, Start: 98765 * lineage.TickNS}, PPID: 4320, UID: 33, Comm: "nginx",
 			Filename: "/usr/sbin/nginx (deleted)", Argv: []string{"nginx: worker process"},
 		}},
 		{"empty argument kept", 777, lineage.Snapshot{
-			ID: lineage.ID{PID: 777, Start: 123456 * TickNS}, PPID: 1234, UID: 1000, Comm: "sh",
+			ID: lineage.ID{PID: 777, Start: 123456 * lineage.TickNS}, PPID: 1234, UID: 1000, Comm: "sh",
 			Filename: "/usr/bin/dash", Argv: []string{"sh", "-c", "", "x y"},
 		}},
 		{"zombie leader with live threads is alive", 5001, lineage.Snapshot{
-			ID: lineage.ID{PID: 5001, Start: 200001 * TickNS}, PPID: 1, UID: 1000, Comm: "leader-gone",
+			ID: lineage.ID{PID: 5001, Start: 200001 * lineage.TickNS}, PPID: 1, UID: 1000, Comm: "leader-gone",
 		}},
 	}
 	for _, tt := range tests {
@@ -243,7 +243,7 @@ func TestReadRealChild(t *testing.T) {
 	}
 	exe, _ = filepath.EvalSymlinks(exe)
 	want := lineage.Snapshot{
-		ID:       lineage.ID{PID: pid, Start: ticks * TickNS},
+		ID:       lineage.ID{PID: pid, Start: ticks * lineage.TickNS},
 		PPID:     uint32(os.Getpid()),
 		UID:      uint32(os.Getuid()),
 		Comm:     truncComm(filepath.Base(exe)),
@@ -255,7 +255,7 @@ func TestReadRealChild(t *testing.T) {
 	}
 	// The kernel's start_boottime is on CLOCK_BOOTTIME: the child started
 	// between our two clock reads, give or take the tick /proc truncates to.
-	if got.ID.Start+TickNS < before || got.ID.Start > after {
+	if got.ID.Start+lineage.TickNS < before || got.ID.Start > after {
 		t.Errorf("child start %d not within [%d, %d] (BootTimeNow around the start)", got.ID.Start, before, after)
 	}
 	if age := time.Duration(BootTimeNow() - got.ID.Start); age > 5*time.Second {
@@ -329,7 +329,7 @@ func TestScanRealProc(t *testing.T) {
 		if s.ID.Start > now {
 			t.Errorf("%d started in the future: %d > %d", s.ID.PID, s.ID.Start, now)
 		}
-		if s.ID.Start%TickNS != 0 {
+		if s.ID.Start%lineage.TickNS != 0 {
 			t.Errorf("%d start %d not a whole tick", s.ID.PID, s.ID.Start)
 		}
 	}
@@ -339,7 +339,7 @@ func TestScanRealProc(t *testing.T) {
 	}
 }
 
-// USER_HZ as the kernel tells this process (AT_CLKTCK) must be what TickNS
+// USER_HZ as the kernel tells this process (AT_CLKTCK) must be what lineage.TickNS
 // assumes.
 func TestTickNSMatchesKernelClockTick(t *testing.T) {
 	auxv, err := unix.Auxv()
@@ -349,7 +349,7 @@ func TestTickNSMatchesKernelClockTick(t *testing.T) {
 	const atClktck = 17
 	for _, kv := range auxv {
 		if kv[0] == atClktck {
-			if hz := uint64(kv[1]); hz*TickNS != 1e9 {
+			if hz := uint64(kv[1]); hz*lineage.TickNS != 1e9 {
 				t.Errorf("AT_CLKTCK = %d, TickNS assumes 100", hz)
 			}
 			return
@@ -389,7 +389,7 @@ func TestScanSeedsLineageGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := lineage.New(lineage.Config{TickNS: TickNS})
+	g := lineage.New(lineage.Config{})
 	g.Seed(snaps, readAt)
 	self, ok := g.Lookup(uint32(os.Getpid()))
 	if !ok || !self.CoarseStart || self.Gaps&lineage.GapSeeded == 0 {

@@ -10,16 +10,11 @@ import (
 	"github.com/mcptrace/mcptrace/procfs"
 )
 
-// doomTickNS is DOOM_TICK_NS of bpf/events.h: doomed start times are
-// compared at /proc's clock-tick precision, so a process known only from
-// /proc (coarse start) can be doomed as exactly as one seen forking.
-const doomTickNS = 10_000_000
-
 // Doom marks a process of an ended session: from now on the kernel kills it
 // when it forks or execs, and its children inherit doom. Entries leave the
 // map when the process exits.
 func (s *Sensor) Doom(id lineage.ID) error {
-	if err := s.objs.Doomed.Update(id.PID, id.Start/doomTickNS, ebpf.UpdateAny); err != nil {
+	if err := s.objs.Doomed.Update(id.PID, id.Tick(), ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("doom %v: %w", id, err)
 	}
 	return nil
@@ -35,7 +30,7 @@ func (s *Sensor) Undoom(id lineage.ID) error {
 		}
 		return fmt.Errorf("look up doomed %v: %w", id, err)
 	}
-	if tick != id.Start/doomTickNS {
+	if tick != id.Tick() {
 		return nil // a recycled pid doomed for another reason
 	}
 	if err := s.objs.Doomed.Delete(id.PID); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -65,7 +60,7 @@ func (s *Sensor) copyDoomFrom(st *set) {
 	it := st.maps.doomed.Iterate()
 	for it.Next(&pid, &tick) {
 		snap, err := procfs.Read("/proc", pid)
-		if err != nil || snap.ID.Start/doomTickNS != tick {
+		if err != nil || snap.ID.Tick() != tick {
 			continue
 		}
 		if err := s.objs.Doomed.Update(pid, tick, ebpf.UpdateAny); err != nil {

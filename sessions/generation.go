@@ -50,10 +50,9 @@ func (t *Tracker) createdBefore(c lineage.Process, cutoff uint64) (before, known
 	if !c.CoarseStart {
 		return c.ID.Start < cutoff, true
 	}
-	tick := t.g.Tick()
-	first := c.ID.Start / tick * tick
+	first := c.ID.Tick() * lineage.TickNS
 	switch {
-	case first+tick <= cutoff:
+	case first+lineage.TickNS <= cutoff:
 		return true, true
 	case first >= cutoff:
 		return false, true

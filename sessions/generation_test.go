@@ -155,7 +155,7 @@ func TestCoarseStartWithinTheMarkersTickIsLeftToTheNextGeneration(t *testing.T) 
 	w := newWorld(t, Config{})
 	host := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "h", "--", "host")
 	const cutoff = 50*sec + 4*ms
-	tick := uint64(lineage.DefaultTickNS)
+	tick := uint64(lineage.TickNS)
 	// Known from /proc only (a repair after lost events): start to the tick.
 	w.g.Repair([]lineage.Snapshot{
 		{ID: lineage.ID{PID: 1}, Comm: "systemd"},

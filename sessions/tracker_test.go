@@ -560,7 +560,7 @@ func TestScanFindsProcessesThatPredateTheAgent(t *testing.T) {
 	}
 	exact := func(pid uint32, start uint64) lineage.ID { return lineage.ID{PID: pid, Start: start} }
 	coarse := func(x lineage.ID) lineage.ID {
-		return lineage.ID{PID: x.PID, Start: x.Start / lineage.DefaultTickNS * lineage.DefaultTickNS}
+		return lineage.ID{PID: x.PID, Start: x.Tick() * lineage.TickNS}
 	}
 	shell := exact(500, 1*sec+3)
 	claude := exact(600, 2*sec+7)

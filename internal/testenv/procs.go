@@ -39,7 +39,7 @@ func WithEnv(entry string) []Proc {
 		if err != nil {
 			continue
 		}
-		out = append(out, Proc{PID: uint32(pid), Tick: s.ID.Start / procfs.TickNS, Argv: s.Argv})
+		out = append(out, Proc{PID: uint32(pid), Tick: s.ID.Tick(), Argv: s.Argv})
 	}
 	return out
 }
@@ -48,7 +48,7 @@ func WithEnv(entry string) []Proc {
 // not a recycled pid.
 func (p Proc) Alive() bool {
 	s, err := procfs.Read("/proc", p.PID)
-	return err == nil && s.ID.Start/procfs.TickNS == p.Tick
+	return err == nil && s.ID.Tick() == p.Tick
 }
 
 // Kill sends SIGKILL to p if it is still the same process.
