@@ -1,15 +1,15 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
-	"os"
-	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcptrace/mcptrace/procfs"
 )
 
 // peer is the process that opened a connection, bound when the connection
@@ -152,74 +152,20 @@ type peerStat struct {
 }
 
 // readPeer reads the start time and effective uid of a live process (the
-// uid SO_PEERCRED reports). An exited process (a zombie) is an error.
-// Both files are read through one handle on the process directory, so a
-// pid reused mid-read fails instead of mixing two processes.
+// uid SO_PEERCRED reports) through procfs, which reads every file through
+// one handle on the process directory, so a pid reused mid-read fails
+// instead of mixing two processes. An exited process (a zombie) is
+// errPeerGone; a thread-group leader that exited while its other threads
+// run is alive.
 func readPeer(pid uint32) (peerStat, error) {
-	r, err := os.OpenRoot("/proc/" + strconv.FormatUint(uint64(pid), 10))
+	snap, uids, err := procfs.ReadCreds("", pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return peerStat{}, fmt.Errorf("%w: %w", errPeerGone, err)
+	}
 	if err != nil {
 		return peerStat{}, err
 	}
-	defer r.Close()
-	stat, err := r.ReadFile("stat")
-	if err != nil {
-		return peerStat{}, err
-	}
-	status, err := r.ReadFile("status")
-	if err != nil {
-		return peerStat{}, err
-	}
-	return parsePeer(stat, status)
-}
-
-// parsePeer takes the state and start time from /proc/PID/stat and the
-// effective uid and thread count from /proc/PID/status.
-func parsePeer(stat, status []byte) (peerStat, error) {
-	// The comm (field 2) may hold anything; the fields after the last ')'
-	// start with the state (field 3). starttime is field 22.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return peerStat{}, errors.New("malformed stat")
-	}
-	f := bytes.Fields(stat[i+1:])
-	if len(f) < 20 {
-		return peerStat{}, errors.New("malformed stat")
-	}
-	state := f[0]
-	start, err := strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return peerStat{}, fmt.Errorf("malformed stat starttime: %w", err)
-	}
-	var (
-		euid    = -1
-		threads = -1
-	)
-	for _, line := range bytes.Split(status, []byte("\n")) {
-		k, v, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
-		switch string(k) {
-		case "Uid":
-			if u := bytes.Fields(v); len(u) >= 2 {
-				if n, err := strconv.ParseUint(string(u[1]), 10, 32); err == nil {
-					euid = int(n)
-				}
-			}
-		case "Threads":
-			if n, err := strconv.Atoi(string(bytes.TrimSpace(v))); err == nil {
-				threads = n
-			}
-		}
-	}
-	if euid < 0 {
-		return peerStat{}, errors.New("malformed status: no Uid")
-	}
-	// A zombie leader with other threads still running is alive.
-	if len(state) > 0 && (state[0] == 'X' || state[0] == 'Z' && threads <= 1) {
-		return peerStat{}, errPeerGone
-	}
-	return peerStat{start: start, euid: uint32(euid)}, nil
+	return peerStat{start: snap.ID.Tick(), euid: uids.Effective}, nil
 }
 
 // raiseFDLimit raises the soft RLIMIT_NOFILE to the hard limit (the Go

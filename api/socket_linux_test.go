@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/procfs"
 )
 
 // Helper processes: the test binary run again with API_TEST_HELPER.
@@ -231,10 +233,9 @@ func waitZombie(t *testing.T, pid int) {
 	t.Helper()
 	// Every thread gone, only the leader's exit status left.
 	testenv.Eventually(t, "connecting process is a zombie", func() (bool, string) {
-		stat, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		status, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		_, err := parsePeer(stat, status)
-		return err1 == nil && err2 == nil && err == errPeerGone, string(stat)
+		st, err1 := procfs.ReadStat("", uint32(pid))
+		_, err2 := readPeer(uint32(pid))
+		return err1 == nil && st.State == 'Z' && errors.Is(err2, errPeerGone), fmt.Sprintf("%+v, %v", st, err2)
 	})
 }
 

@@ -18,9 +18,8 @@ import (
 
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/procfs"
-	"github.com/mcptrace/mcptrace/sensor"
-
 	"github.com/mcptrace/mcptrace/procmatch"
+	"github.com/mcptrace/mcptrace/sensor"
 )
 
 // setuidHelperVar makes the test binary the setuid-root helper: installed
@@ -103,9 +102,9 @@ func asUID(cmd *exec.Cmd, uid uint32) *exec.Cmd {
 func waitUIDs(t *testing.T, pid uint32, comm string, want procfs.UIDs) {
 	t.Helper()
 	testenv.Eventually(t, "pid "+strconv.Itoa(int(pid))+" to run "+comm, func() (bool, string) {
-		st, err := readStat(pid)
+		st, err := procfs.ReadStat("", pid)
 		u, err2 := procfs.ReadUIDs("", pid)
-		return err == nil && err2 == nil && st.comm == comm && u == want, st.comm
+		return err == nil && err2 == nil && st.Comm == comm && u == want, st.Comm
 	})
 }
 
@@ -361,8 +360,8 @@ func TestSparedProgramExecdByAMemberLives(t *testing.T) {
 		if !member.alive() {
 			t.Fatalf("the spared program the member exec'd was killed (%v)", member.exitSignal(t))
 		}
-		if st, _ := readStat(member.id.PID); st.comm != "tail" {
-			t.Fatalf("the member runs %q, want tail", st.comm)
+		if st, _ := procfs.ReadStat("", member.id.PID); st.Comm != "tail" {
+			t.Fatalf("the member runs %q, want tail", st.Comm)
 		}
 		if rec := recordOf(t, rep, member.id); rec.Result != ResultSpared {
 			t.Errorf("record %+v, want spared", rec)
@@ -396,8 +395,8 @@ func TestSparedProgramExecdByAMemberLives(t *testing.T) {
 		before, _ := doom.DoomKills()
 		io.WriteString(in, "go\n")
 		testenv.Eventually(t, "the member to exec tail (or die)", func() (bool, string) {
-			st, err := readStat(member.id.PID)
-			return !member.alive() || err == nil && st.comm == "tail", st.comm
+			st, err := procfs.ReadStat("", member.id.PID)
+			return !member.alive() || err == nil && st.Comm == "tail", st.Comm
 		})
 		time.Sleep(100 * time.Millisecond)
 		if !member.alive() {

@@ -13,9 +13,13 @@
 //
 // Only lineage.Process values the MembersFunc returned, and only while they
 // are provably those processes. For each member End opens a pidfd
-// (pidfd_open), then reads /proc/PID/stat and requires its start time to
-// equal the member's lineage ID start at clock-tick precision (10ms,
-// USER_HZ=100). The open pidfd pins the process — its PID cannot be
+// (pidfd_open), then reads the process through package procfs (one read
+// through a handle on /proc/PID: stat, status, cmdline, exe) and requires
+// its start time to equal the member's lineage ID start at clock-tick
+// precision (lineage.TickNS, 10ms). A process procfs reports gone (a
+// zombie: its exit already happened) is recorded "exited-before-signal"; a
+// thread-group leader that exited while other threads run is alive, as
+// procfs says, and signalling it ends them all. The open pidfd pins the process — its PID cannot be
 // recycled while the pidfd is held and the process has not been reaped —
 // so a match proves the pidfd refers to the member, and every signal goes
 // through that pidfd (pidfd_send_signal), after the start time is checked
@@ -78,8 +82,8 @@
 //
 // Spared ("spared"): members matching a Config.Spare rule (a procmatch
 // rule read with procmatch.All: every field it sets must match), against
-// what the graph says and what /proc says; either matching spares. A rule spares that process only, not its
-// subtree.
+// what the graph says and what /proc says; either matching spares. A rule
+// spares that process only, not its subtree.
 //
 // Spared across a privilege boundary ("spared: privilege boundary: <uids>",
 // Report.SparedPrivilege, Stats.SparedPrivilege, also counted as spared):

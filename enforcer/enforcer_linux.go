@@ -1,14 +1,12 @@
 package enforcer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,13 +15,6 @@ import (
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/redact"
-)
-
-const (
-	// pfKthread is PF_KTHREAD in /proc/PID/stat flags.
-	pfKthread = 0x00200000
-	// kthreaddPID is the parent of every kernel thread.
-	kthreaddPID = 2
 )
 
 // Supported reports whether the enforcer can signal on this OS (nil on Linux).
@@ -55,16 +46,16 @@ func newOSState(log *slog.Logger) osState {
 	st := osState{self: os.Getpid(), ancestors: map[tickID]bool{}}
 	pid := uint32(st.self)
 	for range 4096 {
-		s, err := readStat(pid)
-		if err != nil || s.ppid == 0 {
+		s, err := procfs.ReadStat("", pid)
+		if err != nil || s.PPID == 0 {
 			break
 		}
-		ps, err := readStat(s.ppid)
+		ps, err := procfs.ReadStat("", s.PPID)
 		if err != nil {
 			break
 		}
-		st.ancestors[tickID{s.ppid, ps.startTicks}] = true
-		pid = s.ppid
+		st.ancestors[tickID{s.PPID, ps.StartTicks}] = true
+		pid = s.PPID
 	}
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
 		for line := range strings.Lines(string(b)) {
@@ -74,76 +65,6 @@ func newOSState(log *slog.Logger) osState {
 		}
 	}
 	return st
-}
-
-// bootNow is CLOCK_BOOTTIME in ns, the clock of lineage times.
-func bootNow() uint64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return 0
-	}
-	return uint64(ts.Nano())
-}
-
-// procStat is the part of /proc/PID/stat the enforcer reads.
-type procStat struct {
-	comm       string
-	state      byte
-	ppid       uint32
-	flags      uint64
-	startTicks uint64
-}
-
-func readStat(pid uint32) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseStat(b)
-}
-
-// parseStat parses /proc/PID/stat. The name is between the first "(" and
-// the last ")" and may contain anything, so fields are counted after it:
-// field 3 (state) is the first, ppid is 4, flags 9, starttime 22.
-func parseStat(b []byte) (procStat, error) {
-	open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || close < open {
-		return procStat{}, errors.New("malformed /proc stat")
-	}
-	f := strings.Fields(string(b[close+1:]))
-	if len(f) < 20 {
-		return procStat{}, errors.New("short /proc stat")
-	}
-	var s procStat
-	s.comm = string(b[open+1 : close])
-	s.state = f[0][0]
-	ppid, err1 := strconv.ParseUint(f[1], 10, 32)
-	flags, err2 := strconv.ParseUint(f[6], 10, 64)
-	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return procStat{}, fmt.Errorf("malformed /proc stat: %w", err)
-	}
-	s.ppid, s.flags, s.startTicks = uint32(ppid), flags, start
-	return s, nil
-}
-
-// isKernelThread: PF_KTHREAD is set, or the process has no executable and
-// kthreadd is its parent.
-func isKernelThread(s procStat, exeErr error) bool {
-	return s.flags&pfKthread != 0 || (errors.Is(exeErr, fs.ErrNotExist) && s.ppid == kthreaddPID)
-}
-
-func readExe(pid uint32) (string, error) {
-	exe, err := os.Readlink("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/exe")
-	return strings.TrimSuffix(exe, " (deleted)"), err
-}
-
-func readArgv(pid uint32) []string {
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/cmdline")
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }
 
 // pidfdDead reports whether the process behind fd has exited (the pidfd
@@ -215,10 +136,10 @@ type sweep struct {
 func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	start := time.Now()
 	endedAt := en.EndedAt
-	if now := bootNow(); endedAt == 0 || endedAt > now {
+	if now := procfs.BootTimeNow(); endedAt == 0 || endedAt > now {
 		endedAt = now
 	}
-	s := &sweep{e: e, en: &en, session: en.Session, endedAt: endedAt, start: start, startTick: bootNow() / lineage.TickNS,
+	s := &sweep{e: e, en: &en, session: en.Session, endedAt: endedAt, start: start, startTick: procfs.BootTimeNow() / lineage.TickNS,
 		targets: map[tickID]*target{}, last: map[tickID]bool{}}
 	for _, id := range en.Last {
 		s.last[tickOf(id)] = true
@@ -318,7 +239,7 @@ func (s *sweep) check(t *target) {
 	// The member's start must not be later than now: the pidfd opened next
 	// then refers to a process that was alive when the member already was,
 	// so a start-time match below proves it is the member.
-	if p.ID.Tick() > bootNow()/lineage.TickNS {
+	if p.ID.Tick() > procfs.BootTimeNow()/lineage.TickNS {
 		s.decide(t, ResultRefused+": member start time is in the future", false)
 		return
 	}
@@ -337,42 +258,42 @@ func (s *sweep) check(t *target) {
 	}
 	// The pidfd pins the process from here on: it cannot be recycled under
 	// fd, so what /proc/PID says now is about the process fd refers to.
-	st, err := readStat(p.ID.PID)
+	// procfs reports a process that has exited (a zombie) as gone; a
+	// thread-group leader that exited while its other threads run is
+	// alive, and signalling it ends them all.
+	snap, err := procfs.Read("", p.ID.PID)
 	if err != nil {
-		if pidfdDead(fd) {
-			unix.Close(fd)
+		unix.Close(fd)
+		if errors.Is(err, fs.ErrNotExist) || pidfdDead(fd) {
 			s.decide(t, ResultExitedBeforeSignal, true)
 			return
 		}
-		unix.Close(fd)
 		t.state = stRetry
-		t.rec.Result = fmt.Sprintf("%s: reading /proc: %v", ResultFailed, err)
+		t.rec.Result = fmt.Sprintf("%s: %v", ResultFailed, err)
 		return
 	}
-	if st.startTicks != t.key.tick {
+	if now := snap.ID.Tick(); now != t.key.tick {
 		unix.Close(fd)
 		why := "pid reused: the member is gone"
-		if st.startTicks < t.key.tick {
+		if now < t.key.tick {
 			why = "the process is older than the member: wrong identity"
 		}
 		s.decide(t, fmt.Sprintf("%s: identity mismatch: pid %d belongs to a process started at tick %d, the member started at tick %d (%s)",
-			ResultRefused, p.ID.PID, st.startTicks, t.key.tick, why), false)
+			ResultRefused, p.ID.PID, now, t.key.tick, why), false)
 		return
 	}
-	exe, exeErr := readExe(p.ID.PID)
-	if isKernelThread(st, exeErr) {
+	if snap.Kernel {
 		unix.Close(fd)
 		s.decide(t, ResultRefused+": kernel thread", false)
 		return
 	}
-	argv := readArgv(p.ID.PID)
 	if t.rec.Comm == "" {
-		t.rec.Comm = st.comm
+		t.rec.Comm = snap.Comm
 	}
-	if len(t.rec.Argv) == 0 && len(argv) > 0 {
-		t.rec.Argv = redact.Argv(argv)
+	if len(t.rec.Argv) == 0 && len(snap.Argv) > 0 {
+		t.rec.Argv = redact.Argv(snap.Argv)
 	}
-	if rule := s.e.spareRule(st.comm, exe, argv); rule != nil {
+	if rule := s.e.spareRule(snap.Comm, snap.Filename, snap.Argv); rule != nil {
 		unix.Close(fd)
 		s.decide(t, ResultSpared, false, "rule", rule.Name())
 		return
@@ -393,7 +314,7 @@ func (s *sweep) check(t *target) {
 		s.decide(t, why, false)
 		return
 	}
-	if st.state == 'Z' || pidfdDead(fd) {
+	if pidfdDead(fd) {
 		unix.Close(fd)
 		s.decide(t, ResultExitedBeforeSignal, true)
 		return
@@ -434,13 +355,12 @@ func (s *sweep) boundary(pid uint32) (string, error) {
 // latest image or /proc), or its uids may have moved out of the owner's
 // reach (a setuid exec). It returns false when the target was decided or
 // must be retried, and undooms it when it is spared.
-func (s *sweep) recheck(t *target, st procStat) bool {
+func (s *sweep) recheck(t *target, now lineage.Snapshot) bool {
 	pid := t.p.ID.PID
 	img := t.p.Current()
 	rule := s.e.spareRule(t.p.Comm, img.Filename, img.Argv)
 	if rule == nil {
-		exe, _ := readExe(pid)
-		rule = s.e.spareRule(st.comm, exe, readArgv(pid))
+		rule = s.e.spareRule(now.Comm, now.Filename, now.Argv)
 	}
 	why, err := "", error(nil)
 	if rule == nil {
@@ -494,7 +414,7 @@ func (s *sweep) decide(t *target, result string, observed bool, extra ...any) {
 }
 
 func (s *sweep) latency() time.Duration {
-	now := bootNow()
+	now := procfs.BootTimeNow()
 	if now < s.endedAt {
 		return 0
 	}
@@ -540,21 +460,25 @@ func (s *sweep) signal(t *target, sig unix.Signal) {
 	// Identity again, before every signal. The pidfd already pins the
 	// process (its PID cannot be reused while it is alive or a zombie), so
 	// a different start here means it has been reaped: nothing to signal.
-	st, err := readStat(t.p.ID.PID)
-	if err != nil || st.startTicks != t.key.tick {
-		if pidfdDead(t.fd) {
-			s.dead(t)
-			return
-		}
-		if err != nil {
-			err = fmt.Errorf("reading /proc: %w", err)
-		} else {
-			err = fmt.Errorf("identity changed under a live pidfd (start tick %d, member %d)", st.startTicks, t.key.tick)
-		}
-		s.decide(t, fmt.Sprintf("%s: %v", ResultRefused, err), false)
+	now, err := procfs.Read("", t.p.ID.PID)
+	switch {
+	case err == nil && now.ID.Tick() == t.key.tick:
+	case pidfdDead(t.fd):
+		s.dead(t)
+		return
+	case errors.Is(err, fs.ErrNotExist):
+		// Exited, its pidfd not readable yet: the next round sees it dead.
+		t.state = stRetry
+		t.rec.Result = fmt.Sprintf("%s: %s: exiting", ResultFailed, unix.SignalName(sig))
+		return
+	case err != nil:
+		s.decide(t, fmt.Sprintf("%s: reading /proc: %v", ResultRefused, err), false)
+		return
+	default:
+		s.decide(t, fmt.Sprintf("%s: identity changed under a live pidfd (start tick %d, member %d)", ResultRefused, now.ID.Tick(), t.key.tick), false)
 		return
 	}
-	if !s.recheck(t, st) {
+	if !s.recheck(t, now) {
 		return
 	}
 	name := unix.SignalName(sig)

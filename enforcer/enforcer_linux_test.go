@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/procmatch"
 )
 
@@ -135,7 +136,7 @@ func TestImmediateKillsWithSIGKILLAtOnce(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 
 	e := New(Config{Policy: PolicyImmediate, Grace: 10 * time.Second}, nil, testLogger(t))
-	ended := bootNow() - uint64(500*time.Millisecond)
+	ended := procfs.BootTimeNow() - uint64(500*time.Millisecond)
 	begin := time.Now()
 	rep := e.End(t.Context(), Ending{Session: "s1", EndedAt: ended, Reason: "destroy", Members: r.tree(plain.id, stubborn.id)})
 	elapsed := time.Since(begin)
@@ -303,7 +304,7 @@ func TestNeverSignalsInitTheAgentKernelThreadsOrAncestors(t *testing.T) {
 		{"a kernel thread", kworker, "kernel thread"},
 		{"the test's parent", parent, "ancestor of the agent"},
 		{"unknown start", lineage.Process{ID: lineage.ID{PID: unknown.id.PID}}, "start time unknown"},
-		{"start in the future", lineage.Process{ID: lineage.ID{PID: unknown.id.PID, Start: bootNow() + uint64(time.Hour)}}, "in the future"},
+		{"start in the future", lineage.Process{ID: lineage.ID{PID: unknown.id.PID, Start: procfs.BootTimeNow() + uint64(time.Hour)}}, "in the future"},
 	}
 	var members []lineage.Process
 	for _, c := range cases {
@@ -393,8 +394,8 @@ func TestSweepCatchesMembersForkingWhileBeingKilled(t *testing.T) {
 		// Nothing the session created is left: the only live descendant
 		// of the test process is the bystander.
 		for pid, st := range scanProc() {
-			if st.state != 'Z' && descendantOfTest(pid) && pid != bystander.id.PID {
-				t.Fatalf("trial %d (%s): pid %d (%s) survived; report %+v", i, policy, pid, st.comm, summary(rep))
+			if st.State != 'Z' && descendantOfTest(pid) && pid != bystander.id.PID {
+				t.Fatalf("trial %d (%s): pid %d (%s) survived; report %+v", i, policy, pid, st.Comm, summary(rep))
 			}
 		}
 		if !bystander.alive() {

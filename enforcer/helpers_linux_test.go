@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 )
 
 // The tests signal only processes they started. Three things make sure of
@@ -51,6 +52,9 @@ var (
 func TestMain(m *testing.M) {
 	if os.Getenv(setuidHelperVar) == "1" {
 		setuidHelper()
+	}
+	if os.Getenv(leaderExitsVar) == "1" {
+		leaderExits()
 	}
 	if os.Geteuid() == 0 {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -115,18 +119,18 @@ func walkToTest(pid uint32) (ok, broken bool) {
 		return false, false
 	}
 	for range 64 {
-		st, err := readStat(pid)
+		st, err := procfs.ReadStat("", pid)
 		switch {
 		case err != nil:
 			return false, true
-		case int(st.ppid) == selfPID:
+		case int(st.PPID) == selfPID:
 			return true, false
-		case st.ppid == 0:
+		case st.PPID == 0:
 			return false, pid > 2
-		case st.ppid == 1:
+		case st.PPID == 1:
 			return false, false
 		}
-		pid = st.ppid
+		pid = st.PPID
 	}
 	return false, false
 }
@@ -134,12 +138,12 @@ func walkToTest(pid uint32) (ok, broken bool) {
 func chain(pid uint32) string {
 	var b strings.Builder
 	for range 10 {
-		st, err := readStat(pid)
+		st, err := procfs.ReadStat("", pid)
 		fmt.Fprintf(&b, "%d:%+v:%v ", pid, st, err)
-		if err != nil || st.ppid <= 1 {
+		if err != nil || st.PPID <= 1 {
 			break
 		}
-		pid = st.ppid
+		pid = st.PPID
 	}
 	return b.String()
 }
@@ -194,7 +198,7 @@ func (r *rig) cleanup() {
 func killDescendants() int {
 	n := 0
 	for pid, st := range scanProc() {
-		if st.state == 'Z' || st.state == 'X' || !descendantOfTest(pid) {
+		if st.State == 'Z' || st.State == 'X' || !descendantOfTest(pid) {
 			continue
 		}
 		n++
@@ -202,7 +206,7 @@ func killDescendants() int {
 		if err != nil {
 			continue
 		}
-		if now, err := readStat(pid); err == nil && now.startTicks == st.startTicks {
+		if now, err := procfs.ReadStat("", pid); err == nil && now.StartTicks == st.StartTicks {
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 		}
 		unix.Close(fd)
@@ -214,7 +218,7 @@ func killDescendants() int {
 // waits for (orphans the subreaper adopted).
 func reapOrphans() {
 	for pid, st := range scanProc() {
-		if int(st.ppid) != selfPID || st.state != 'Z' {
+		if int(st.PPID) != selfPID || st.State != 'Z' {
 			continue
 		}
 		regMu.Lock()
@@ -228,15 +232,15 @@ func reapOrphans() {
 }
 
 // scanProc reads /proc/PID/stat of every process.
-func scanProc() map[uint32]procStat {
+func scanProc() map[uint32]procfs.Stat {
 	ents, _ := os.ReadDir("/proc")
-	out := make(map[uint32]procStat, len(ents))
+	out := make(map[uint32]procfs.Stat, len(ents))
 	for _, e := range ents {
 		pid, err := strconv.ParseUint(e.Name(), 10, 32)
 		if err != nil {
 			continue
 		}
-		if st, err := readStat(uint32(pid)); err == nil {
+		if st, err := procfs.ReadStat("", uint32(pid)); err == nil {
 			out[uint32(pid)] = st
 		}
 	}
@@ -245,26 +249,26 @@ func scanProc() map[uint32]procStat {
 
 // processOf builds the lineage.Process the graph would hold for a process
 // seeded from /proc: coarse start (ticks * 1e7 ns).
-func processOf(pid uint32, st procStat) lineage.Process {
-	exe, _ := readExe(pid)
+func processOf(pid uint32, st procfs.Stat) lineage.Process {
+	now, _ := procfs.Read("", pid) // a zombie has no image left to read
 	return lineage.Process{
-		ID:          lineage.ID{PID: pid, Start: st.startTicks * lineage.TickNS},
-		Parent:      lineage.ID{PID: st.ppid},
+		ID:          lineage.ID{PID: pid, Start: st.StartTicks * lineage.TickNS},
+		Parent:      lineage.ID{PID: st.PPID},
 		CoarseStart: true,
-		Comm:        st.comm,
-		Images:      []lineage.Image{{Filename: exe, Argv: readArgv(pid), Source: lineage.SourceProc}},
-		Exited:      st.state == 'Z' || st.state == 'X',
+		Comm:        st.Comm,
+		Images:      []lineage.Image{{Filename: now.Filename, Argv: now.Argv, Source: lineage.SourceProc}},
+		Exited:      st.State == 'Z' || st.State == 'X',
 	}
 }
 
 // identity reads pid's lineage ID from /proc.
 func identity(t testing.TB, pid int) lineage.ID {
 	t.Helper()
-	st, err := readStat(uint32(pid))
+	st, err := procfs.ReadStat("", uint32(pid))
 	if err != nil {
 		t.Fatalf("identity of %d: %v", pid, err)
 	}
-	return lineage.ID{PID: uint32(pid), Start: st.startTicks * lineage.TickNS}
+	return lineage.ID{PID: uint32(pid), Start: st.StartTicks * lineage.TickNS}
 }
 
 // proc is a process a test started (cmd != nil) or found (a daemon), held
@@ -407,7 +411,7 @@ func (r *rig) startDaemon() (outer, daemon *proc) {
 	}
 	// Wait for the exec to sleep so the member has its final image.
 	for range 200 {
-		if st, err := readStat(uint32(pid)); err == nil && st.comm == "sleep" {
+		if st, err := procfs.ReadStat("", uint32(pid)); err == nil && st.Comm == "sleep" {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -432,7 +436,7 @@ func (r *rig) tree(roots ...lineage.ID) MembersFunc {
 		snap := scanProc()
 		kids := map[uint32][]uint32{}
 		for pid, st := range snap {
-			kids[st.ppid] = append(kids[st.ppid], pid)
+			kids[st.PPID] = append(kids[st.PPID], pid)
 		}
 		seen := map[uint32]bool{}
 		var out []lineage.Process
@@ -448,7 +452,7 @@ func (r *rig) tree(roots ...lineage.ID) MembersFunc {
 			}
 		}
 		for _, root := range roots {
-			if st, ok := snap[root.PID]; ok && st.startTicks == root.Tick() {
+			if st, ok := snap[root.PID]; ok && st.StartTicks == root.Tick() {
 				walk(root.PID)
 				continue
 			}
@@ -471,7 +475,7 @@ func static(ps ...lineage.Process) MembersFunc {
 // liveProcess is the Process of a live pid as /proc shows it.
 func liveProcess(t testing.TB, pid int) lineage.Process {
 	t.Helper()
-	st, err := readStat(uint32(pid))
+	st, err := procfs.ReadStat("", uint32(pid))
 	if err != nil {
 		t.Fatalf("stat %d: %v", pid, err)
 	}

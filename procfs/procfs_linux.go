@@ -69,6 +69,18 @@ func Scan(root string) ([]lineage.Snapshot, error) {
 // error wraps fs.ErrNotExist. A PID that names a thread rather than a
 // process is reported the same way.
 func Read(root string, pid uint32) (lineage.Snapshot, error) {
+	snap, _, err := ReadCreds(root, pid)
+	return snap, err
+}
+
+// ReadCreds is Read with the process's four user IDs, read through the
+// same handle: the API checks a socket peer's effective uid with it.
+func ReadCreds(root string, pid uint32) (lineage.Snapshot, UIDs, error) {
+	snap, ss, err := read(root, pid)
+	return snap, ss.uids, err
+}
+
+func read(root string, pid uint32) (lineage.Snapshot, status, error) {
 	if root == "" {
 		root = DefaultRoot
 	}
@@ -78,59 +90,63 @@ func Read(root string, pid uint32) (lineage.Snapshot, error) {
 	// processes.
 	r, err := os.OpenRoot(dir)
 	if err != nil {
-		return lineage.Snapshot{}, readErr(pid, err)
+		return lineage.Snapshot{}, status{}, readErr(pid, err)
 	}
 	defer r.Close()
 
 	b, err := r.ReadFile("stat")
 	if err != nil {
-		return lineage.Snapshot{}, readErr(pid, err)
+		return lineage.Snapshot{}, status{}, readErr(pid, err)
 	}
 	st, err := parseStat(b)
 	if err != nil {
-		return lineage.Snapshot{}, fmt.Errorf("procfs: %s/stat: %w", dir, err)
+		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: %s/stat: %w", dir, err)
 	}
-	if st.pid != pid {
-		return lineage.Snapshot{}, fmt.Errorf("procfs: %s/stat names pid %d", dir, st.pid)
+	if st.PID != pid {
+		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: %s/stat names pid %d", dir, st.PID)
 	}
 
 	b, err = r.ReadFile("status")
 	if err != nil {
-		return lineage.Snapshot{}, readErr(pid, err)
+		return lineage.Snapshot{}, status{}, readErr(pid, err)
 	}
 	ss, err := parseStatus(b)
 	if err != nil {
-		return lineage.Snapshot{}, fmt.Errorf("procfs: %s/status: %w", dir, err)
+		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: %s/status: %w", dir, err)
 	}
 	if ss.tgid != 0 && ss.tgid != pid {
-		return lineage.Snapshot{}, fmt.Errorf("procfs: %d is a thread of process %d, not a process: %w", pid, ss.tgid, fs.ErrNotExist)
+		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: %d is a thread of process %d, not a process: %w", pid, ss.tgid, fs.ErrNotExist)
 	}
 	// A zombie has exited (its exit event fired); only its parent's wait
 	// is pending. A thread-group leader that exited while other threads
 	// run also shows Z, but its process is alive: it has other threads
 	// (briefly so too while exit_group takes them down; the process exits
 	// when the last one leaves).
-	if st.state == 'X' || (st.state == 'Z' && ss.threads <= 1) {
-		return lineage.Snapshot{}, fmt.Errorf("procfs: process %d has exited (state %c): %w", pid, st.state, fs.ErrNotExist)
+	if st.State == 'X' || (st.State == 'Z' && ss.threads <= 1) {
+		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: process %d has exited (state %c): %w", pid, st.State, fs.ErrNotExist)
 	}
 
 	b, err = r.ReadFile("cmdline")
 	if err != nil {
-		return lineage.Snapshot{}, readErr(pid, err)
+		return lineage.Snapshot{}, status{}, readErr(pid, err)
 	}
 	// exe is unreadable for kernel threads, exited mms and without ptrace
-	// access: not fatal.
-	exe, _ := r.Readlink("exe")
+	// access: not fatal. A file deleted (or replaced by an upgrade) since
+	// the exec reads with " (deleted)" appended; the name the process
+	// executed is without it, as the kernel reported it at exec, so rules
+	// see the same file whichever way the process became known.
+	exe, exeErr := r.Readlink("exe")
+	exe = strings.TrimSuffix(exe, " (deleted)")
 
 	return lineage.Snapshot{
-		ID:       lineage.ID{PID: pid, Start: st.startTicks * lineage.TickNS},
-		PPID:     st.ppid,
+		ID:       lineage.ID{PID: pid, Start: st.StartTicks * lineage.TickNS},
+		PPID:     st.PPID,
 		UID:      ss.uid,
-		Comm:     st.comm,
+		Comm:     st.Comm,
 		Filename: exe,
 		Argv:     splitCmdline(b),
-		Kernel:   st.flags&pfKthread != 0,
-	}, nil
+		Kernel:   isKernelThread(st, exeErr),
+	}, ss, nil
 }
 
 // BootTimeNow returns CLOCK_BOOTTIME in nanoseconds: the clock of the
@@ -156,19 +172,50 @@ func readErr(pid uint32, err error) error {
 	return fmt.Errorf("procfs: process %d: %w", pid, err)
 }
 
-type stat struct {
-	pid        uint32
-	comm       string
-	state      byte
-	ppid       uint32
-	flags      uint64
-	startTicks uint64
+// Stat is what mcptrace reads of /proc/PID/stat (proc(5)).
+type Stat struct {
+	PID   uint32
+	Comm  string
+	State byte // R, S, D, Z, X, ...
+	PPID  uint32
+	Flags uint64 // PF_* flags
+	// StartTicks is the start time in clock ticks since boot
+	// (lineage.TickNS each).
+	StartTicks uint64
+}
+
+// ReadStat reads root/PID/stat. Unlike Read it reports a zombie too (State
+// 'Z'): tests and callers that walk parent links need it. A process that
+// is gone wraps fs.ErrNotExist.
+func ReadStat(root string, pid uint32) (Stat, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	path := filepath.Join(root, strconv.FormatUint(uint64(pid), 10), "stat")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Stat{}, readErr(pid, err)
+	}
+	st, err := parseStat(b)
+	if err != nil {
+		return Stat{}, fmt.Errorf("procfs: %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// kthreaddPID is the parent of every kernel thread.
+const kthreaddPID = 2
+
+// isKernelThread: PF_KTHREAD is set, or the process has no executable and
+// kthreadd is its parent.
+func isKernelThread(st Stat, exeErr error) bool {
+	return st.Flags&pfKthread != 0 || (errors.Is(exeErr, fs.ErrNotExist) && st.PPID == kthreaddPID)
 }
 
 // parseStat parses /proc/PID/stat (proc(5)). comm may hold spaces and
 // parentheses, so it runs from the first '(' to the last ')'.
-func parseStat(b []byte) (stat, error) {
-	var st stat
+func parseStat(b []byte) (Stat, error) {
+	var st Stat
 	open := bytes.IndexByte(b, '(')
 	end := bytes.LastIndexByte(b, ')')
 	if open < 0 || end < open {
@@ -178,8 +225,8 @@ func parseStat(b []byte) (stat, error) {
 	if err != nil {
 		return st, fmt.Errorf("malformed pid: %w", err)
 	}
-	st.pid = uint32(pid)
-	st.comm = string(b[open+1 : end])
+	st.PID = uint32(pid)
+	st.Comm = string(b[open+1 : end])
 	// Fields after comm, numbered from 3 (state) as in proc(5).
 	f := strings.Fields(string(b[end+1:]))
 	const (
@@ -191,16 +238,16 @@ func parseStat(b []byte) (stat, error) {
 	if len(f) <= fStart || len(f[fState]) != 1 {
 		return st, fmt.Errorf("malformed: %d fields after comm", len(f))
 	}
-	st.state = f[fState][0]
+	st.State = f[fState][0]
 	ppid, err := strconv.ParseUint(f[fPPID], 10, 32)
 	if err != nil {
 		return st, fmt.Errorf("malformed ppid: %w", err)
 	}
-	st.ppid = uint32(ppid)
-	if st.flags, err = strconv.ParseUint(f[fFlags], 10, 64); err != nil {
+	st.PPID = uint32(ppid)
+	if st.Flags, err = strconv.ParseUint(f[fFlags], 10, 64); err != nil {
 		return st, fmt.Errorf("malformed flags: %w", err)
 	}
-	if st.startTicks, err = strconv.ParseUint(f[fStart], 10, 64); err != nil {
+	if st.StartTicks, err = strconv.ParseUint(f[fStart], 10, 64); err != nil {
 		return st, fmt.Errorf("malformed starttime: %w", err)
 	}
 	return st, nil

@@ -61,9 +61,12 @@ func TestReadFakeTree(t *testing.T) {
 			ID: lineage.ID{PID: 1234, Start: 1500 * lineage.TickNS}, PPID: 1, UID: 1000, Comm: "(sd-pam) x)",
 			Filename: "/usr/lib/systemd/systemd", Argv: []string{"(sd-pam)"},
 		}},
-		{"cmdline rewritten with spaces stays one element", 4321, lineage.Snapshot{
+		// The executable was deleted (an upgrade replaced it): /proc
+		// appends " (deleted)", the kernel's exec event named the file
+		// without it, and rules must see one name either way.
+		{"cmdline rewritten with spaces stays one element; a deleted exe reads as the file executed", 4321, lineage.Snapshot{
 			ID: lineage.ID{PID: 4321, Start: 98765 * lineage.TickNS}, PPID: 4320, UID: 33, Comm: "nginx",
-			Filename: "/usr/sbin/nginx (deleted)", Argv: []string{"nginx: worker process"},
+			Filename: "/usr/sbin/nginx", Argv: []string{"nginx: worker process"},
 		}},
 		{"empty argument kept", 777, lineage.Snapshot{
 			ID: lineage.ID{PID: 777, Start: 123456 * lineage.TickNS}, PPID: 1234, UID: 1000, Comm: "sh",
@@ -162,11 +165,33 @@ func TestParseStat(t *testing.T) {
 			if tt.wantErr {
 				return
 			}
-			want := stat{pid: 42, comm: tt.comm, state: 'S', ppid: 7, flags: pfKthread, startTicks: 777}
+			want := Stat{PID: 42, Comm: tt.comm, State: 'S', PPID: 7, Flags: pfKthread, StartTicks: 777}
 			if st != want {
 				t.Errorf("parseStat = %+v, want %+v", st, want)
 			}
 		})
+	}
+}
+
+func TestKernelThreadDetection(t *testing.T) {
+	noExe := &fs.PathError{Op: "readlink", Path: "/proc/9/exe", Err: fs.ErrNotExist}
+	cases := []struct {
+		name   string
+		st     Stat
+		exeErr error
+		want   bool
+	}{
+		{"PF_KTHREAD", Stat{Flags: pfKthread, PPID: 2}, nil, true},
+		{"PF_KTHREAD under another parent", Stat{Flags: pfKthread, PPID: 0}, noExe, true},
+		{"no exe under kthreadd", Stat{PPID: 2}, noExe, true},
+		{"no exe elsewhere (zombie)", Stat{PPID: 100}, noExe, false},
+		{"exe unreadable under kthreadd", Stat{PPID: 2}, errors.New("EACCES"), false},
+		{"user process", Stat{PPID: 2}, nil, false},
+	}
+	for _, c := range cases {
+		if got := isKernelThread(c.st, c.exeErr); got != c.want {
+			t.Errorf("%s: got %v", c.name, got)
+		}
 	}
 }
 
@@ -268,6 +293,51 @@ func TestReadRealChild(t *testing.T) {
 	}
 	if _, err := Read("", pid); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Read(reaped child) error = %v, want fs.ErrNotExist", err)
+	}
+}
+
+// A process whose executable was deleted after its exec (an upgrade
+// replaced it) reads with the name it executed, as the kernel's exec event
+// gave it, not with the " (deleted)" that /proc appends.
+func TestReadRealProcessWhoseExecutableWasDeleted(t *testing.T) {
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(t.TempDir(), "procfs-helper")
+	if err := os.WriteFile(copyPath, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(copyPath, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PROCFS_TEST_HELPER=stat")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	if _, err := bufio.NewReader(stdout).ReadString(')'); err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	if err := os.Remove(copyPath); err != nil {
+		t.Fatal(err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	if link, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(int(pid)), "exe")); !strings.HasSuffix(link, " (deleted)") {
+		t.Fatalf("/proc shows exe %q, want it marked deleted", link)
+	}
+	got, err := Read("", pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Filename != copyPath {
+		t.Errorf("Filename = %q, want %q", got.Filename, copyPath)
 	}
 }
 

@@ -19,6 +19,11 @@ func Read(root string, pid uint32) (lineage.Snapshot, error) {
 	return lineage.Snapshot{}, errUnsupported
 }
 
+// ReadCreds is not supported on this OS.
+func ReadCreds(root string, pid uint32) (lineage.Snapshot, UIDs, error) {
+	return lineage.Snapshot{}, UIDs{}, errUnsupported
+}
+
 // UIDs are a process's user IDs (real, effective, saved, file system).
 type UIDs struct {
 	Real, Effective, Saved, FS uint32
