@@ -20,30 +20,32 @@ import (
 	"github.com/mcptrace/mcptrace/state"
 )
 
-// Options configure an Agent. Zero values take the documented defaults.
+// Options configure an Agent. Zero values take the defaults of the
+// package that owns each value (api, sensor, lineage, procfs, state), as
+// package config documents them.
 type Options struct {
-	Socket     string      // default /run/mcptrace/mcptrace.sock
-	SocketMode os.FileMode // default 0666 (see package api)
+	Socket     string      // api.DefaultSocket
+	SocketMode os.FileMode // api.DefaultSocketMode
 	// APIMaxConnections and APIMaxConnectionsPerUID cap the API
 	// connections of non-root users (api.Server); 0 takes api's defaults.
 	APIMaxConnections       int
 	APIMaxConnectionsPerUID int
-	RingBufferSize          int           // bytes, default 8 MiB
+	RingBufferSize          int           // sensor.DefaultRingBufferSize
 	TraceFS, BPFFS          string        // mounted when missing
-	ProcRoot                string        // default /proc
-	Retention               time.Duration // default 5m
-	RepairInterval          time.Duration // how often lost counters are checked, default 1s
+	ProcRoot                string        // procfs.DefaultRoot
+	Retention               time.Duration // lineage.DefaultRetention
+	RepairInterval          time.Duration // lineage.DefaultRepairInterval
 	// MaxNodes, MaxImages and MaxImageBytes cap the lineage graph
 	// (lineage.Config); zero takes lineage's defaults.
 	MaxNodes, MaxImages, MaxImageBytes int
 	// PinDir is where the kernel side is pinned so it keeps running
-	// across restarts (sensor.Options.PinDir). Default DefaultPinDir.
+	// across restarts (sensor.DefaultPinDir).
 	PinDir string
 	// StateDir is where the agent keeps its memory across restarts
-	// (package state). Default DefaultStateDir.
+	// (state.DefaultDir).
 	StateDir string
 	// CheckpointInterval is how often the whole state is written and the
-	// journal started anew. Default 30s.
+	// journal started anew (state.DefaultCheckpointInterval).
 	CheckpointInterval time.Duration
 	// Sessions says which processes are session roots. The zero value
 	// matches no host (no rules): only `mcptrace run`/`exec` tags and the
@@ -55,38 +57,30 @@ type Options struct {
 	Logger   *slog.Logger
 }
 
-// Defaults of Options.
-const (
-	DefaultSocket             = "/run/mcptrace/mcptrace.sock"
-	DefaultPinDir             = "/sys/fs/bpf/mcptrace"
-	DefaultStateDir           = "/run/mcptrace/state"
-	DefaultCheckpointInterval = 30 * time.Second
-)
-
 func (o *Options) defaults() {
 	if o.Socket == "" {
-		o.Socket = DefaultSocket
+		o.Socket = api.DefaultSocket
 	}
 	if o.SocketMode == 0 {
-		o.SocketMode = 0o666
+		o.SocketMode = api.DefaultSocketMode
 	}
 	if o.ProcRoot == "" {
-		o.ProcRoot = "/proc"
+		o.ProcRoot = procfs.DefaultRoot
 	}
 	if o.Retention == 0 {
-		o.Retention = 5 * time.Minute
+		o.Retention = lineage.DefaultRetention
 	}
 	if o.RepairInterval == 0 {
-		o.RepairInterval = time.Second
+		o.RepairInterval = lineage.DefaultRepairInterval
 	}
 	if o.PinDir == "" {
-		o.PinDir = DefaultPinDir
+		o.PinDir = sensor.DefaultPinDir
 	}
 	if o.StateDir == "" {
-		o.StateDir = DefaultStateDir
+		o.StateDir = state.DefaultDir
 	}
 	if o.CheckpointInterval == 0 {
-		o.CheckpointInterval = DefaultCheckpointInterval
+		o.CheckpointInterval = state.DefaultCheckpointInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

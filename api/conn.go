@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,12 @@ import (
 // Limits of the API. The configurable ones have their defaults here and
 // are exposed by package config (api.*).
 const (
+	// DefaultSocket is where the agent serves and clients connect
+	// (api.socket).
+	DefaultSocket = "/run/mcptrace/mcptrace.sock"
+	// DefaultSocketMode lets every local user connect (api.socket-mode):
+	// each request is authorized by the caller's kernel-verified identity.
+	DefaultSocketMode os.FileMode = 0o666
 	// DefaultMaxConnections bounds the connections of all non-root users
 	// together (api.max-connections).
 	DefaultMaxConnections = 128

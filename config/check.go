@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +15,6 @@ const maxSocketPath = 107
 // maxAPIConnections bounds api.max-connections: each connection holds two
 // file descriptors (socket, pidfd) and a goroutine.
 const maxAPIConnections = 4096
-
-// maxRingBuffer bounds the ring buffer, which is locked kernel memory.
-const maxRingBuffer = 1 << 30
 
 func absPath(p string) error {
 	if !filepath.IsAbs(p) {
@@ -49,15 +45,6 @@ func socketMode(m os.FileMode) error {
 	owner, group, other := m>>6&7, m>>3&7, m&7
 	if owner != 6 || (group != 0 && group != 6) || (other != 0 && other != 6) {
 		return fmt.Errorf("must be 0600, 0660, 0606 or 0666 (read and write for the owner; for group and others both or none: connecting needs write, execute means nothing on a socket), got %s", formatMode(m))
-	}
-	return nil
-}
-
-func ringBufferSize(n int) error {
-	page := os.Getpagesize()
-	if n < page || n > maxRingBuffer || bits.OnesCount(uint(n)) != 1 {
-		return fmt.Errorf("must be a power of two multiple of the page size (%d) up to %d, such as %d (8 MiB), got %d",
-			page, maxRingBuffer, Default().BPF.RingBufferSize, n)
 	}
 	return nil
 }

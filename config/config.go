@@ -11,8 +11,11 @@ import (
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/procmatch"
+	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/sessions"
+	"github.com/mcptrace/mcptrace/state"
 )
 
 // DefaultFile is read when Load is given no file, if it exists.
@@ -154,39 +157,39 @@ type Log struct {
 func Default() Config {
 	return Config{
 		API: API{
-			Socket:               "/run/mcptrace/mcptrace.sock",
-			SocketMode:           0o666,
+			Socket:               api.DefaultSocket,
+			SocketMode:           api.DefaultSocketMode,
 			MaxConnections:       api.DefaultMaxConnections,
 			MaxConnectionsPerUID: api.DefaultMaxConnectionsPerUID,
 		},
 		BPF: BPF{
-			RingBufferSize: 8 << 20,
-			BPFFS:          "/sys/fs/bpf",
-			TraceFS:        "/sys/kernel/tracing",
-			PinDir:         "/sys/fs/bpf/mcptrace",
+			RingBufferSize: sensor.DefaultRingBufferSize,
+			BPFFS:          sensor.DefaultBPFFS,
+			TraceFS:        sensor.DefaultTraceFS,
+			PinDir:         sensor.DefaultPinDir,
 		},
 		Lineage: Lineage{
-			Retention:      5 * time.Minute,
-			ProcRoot:       "/proc",
-			RepairInterval: time.Second,
+			Retention:      lineage.DefaultRetention,
+			ProcRoot:       procfs.DefaultRoot,
+			RepairInterval: lineage.DefaultRepairInterval,
 			MaxNodes:       lineage.DefaultMaxNodes,
 			MaxImages:      lineage.DefaultMaxImages,
 			MaxImageBytes:  lineage.DefaultMaxImageBytes,
 		},
 		Sessions: Sessions{
 			DefaultRules:    true,
-			Retention:       15 * time.Minute,
+			Retention:       sessions.DefaultRetention,
 			MaxActivePerUID: sessions.DefaultMaxActivePerUID,
 			MaxEndedPerUID:  sessions.DefaultMaxEndedPerUID,
 		},
 		Enforcer: Enforcer{
-			Mode:        "enforce",
-			Policy:      "graceful",
-			GracePeriod: 2 * time.Second,
+			Mode:        string(enforcer.ModeEnforce),
+			Policy:      string(enforcer.PolicyGraceful),
+			GracePeriod: enforcer.DefaultGrace,
 		},
 		State: State{
-			Dir:                "/run/mcptrace/state",
-			CheckpointInterval: 30 * time.Second,
+			Dir:                state.DefaultDir,
+			CheckpointInterval: state.DefaultCheckpointInterval,
 		},
 		Log: Log{
 			Level:  "info",
@@ -215,7 +218,7 @@ func (c *Config) options() []option {
 		{"api.max-connections-per-uid", "most connections one non-root uid may hold open, at most api.max-connections", &c.API.MaxConnectionsPerUID,
 			func() error { return between(c.API.MaxConnectionsPerUID, 1, c.API.MaxConnections) }},
 		{"bpf.ring-buffer-size", "size in bytes of the BPF ring buffer, a power of two multiple of the page size", &c.BPF.RingBufferSize,
-			func() error { return ringBufferSize(c.BPF.RingBufferSize) }},
+			func() error { return sensor.CheckRingBufferSize(c.BPF.RingBufferSize) }},
 		{"bpf.bpffs", "mount point of the BPF file system", &c.BPF.BPFFS,
 			func() error { return absPath(c.BPF.BPFFS) }},
 		{"bpf.tracefs", "mount point of tracefs", &c.BPF.TraceFS,

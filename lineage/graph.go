@@ -8,6 +8,10 @@ import (
 // Defaults for a zero Config.
 const (
 	DefaultRetention = 5 * time.Minute
+	// DefaultRepairInterval is how often the graph's owner checks the
+	// kernel's loss counters and repairs the graph from /proc after a
+	// loss (Graph.Repair; lineage.repair-interval).
+	DefaultRepairInterval = time.Second
 
 	// DefaultMaxNodes caps the graph at 200,000 processes. A busy build
 	// host starts a few hundred processes a second; with the default

@@ -19,3 +19,6 @@
 // Snapshot IDs carry Start = ticks*TickNS and the graph matches them to
 // the kernel's exact start_boottime by tick.
 package procfs
+
+// DefaultRoot is where Scan and Read look when root is "" (lineage.proc-root).
+const DefaultRoot = "/proc"

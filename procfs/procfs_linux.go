@@ -17,9 +17,6 @@ import (
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
-// DefaultRoot is where Scan and Read look when root is "".
-const DefaultRoot = "/proc"
-
 // pfKthread is PF_KTHREAD in the flags field of /proc/PID/stat.
 const pfKthread = 0x00200000
 

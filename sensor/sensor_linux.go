@@ -86,15 +86,6 @@ func (e *FeatureError) Error() string {
 
 func (e *FeatureError) Unwrap() error { return e.Err }
 
-// MinRingBufferSize is the smallest buffer that holds one exec record.
-var MinRingBufferSize = func() int {
-	n := os.Getpagesize()
-	for n < 2*execSize {
-		n *= 2
-	}
-	return n
-}()
-
 // Open checks the kernel, loads the programs and attaches them. Events are
 // buffered in the kernel from the moment Open returns.
 //
@@ -106,21 +97,21 @@ var MinRingBufferSize = func() int {
 // both run, so an event may be read twice, never not at all.
 func Open(opts Options) (*Sensor, error) {
 	if opts.RingBufferSize == 0 {
-		opts.RingBufferSize = 8 << 20
+		opts.RingBufferSize = DefaultRingBufferSize
 	}
 	if opts.TraceFS == "" {
-		opts.TraceFS = "/sys/kernel/tracing"
+		opts.TraceFS = DefaultTraceFS
 	}
 	if opts.BPFFS == "" {
-		opts.BPFFS = "/sys/fs/bpf"
+		opts.BPFFS = DefaultBPFFS
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	log := opts.Logger.With("component", "sensor")
 	size := opts.RingBufferSize
-	if size < MinRingBufferSize || size&(size-1) != 0 || size%os.Getpagesize() != 0 {
-		return nil, fmt.Errorf("ring buffer size %d: must be a power of two, a multiple of the page size and at least %d", size, MinRingBufferSize)
+	if err := CheckRingBufferSize(size); err != nil {
+		return nil, fmt.Errorf("ring buffer size: %w", err)
 	}
 	if err := ensureMounts(opts.TraceFS, opts.BPFFS, log); err != nil {
 		return nil, err

@@ -20,31 +20,11 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			log := cfg.NewLogger(os.Stderr)
-			ec, err := cfg.EnforcerConfig()
+			opts, err := agentOptions(cfg, log)
 			if err != nil {
 				return err
 			}
-			a, err := agent.New(agent.Options{
-				Socket:                  cfg.API.Socket,
-				SocketMode:              cfg.API.SocketMode,
-				APIMaxConnections:       cfg.API.MaxConnections,
-				APIMaxConnectionsPerUID: cfg.API.MaxConnectionsPerUID,
-				RingBufferSize:          cfg.BPF.RingBufferSize,
-				TraceFS:                 cfg.BPF.TraceFS,
-				BPFFS:                   cfg.BPF.BPFFS,
-				PinDir:                  cfg.BPF.PinDir,
-				StateDir:                cfg.State.Dir,
-				CheckpointInterval:      cfg.State.CheckpointInterval,
-				ProcRoot:                cfg.Lineage.ProcRoot,
-				Retention:               cfg.Lineage.Retention,
-				MaxNodes:                cfg.Lineage.MaxNodes,
-				MaxImages:               cfg.Lineage.MaxImages,
-				MaxImageBytes:           cfg.Lineage.MaxImageBytes,
-				RepairInterval:          cfg.Lineage.RepairInterval,
-				Sessions:                cfg.SessionsConfig(),
-				Enforcer:                ec,
-				Logger:                  log,
-			})
+			a, err := agent.New(opts)
 			if err != nil {
 				return err
 			}
