@@ -57,6 +57,29 @@
 // Each end is returned as an Action; Tracker.Members gives the processes
 // to end.
 //
+// # Where things are
+//
+//   - tracker.go: the Tracker, its state and counters, Observe (the event
+//     loop: roots that exited, execs).
+//   - declare.go: how sessions begin (rules at exec, tags, Begin);
+//     ids.go: the IDs they get (generatedID, uniqueID, allocate) and the
+//     per-owner cap of active sessions.
+//   - rules.go: host rules (procmatch rules read with procmatch.Any) and
+//     DefaultRules; command.go: mcptrace command lines as the CLI reads
+//     them.
+//   - scope.go: sessions.within-pid and creator chains.
+//   - marker.go: destroy markers and who may send them; generation.go:
+//     the generation a marker ends.
+//   - ending.go: ending sessions, nested ones and the sweep of gone roots.
+//   - scan.go: rules and tags applied to processes known from /proc.
+//   - index.go: the indexes by owner and ID, name, tag and parent.
+//   - resolve.go: finding a session by (owner, ID) or by name for a
+//     caller, and the listing; members.go: a session's members.
+//   - retain.go: ended sessions kept per owner; logs.go: per-session
+//     logs limited per owner.
+//   - session.go: the Session value and its keys; state.go: Dump and
+//     Restore for the agent's checkpoint.
+//
 // # What it does not do
 //
 // The package never signals, kills or otherwise touches a process, and
