@@ -416,7 +416,7 @@ func TestSparedProgramExecdByAMemberLives(t *testing.T) {
 
 func TestInterruptedEndingDoomsItsLiveMembers(t *testing.T) {
 	r := newRig(t)
-	stubborn := r.start("sh", "-c", ignoreTERM)
+	stubborn := r.startTrapped(ignoreTERM)
 	time.Sleep(100 * time.Millisecond)
 	seq := 0
 	doom := newFakeDoomer(&seq)

@@ -23,7 +23,7 @@ import (
 
 // ignoreTERM ignores SIGTERM; the ignored disposition is inherited by its
 // sleep children, which are session members too.
-const ignoreTERM = `trap "" TERM; while :; do sleep 0.1; done`
+const ignoreTERM = `trap "" TERM; echo ready; exec >/dev/null; while :; do sleep 0.1; done`
 
 func TestGracefulKillsEveryKindOfMemberAndSparesBystanders(t *testing.T) {
 	// Long enough that on a loaded machine (go test ./... runs packages side
@@ -60,7 +60,7 @@ func TestGracefulKillsEveryKindOfMemberAndSparesBystanders(t *testing.T) {
 		s.want[p] = unix.SIGTERM
 	}
 	stubborn := func(r *rig, s *started) {
-		p := r.start("sh", "-c", ignoreTERM)
+		p := r.startTrapped(ignoreTERM)
 		s.roots = append(s.roots, p.id)
 		s.watched = append(s.watched, p)
 		s.want[p] = unix.SIGKILL
@@ -132,7 +132,7 @@ func TestImmediateKillsWithSIGKILLAtOnce(t *testing.T) {
 	r := newRig(t)
 	bystander := r.start("sleep", "1000")
 	plain := r.start("sleep", "1000")
-	stubborn := r.start("sh", "-c", ignoreTERM)
+	stubborn := r.startTrapped(ignoreTERM)
 	time.Sleep(100 * time.Millisecond)
 
 	e := New(Config{Policy: PolicyImmediate, Grace: 10 * time.Second}, nil, testLogger(t))
@@ -424,7 +424,7 @@ func TestDoomsEveryMemberBeforeSIGKILLAndNoneBeforeSIGTERM(t *testing.T) {
 			roots = append(roots, r.start("sh", "-c", "sleep 1000 & sleep 1000 & wait").id)
 			// Ignores SIGTERM: under the graceful policy it reaches the
 			// SIGKILL phase.
-			stubborn := r.start("sh", "-c", ignoreTERM)
+			stubborn := r.startTrapped(ignoreTERM)
 			roots = append(roots, stubborn.id)
 			time.Sleep(100 * time.Millisecond)
 

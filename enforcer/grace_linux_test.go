@@ -14,8 +14,7 @@ func TestGraceLongerThanTheOldSweepTimeoutEndsInSIGKILL(t *testing.T) {
 		t.Skip("-short: this test waits out a 31s grace period")
 	}
 	r := newRig(t)
-	member := r.start("sh", "-c", `trap "" TERM; while :; do sleep 1; done`)
-	time.Sleep(50 * time.Millisecond) // the trap is set
+	member := r.startTrapped(ignoreTERM) // returns once the trap is set
 	const grace = 31 * time.Second
 	e := New(Config{Policy: PolicyGraceful, Grace: grace}, nil, testLogger(t))
 	rep := e.End(t.Context(), Ending{Session: "long-grace", Reason: "root exited", Members: r.tree(member.id)})
