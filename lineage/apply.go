@@ -158,14 +158,20 @@ func (g *Graph) applyExec(ev *Event) {
 	g.capImages(n)
 	g.account(n)
 	n.p.Kernel = false // an exec makes even a kernel-spawned helper a user process
-	if !created {
-		g.updateFields(n, ev)
-		if !ev.Parent.IsZero() {
-			g.setParentFromEvent(n, ev.Parent, ev.Time)
-		}
-	}
+	g.settle(n, created, ev)
+}
+
+// settle finishes a node an exec or exit event named: one the event
+// created may be a reused PID's (inferReuse); one that existed takes the
+// event's fields and parent.
+func (g *Graph) settle(n *node, created bool, ev *Event) {
 	if created {
 		g.inferReuse(n)
+		return
+	}
+	g.updateFields(n, ev)
+	if !ev.Parent.IsZero() {
+		g.setParentFromEvent(n, ev.Parent, ev.Time)
 	}
 }
 
@@ -188,15 +194,7 @@ func (g *Graph) applyExit(ev *Event) {
 	if n.markedAt == 0 {
 		n.markedAt = g.clock
 	}
-	if !created {
-		g.updateFields(n, ev)
-		if !ev.Parent.IsZero() {
-			g.setParentFromEvent(n, ev.Parent, ev.Time)
-		}
-	}
-	if created {
-		g.inferReuse(n)
-	}
+	g.settle(n, created, ev)
 }
 
 // eventNode returns the node an exec or exit is about, creating it (flagged

@@ -98,14 +98,7 @@ func (g *Graph) enforceCap() {
 		if cr.retired {
 			continue
 		}
-		kids := cr.children[:0]
-		for _, c := range cr.children {
-			if !c.retired {
-				kids = append(kids, c)
-			}
-		}
-		clear(cr.children[len(kids):])
-		cr.children = kids
+		cr.dropRetiredChildren()
 	}
 	g.stats.evicted += uint64(evicted)
 	g.nextEvictAt, g.nextEvictBytes = 0, 0

@@ -20,15 +20,7 @@ func (g *Graph) Retire(now uint64) int {
 	roots := g.roots()
 	removed := 0
 	walkSubtrees(roots, func(n *node, dead bool, last uint64, _ int) {
-		// Drop the children retired below.
-		kids := n.children[:0]
-		for _, c := range n.children {
-			if !c.retired {
-				kids = append(kids, c)
-			}
-		}
-		clear(n.children[len(kids):])
-		n.children = kids
+		n.dropRetiredChildren() // retired below
 
 		if dead && last < cutoff {
 			g.remove(n)
@@ -108,4 +100,17 @@ func (g *Graph) remove(n *node) {
 	n.p.Images = nil
 	g.imageBytes -= n.bytes
 	n.bytes = 0
+}
+
+// dropRetiredChildren removes the retired nodes from n's children, in
+// place, keeping the order of the rest.
+func (n *node) dropRetiredChildren() {
+	kids := n.children[:0]
+	for _, c := range n.children {
+		if !c.retired {
+			kids = append(kids, c)
+		}
+	}
+	clear(n.children[len(kids):])
+	n.children = kids
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procmatch"
 )
@@ -44,9 +45,7 @@ func newWorld(t *testing.T, cfg Config) *world {
 	return &world{t: t, g: g, tr: tr, clock: 1 * sec}
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+func testLogger(t *testing.T) *slog.Logger { return testenv.Logger(t, slog.LevelDebug) }
 
 // next returns a fresh event time.
 func (w *world) next() uint64 {

@@ -640,10 +640,7 @@ func (s *Store) WriteCheckpoint(c Cut, payload []byte) error {
 // checkpoint payload does not decode. Write a checkpoint before relying on
 // new Appends: WAL without a checkpoint is not replayed.
 func (s *Store) Discard(why string) error {
-	s.ckMu.Lock()
-	defer s.ckMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockAll()()
 	if s.closed {
 		return ErrClosed
 	}
@@ -717,10 +714,7 @@ func (s *Store) Size() (int64, error) {
 // already appended stay in the WAL. Close waits for a WriteCheckpoint in
 // progress; later calls return ErrClosed (Close itself returns nil).
 func (s *Store) Close() error {
-	s.ckMu.Lock()
-	defer s.ckMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockAll()()
 	if s.closed {
 		return nil
 	}
@@ -732,4 +726,15 @@ func (s *Store) Close() error {
 	}
 	errs = append(errs, s.dir.close())
 	return errors.Join(errs...)
+}
+
+// lockAll takes the checkpoint lock, then the store's, in the order every
+// caller keeps, and returns what releases both.
+func (s *Store) lockAll() (unlock func()) {
+	s.ckMu.Lock()
+	s.mu.Lock()
+	return func() {
+		s.mu.Unlock()
+		s.ckMu.Unlock()
+	}
 }

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,7 +58,7 @@ func Start(t testing.TB, opts agent.Options) *agent.Agent {
 	if opts.Logger == nil {
 		level := slog.LevelWarn
 		level.UnmarshalText([]byte(os.Getenv("MCPTRACE_TEST_LOG")))
-		opts.Logger = slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: level}))
+		opts.Logger = testenv.Logger(t, level)
 	}
 	a, err := agent.New(opts)
 	if err != nil {
@@ -140,13 +139,6 @@ func Within() uint32 { return uint32(os.Getpid()) }
 // WithinFlag is Within as a flag of `mcptrace agent`, for tests that run the
 // agent binary.
 func WithinFlag() string { return "--sessions.within-pid=" + strconv.Itoa(os.Getpid()) }
-
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // ThreadsThenExec is the body of a helper process: it starts 50 threads
 // and execs `sh -c 'exit 7'` from one that is not the group leader. It
