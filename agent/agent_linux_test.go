@@ -25,17 +25,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	switch os.Getenv("AGENT_TEST_HELPER") {
-	case "threads-exec":
-		agenttest.ThreadsThenExec()
-	case "api-flood":
-		floodHelper()
-	case "own-pgroup":
-		// A member that moved to its own process group.
-		syscall.Setpgid(0, 0)
-		time.Sleep(time.Hour)
-		os.Exit(0)
-	}
+	testenv.RunHelper(map[string]func(){
+		"threads-exec": agenttest.ThreadsThenExec,
+		"api-flood":    floodHelper,
+		"own-pgroup": func() {
+			// A member that moved to its own process group.
+			syscall.Setpgid(0, 0)
+			time.Sleep(time.Hour)
+		},
+	})
 	code := m.Run()
 	testenv.RemoveBinary()
 	os.Exit(code)
@@ -72,32 +70,11 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 func spawn(t *testing.T, script string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", script)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd, bufio.NewScanner(out)
+	_, sc := testenv.StartPiped(t, cmd)
+	return cmd, sc
 }
 
-func readPID(t *testing.T, sc *bufio.Scanner) uint32 {
-	t.Helper()
-	if !sc.Scan() {
-		t.Fatalf("script printed no pid: %v", sc.Err())
-	}
-	pid, err := strconv.ParseUint(strings.TrimSpace(sc.Text()), 10, 32)
-	if err != nil {
-		t.Fatalf("script printed %q, not a pid", sc.Text())
-	}
-	return uint32(pid)
-}
+func readPID(t *testing.T, sc *bufio.Scanner) uint32 { t.Helper(); return testenv.ReadPID(t, sc) }
 
 // killLater kills a process this test started (a sleep it left behind).
 func killLater(t *testing.T, pid uint32) {
@@ -285,7 +262,7 @@ func TestThreadedProcessIsOneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "AGENT_TEST_HELPER=threads-exec")
+	cmd.Env = testenv.HelperEnv("threads-exec")
 	err = cmd.Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 7 {

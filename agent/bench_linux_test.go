@@ -98,7 +98,7 @@ func BenchmarkRestartWith10kProcesses(b *testing.B) {
 	b.Cleanup(func() {
 		host.Process.Kill()
 		host.Wait()
-		for _, p := range testenv.WithEnv(env) {
+		for _, p := range agenttest.WithEnv(env) {
 			p.Kill()
 		}
 	})

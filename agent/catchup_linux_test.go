@@ -44,7 +44,7 @@ exec sleep 300`, "member")
 	member := h.procs["member"]
 	waitFor(t, "the member in the session", func() (bool, string) {
 		for _, p := range a.members("held") {
-			if p.ID.PID == member.pid {
+			if p.ID.PID == member.PID {
 				return true, ""
 			}
 		}
@@ -64,7 +64,7 @@ exec sleep 300`, "member")
 		child = procOf(t, uint32(pid), "child")
 		return true, ""
 	})
-	killLater(t, child.pid)
+	killLater(t, child.PID)
 	// Root may end any session; the request needs no caller resolution,
 	// so it is applied while the events are held.
 	res, err := a.client.EndSession(context.Background(), "held", nil)
@@ -89,12 +89,12 @@ exec sleep 300`, "member")
 	}
 	killed := false
 	for _, r := range a.Enforcer().Records() {
-		if r.Session == "held" && r.Process.PID == child.pid && r.Result == enforcer.ResultKilled {
+		if r.Session == "held" && r.Process.PID == child.PID && r.Result == enforcer.ResultKilled {
 			killed = true
 		}
 	}
 	if !killed {
-		t.Errorf("no kill record for the child forked before the session ended (pid %d)", child.pid)
+		t.Errorf("no kill record for the child forked before the session ended (pid %d)", child.PID)
 	}
 }
 

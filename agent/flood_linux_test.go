@@ -59,7 +59,7 @@ func floodMinAnswers() int {
 }
 
 // floodEnv names the helper's socket; the helper is this test binary run
-// as another uid with AGENT_TEST_HELPER=api-flood.
+// as another uid with MCPTRACE_TEST_HELPER=api-flood.
 const floodEnv = "AGENT_TEST_FLOOD_SOCKET"
 
 // floodClient hammers every endpoint of the agent at socket until
@@ -194,7 +194,7 @@ read line; exit 0`, "forker", "server", "daemon")
 			continue
 		}
 		cmd := exec.Command(self, "-test.run=^$")
-		cmd.Env = append(os.Environ(), "AGENT_TEST_HELPER=api-flood", floodEnv+"="+a.Socket(),
+		cmd.Env = testenv.HelperEnv("api-flood", floodEnv+"="+a.Socket(),
 			"AGENT_TEST_FLOOD_UNTIL="+strconv.FormatInt(deadline.UnixNano(), 10), "AGENT_TEST_FLOOD_ID="+strconv.Itoa(i))
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		out, _ := cmd.StdoutPipe()

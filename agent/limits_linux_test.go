@@ -253,7 +253,7 @@ func TestTwoUsersSessionsOfOneIDEndApart(t *testing.T) {
 				return false, fmt.Sprint(a.Sessions().Sessions())
 			}
 			for _, p := range a.Sessions().Members(s.Ref()) {
-				if p.ID.PID == m.pid {
+				if p.ID.PID == m.PID {
 					return true, ""
 				}
 			}

@@ -36,9 +36,9 @@ var stopSignals = []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
 // (sleep 1001) and the root itself, which exec'd sleep 1002.
 type sessionA struct {
 	env                 string // the marker in every member's environment
-	root, daemon, child testenv.Proc
+	root, daemon, child agenttest.Proc
 	rootCmd             *exec.Cmd
-	all                 []testenv.Proc
+	all                 []agenttest.Proc
 }
 
 func startSessionA(t *testing.T, ag *agenttest.Process, id string) *sessionA {
@@ -52,14 +52,14 @@ func startSessionA(t *testing.T, ag *agenttest.Process, id string) *sessionA {
 	}
 	s.rootCmd = cmd
 	t.Cleanup(func() {
-		for _, p := range testenv.WithEnv(s.env) {
+		for _, p := range agenttest.WithEnv(s.env) {
 			p.Kill()
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
 	testenv.Eventually(t, "the session's three processes", func() (bool, string) {
-		ps := testenv.WithEnv(s.env)
+		ps := agenttest.WithEnv(s.env)
 		for _, p := range ps {
 			switch strings.Join(p.Argv, " ") {
 			case "sleep 1000":
@@ -70,7 +70,7 @@ func startSessionA(t *testing.T, ag *agenttest.Process, id string) *sessionA {
 				s.root = p
 			}
 		}
-		s.all = []testenv.Proc{s.root, s.daemon, s.child}
+		s.all = []agenttest.Proc{s.root, s.daemon, s.child}
 		return s.root.PID != 0 && s.daemon.PID != 0 && s.child.PID != 0 && s.root.PID == uint32(cmd.Process.Pid), fmt.Sprint(ps)
 	})
 	// The agent has them as members of session id.
@@ -405,20 +405,20 @@ func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
-				for _, p := range testenv.WithEnv(env) {
+				for _, p := range agenttest.WithEnv(env) {
 					p.Kill()
 				}
 				cmd.Process.Kill()
 				cmd.Wait()
 			})
-			var member testenv.Proc
+			var member agenttest.Proc
 			testenv.Eventually(t, "the member ignoring SIGTERM, known to the agent", func() (bool, string) {
 				b, err := os.ReadFile(fifo + ".member")
 				pid, perr := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
 				if err != nil || perr != nil {
 					return false, fmt.Sprint(err, perr)
 				}
-				for _, p := range testenv.WithEnv(env) {
+				for _, p := range agenttest.WithEnv(env) {
 					if p.PID == uint32(pid) {
 						member = p
 					}
@@ -451,7 +451,7 @@ func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			ag.Start()
 			testenv.Eventually(t, "no survivor after the restart", func() (bool, string) {
-				left := testenv.WithEnv(env)
+				left := agenttest.WithEnv(env)
 				return len(left) == 0, fmt.Sprint(left)
 			})
 			testenv.Eventually(t, "the resumed ending's report", func() (bool, string) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
@@ -32,33 +33,21 @@ func enforcingAgent(t *testing.T, mode enforcer.Mode) *testAgent {
 }
 
 // proc is a process a test started or was told about, with its identity.
+// proc is a process of a test, by identity, with the name the test
+// gives it in failures.
 type proc struct {
-	pid  uint32
-	tick uint64 // start time in /proc ticks
+	agenttest.Proc
 	what string
 }
 
 func procOf(t *testing.T, pid uint32, what string) proc {
 	t.Helper()
-	s, err := procfs.Read("/proc", pid)
-	if err != nil {
-		t.Fatalf("%s (%d): %v", what, pid, err)
-	}
-	return proc{pid: pid, tick: s.ID.Tick(), what: what}
+	return proc{agenttest.ProcOf(t, pid, what), what}
 }
 
-// alive reports whether the very process p still runs (not a zombie, not
-// a recycled pid).
-func (p proc) alive() bool {
-	s, err := procfs.Read("/proc", p.pid)
-	return err == nil && s.ID.Tick() == p.tick
-}
+func (p proc) alive() bool { return p.Alive() }
 
-func (p proc) kill() { // only ever the test's own processes, checked by identity
-	if p.alive() {
-		syscall.Kill(int(p.pid), syscall.SIGKILL)
-	}
-}
+func (p proc) kill() { p.Kill() } // only ever the test's own processes, checked by identity
 
 // host runs script as `mcptrace run --session ID -- sh -c script`; the
 // script reports "name pid" lines, then "ready", then reads commands from
@@ -94,20 +83,13 @@ func launchHost(t *testing.T, gated bool, session, script string) *host {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "MCPTRACE_BIN_DIR="+filepath.Dir(bin), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &host{cmd: cmd, in: in, out: bufio.NewScanner(out), procs: map[string]proc{}}
+	in, out := testenv.StartPiped(t, cmd)
+	h := &host{cmd: cmd, in: in, out: out, procs: map[string]proc{}}
 	h.procs["host"] = procOf(t, uint32(cmd.Process.Pid), "host")
 	t.Cleanup(func() {
 		for _, p := range h.procs {
 			p.kill()
 		}
-		cmd.Process.Kill()
-		cmd.Wait()
 	})
 	return h
 }
@@ -136,9 +118,9 @@ func (h *host) waitReady(t *testing.T, want ...string) {
 				t.Fatalf(`host printed %q, want "name pid" or "ready"`, line)
 			}
 			// A member may be gone already (it exits at once): keep its pid.
-			p := proc{pid: uint32(pid), what: name}
-			if snap, err := procfs.Read("/proc", p.pid); err == nil {
-				p.tick = snap.ID.Tick()
+			p := proc{Proc: agenttest.Proc{PID: uint32(pid)}, what: name}
+			if snap, err := procfs.Read("/proc", p.PID); err == nil {
+				p.Tick = snap.ID.Tick()
 			}
 			h.procs[name] = p
 		}
@@ -175,7 +157,7 @@ func waitDead(t *testing.T, ps ...proc) {
 		var alive []string
 		for _, p := range ps {
 			if p.alive() {
-				alive = append(alive, fmt.Sprintf("%s(%d)", p.what, p.pid))
+				alive = append(alive, fmt.Sprintf("%s(%d)", p.what, p.PID))
 			}
 		}
 		return len(alive) == 0, "alive: " + strings.Join(alive, " ")
@@ -186,7 +168,7 @@ func mustAlive(t *testing.T, ps ...proc) {
 	t.Helper()
 	for _, p := range ps {
 		if !p.alive() {
-			t.Errorf("%s (%d) was killed, but it is outside the ended session", p.what, p.pid)
+			t.Errorf("%s (%d) was killed, but it is outside the ended session", p.what, p.PID)
 		}
 	}
 }
@@ -210,7 +192,7 @@ func escapees(t *testing.T) string {
 	}
 	return `
 setsid sh -c 'sleep 300 & echo daemon $!' </dev/null
-AGENT_TEST_HELPER=own-pgroup ` + self + ` -test.run=^$ </dev/null >/dev/null & echo pgroup $!
+MCPTRACE_TEST_HELPER=own-pgroup ` + self + ` -test.run=^$ </dev/null >/dev/null & echo pgroup $!
 nohup sleep 300 </dev/null >/dev/null 2>&1 & echo nohup $!
 sh -c 'trap "" TERM; echo ignores-term $$; exec sleep 300' </dev/null &
 sh -c 'sh -c "sleep 300 </dev/null & echo grandchild \$!"'
@@ -245,7 +227,7 @@ func TestRootExitEndsEveryDescendant(t *testing.T) {
 			// The SIGTERM-ignorer says so before it execs sleep: wait for
 			// the exec, or a doom set before it kills it at the exec.
 			waitFor(t, "the SIGTERM-ignoring member running sleep", func() (bool, string) {
-				snap, err := procfs.Read("/proc", h.procs["ignores-term"].pid)
+				snap, err := procfs.Read("/proc", h.procs["ignores-term"].PID)
 				return err == nil && len(snap.Argv) > 0 && snap.Argv[0] == "sleep", fmt.Sprint(snap.Argv, err)
 			})
 			tc.end(t, h)
@@ -256,7 +238,7 @@ func TestRootExitEndsEveryDescendant(t *testing.T) {
 			var sig string
 			waitFor(t, "kill record of the SIGTERM-ignoring member", func() (bool, string) {
 				for _, r := range a.Enforcer().Records() {
-					if r.Session == session && r.Process.PID == h.procs["ignores-term"].pid && r.Result == enforcer.ResultKilled {
+					if r.Session == session && r.Process.PID == h.procs["ignores-term"].PID && r.Result == enforcer.ResultKilled {
 						sig = r.Signal
 						return true, ""
 					}
@@ -319,7 +301,7 @@ func TestDestroyMarkerEndsOnlyTheNamedSubSession(t *testing.T) {
 				for _, x := range []string{"a", "b", "c"} {
 					if s, ok := a.Sessions().Find(id(x)); !ok || s.State != sessions.Active {
 						for _, p := range a.Graph().Processes() {
-							if p.ID.PID == h.procs[id(x)].pid {
+							if p.ID.PID == h.procs[id(x)].PID {
 								detail += fmt.Sprintf("\nserver %s node: %v creator %v exited %v gaps %v", x, p.ID, p.Creator, p.Exited, p.Gaps)
 								for _, im := range p.Images {
 									detail += fmt.Sprintf("\n   image %d %s %q trunc=%v", im.Time, im.Source, im.Argv[:min(len(im.Argv), 4)], im.ArgvTruncated)
@@ -376,7 +358,7 @@ echo ready; read line`)
 		// a process created behind it.)
 		for _, wait := range []time.Duration{0, 50 * time.Millisecond} {
 			time.Sleep(wait)
-			if left := testenv.WithEnv(marker); len(left) != 0 {
+			if left := agenttest.WithEnv(marker); len(left) != 0 {
 				t.Fatalf("trial %d: %d survivors after the enforcer reported the session empty: %v", i, len(left), left)
 			}
 		}
@@ -393,10 +375,10 @@ func TestRecycledPIDOfAMemberIsNotKilled(t *testing.T) {
 	h := startHost(t, "reuse", `sh -c 'echo member $$' </dev/null; echo ready; read line`)
 	member := h.procs["member"]
 	waitFor(t, "member exited", func() (bool, string) {
-		p, ok := a.Graph().Lookup(member.pid)
+		p, ok := a.Graph().Lookup(member.PID)
 		return ok && p.Exited, ""
 	})
-	unrelated := forkAt(t, member.pid, "/bin/sleep", "300")
+	unrelated := forkAt(t, member.PID, "/bin/sleep", "300")
 	u := procOf(t, uint32(unrelated.Process.Pid), "unrelated")
 	h.say(t, "exit")
 	h.cmd.Wait()
@@ -408,7 +390,7 @@ func TestRecycledPIDOfAMemberIsNotKilled(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	mustAlive(t, u)
 	for _, r := range a.Enforcer().Records() {
-		if r.Process.PID == u.pid && r.Result == enforcer.ResultKilled {
+		if r.Process.PID == u.PID && r.Result == enforcer.ResultKilled {
 			t.Errorf("the recycled pid's new process was killed: %+v", r)
 		}
 	}
@@ -455,7 +437,7 @@ func TestAuditModeKillsNothingAndListsWhatItWould(t *testing.T) {
 	var members []proc
 	for name, p := range h.procs {
 		if name != "host" {
-			want = append(want, p.pid)
+			want = append(want, p.PID)
 			members = append(members, p)
 		}
 	}
@@ -478,7 +460,7 @@ func TestAuditModeKillsNothingAndListsWhatItWould(t *testing.T) {
 	var live []uint32
 	for _, p := range members {
 		if p.alive() {
-			live = append(live, p.pid)
+			live = append(live, p.PID)
 		}
 	}
 	slices.Sort(live)
@@ -498,7 +480,7 @@ func TestAgentNarrowedToASubtreeLeavesEverythingElseAlone(t *testing.T) {
 read line; mcptrace exec --session sub -- sleep 300 </dev/null &
 read line; exit 0`)
 	a := startAgent(t, agent.Options{
-		Sessions: sessions.Config{WithinPID: inside.procs["host"].pid},
+		Sessions: sessions.Config{WithinPID: inside.procs["host"].PID},
 		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyImmediate},
 	})
 	inside.say(t, "go")
@@ -515,7 +497,7 @@ read line; exit 0`)
 		return ok && s.State == sessions.Active && s.Parent == "inside", fmt.Sprintf("%v", a.Sessions().Sessions())
 	})
 	waitFor(t, "the outside host's tag in the graph", func() (bool, string) {
-		p, ok := a.Graph().Lookup(outside.procs["host"].pid)
+		p, ok := a.Graph().Lookup(outside.procs["host"].PID)
 		for _, im := range p.Images {
 			if im.Source == lineage.SourceKernel && slices.Contains(im.Argv, "outside") {
 				return true, ""
@@ -545,7 +527,7 @@ read line; exit 0`)
 	outside.cmd.Process.Signal(syscall.SIGKILL)
 	outside.cmd.Wait()
 	waitFor(t, "the outside host's exit in the graph", func() (bool, string) {
-		p, ok := a.Graph().Get(mustLookup(t, a, outside.procs["member"].pid).Creator)
+		p, ok := a.Graph().Get(mustLookup(t, a, outside.procs["member"].PID).Creator)
 		return ok && p.Exited, fmt.Sprintf("%+v", p)
 	})
 	time.Sleep(200 * time.Millisecond)

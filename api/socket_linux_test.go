@@ -24,16 +24,9 @@ import (
 	"github.com/mcptrace/mcptrace/procfs"
 )
 
-// Helper processes: the test binary run again with API_TEST_HELPER.
+// Helper processes: the test binary run again (testenv.HelperEnv).
 func TestMain(m *testing.M) {
-	switch os.Getenv("API_TEST_HELPER") {
-	case "connect":
-		helperConnect()
-	case "hold":
-		helperHold()
-	case "flood":
-		helperFlood()
-	}
+	testenv.RunHelper(map[string]func(){"connect": helperConnect, "hold": helperHold, "flood": helperFlood})
 	os.Exit(m.Run())
 }
 
@@ -62,7 +55,7 @@ func helperConnect() {
 	}
 	f, _ := c.(*net.UnixConn).File()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "API_TEST_HELPER=hold")
+	cmd.Env = testenv.HelperEnv("hold")
 	cmd.ExtraFiles = []*os.File{f}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -178,7 +171,7 @@ func testHeldConnectionActsForNobody(t *testing.T, noPIDFD bool) {
 			w.s.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			sock := serveSocket(t, w.s)
 			a := exec.Command(os.Args[0], "-test.run=^$")
-			a.Env = append(os.Environ(), "API_TEST_HELPER=connect", "API_TEST_SOCKET="+sock)
+			a.Env = testenv.HelperEnv("connect", "API_TEST_SOCKET="+sock)
 			in, _ := a.StdinPipe()
 			out, _ := a.StdoutPipe()
 			a.Stderr = os.Stderr
@@ -278,7 +271,7 @@ func TestConnectionFloodIsCappedPerUIDAndInTotal(t *testing.T) {
 	fdsBefore := countFDs(t)
 	flood := func(uid uint32, n int) (ok, busy int) {
 		cmd := exec.Command(bin, "-test.run=^$")
-		cmd.Env = append(os.Environ(), "API_TEST_HELPER=flood", "API_TEST_SOCKET="+sock, "API_TEST_N="+strconv.Itoa(n))
+		cmd.Env = testenv.HelperEnv("flood", "API_TEST_SOCKET="+sock, "API_TEST_N="+strconv.Itoa(n))
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 		in, _ := cmd.StdinPipe()
 		out, _ := cmd.StdoutPipe()

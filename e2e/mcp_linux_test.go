@@ -101,12 +101,7 @@ func startHost(t *testing.T, session, marker, socket string) *mcpHost {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = hostDir
 	cmd.Env = append(os.Environ(), marker, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "MCPTRACE_API_SOCKET="+socket)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	in, out := testenv.StartPiped(t, cmd)
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -118,7 +113,7 @@ func startHost(t *testing.T, session, marker, socket string) *mcpHost {
 			}
 		}
 	})
-	h := &mcpHost{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	h := &mcpHost{cmd: cmd, in: in, out: out}
 	h.expect(t, "ready")
 	return h
 }

@@ -22,11 +22,10 @@ import (
 	"github.com/mcptrace/mcptrace/sensor"
 )
 
-// setuidHelperVar makes the test binary the setuid-root helper: installed
-// setuid root and started by an unprivileged uid, it takes root as every
-// one of its uids (setresuid(0, 0, 0)), then becomes `sleep 1000`.
-const setuidHelperVar = "MCPTRACE_ENFORCER_SETUID_HELPER"
-
+// setuidHelper is the test binary as the setuid-root helper (test helper
+// "setuid"): installed setuid root and started by an unprivileged uid, it
+// takes root as every one of its uids (setresuid(0, 0, 0)), then becomes
+// `sleep 1000`.
 func setuidHelper() {
 	if err := syscall.Setresuid(0, 0, 0); err != nil {
 		os.Stderr.WriteString("setuid helper: setresuid(0,0,0): " + err.Error() + "\n")
@@ -153,7 +152,7 @@ func TestNonRootOwnerEndsOnlyWhatItCouldSignalItself(t *testing.T) {
 			// and a plain sleep, says their pids and exits; both are
 			// reparented to the test process (the subreaper).
 			cmd := asUID(exec.Command("sh", "-c", `"$0" & echo $!; sleep 1000 & echo $!`, helper), owner)
-			cmd.Env = append(os.Environ(), setuidHelperVar+"=1")
+			cmd.Env = testenv.HelperEnv("setuid")
 			outR, outW, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
@@ -235,7 +234,7 @@ func TestMemberThatBecomesRootDuringTheGraceIsSpared(t *testing.T) {
 	// A member of the owner's session that, on SIGTERM, execs the
 	// setuid-root helper: at the SIGKILL phase it is root's process.
 	cmd := asUID(exec.Command("sh", "-c", `trap 'exec "$0"' TERM; echo ready; exec >/dev/null; while :; do sleep 0.05; done`, helper), owner)
-	cmd.Env = append(os.Environ(), setuidHelperVar+"=1")
+	cmd.Env = testenv.HelperEnv("setuid")
 	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

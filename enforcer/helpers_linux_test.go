@@ -50,12 +50,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(setuidHelperVar) == "1" {
-		setuidHelper()
-	}
-	if os.Getenv(leaderExitsVar) == "1" {
-		leaderExits()
-	}
+	testenv.RunHelper(map[string]func(){"setuid": setuidHelper, "leader-exits": leaderExits})
 	if os.Geteuid() == 0 {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			fmt.Fprintln(os.Stderr, "PR_SET_CHILD_SUBREAPER:", err)

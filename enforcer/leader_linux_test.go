@@ -9,16 +9,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/procfs"
 )
 
-// leaderExitsVar makes the test binary a process whose thread-group
-// leader exits on its own (a raw exit(2) of the main thread, not
-// exit_group) while its other threads keep running: /proc shows the
-// leader as a zombie ('Z'), yet the process lives on, and the kernel
-// reports no process exit until the last thread leaves.
-const leaderExitsVar = "MCPTRACE_ENFORCER_LEADER_EXITS"
-
+// leaderExits is the test binary as a process whose thread-group leader
+// exits on its own (test helper "leader-exits": a raw exit(2) of the main
+// thread, not exit_group) while its other threads keep running: /proc
+// shows the leader as a zombie ('Z'), yet the process lives on, and the
+// kernel reports no process exit until the last thread leaves.
 func leaderExits() {
 	go func() {
 		for {
@@ -36,7 +35,7 @@ func leaderExits() {
 func TestZombieLeaderWithLiveThreadsIsKilled(t *testing.T) {
 	r := newRig(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), leaderExitsVar+"=1")
+	cmd.Env = testenv.HelperEnv("leader-exits")
 	m := r.startCmd(cmd)
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
@@ -25,19 +26,18 @@ const fakeRoot = "testdata/proc"
 
 // TestMain doubles as the helper child of the integration tests.
 func TestMain(m *testing.M) {
-	switch os.Getenv("PROCFS_TEST_HELPER") {
-	case "stat":
-		// Report our own start as /proc shows it, then wait for stdin to close.
-		b, err := os.ReadFile("/proc/self/stat")
-		if err != nil {
-			os.Exit(2)
-		}
-		os.Stdout.Write(b)
-		io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	case "exit":
-		os.Exit(0)
-	}
+	testenv.RunHelper(map[string]func(){
+		"stat": func() {
+			// Report our own start as /proc shows it, then wait for stdin to close.
+			b, err := os.ReadFile("/proc/self/stat")
+			if err != nil {
+				os.Exit(2)
+			}
+			os.Stdout.Write(b)
+			io.Copy(io.Discard, os.Stdin)
+		},
+		"exit": func() {},
+	})
 	os.Exit(m.Run())
 }
 
@@ -221,7 +221,7 @@ func TestSplitCmdline(t *testing.T) {
 func startHelper(t *testing.T, mode string) (*exec.Cmd, io.WriteCloser, io.Reader) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "helper-"+mode)
-	cmd.Env = append(os.Environ(), "PROCFS_TEST_HELPER="+mode)
+	cmd.Env = testenv.HelperEnv(mode)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestReadRealProcessWhoseExecutableWasDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(copyPath, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "PROCFS_TEST_HELPER=stat")
+	cmd.Env = testenv.HelperEnv("stat")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/internal/agenttest"
+	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sensor"
 )
@@ -17,10 +18,7 @@ import (
 // The test binary doubles as a helper process so the tests need nothing but
 // /bin/sh on the machine (or in the VM guest).
 func TestMain(m *testing.M) {
-	switch os.Getenv("SENSOR_TEST_HELPER") {
-	case "threads-exec":
-		agenttest.ThreadsThenExec()
-	}
+	testenv.RunHelper(map[string]func(){"threads-exec": agenttest.ThreadsThenExec})
 	os.Exit(m.Run())
 }
 
@@ -132,7 +130,7 @@ func TestSensorReportsThreadedProcessOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SENSOR_TEST_HELPER=threads-exec")
+	cmd.Env = testenv.HelperEnv("threads-exec")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

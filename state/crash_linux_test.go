@@ -14,20 +14,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcptrace/mcptrace/internal/testenv"
 )
 
 const (
-	helperVar = "STATE_TEST_HELPER"
-	dirVar    = "STATE_TEST_DIR"
-	seedVar   = "STATE_TEST_SEED"
+	dirVar  = "STATE_TEST_DIR"
+	seedVar = "STATE_TEST_SEED"
 )
 
 // TestMain doubles as the helper child of the crash test.
 func TestMain(m *testing.M) {
-	if os.Getenv(helperVar) == "crash" {
-		crashChild()
-		os.Exit(0)
-	}
+	testenv.RunHelper(map[string]func(){"crash": crashChild})
 	os.Exit(m.Run())
 }
 
@@ -182,7 +180,7 @@ func TestCrashAtRandomMomentsLosesOnlyTheAppendInFlight(t *testing.T) {
 	const rounds = 30
 	for round := range rounds {
 		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), helperVar+"=crash", dirVar+"="+dir, seedVar+"="+strconv.FormatUint(rng.Uint64(), 10))
+		cmd.Env = testenv.HelperEnv("crash", dirVar+"="+dir, seedVar+"="+strconv.FormatUint(rng.Uint64(), 10))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.StdoutPipe()

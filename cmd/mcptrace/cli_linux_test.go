@@ -56,16 +56,8 @@ func TestTreeShowsDeadWrapperChainWithSecretsRedacted(t *testing.T) {
 	const token = "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
 	host := exec.Command("/bin/sh", "-c",
 		`sh -c 'env GITHUB_PERSONAL_ACCESS_TOKEN=`+token+` sleep 30 & echo $!'; exec sleep 30`)
-	stdout, _ := host.StdoutPipe()
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
-	sc := bufio.NewScanner(stdout)
-	if !sc.Scan() {
-		t.Fatal("no pid from the script")
-	}
-	server, _ := strconv.Atoi(sc.Text())
+	_, sc := testenv.StartPiped(t, host)
+	server := int(testenv.ReadPID(t, sc))
 	t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) })
 
 	wants := []struct {
@@ -191,16 +183,8 @@ func TestSessionsAndTreeShowWhatTheEnforcerDid(t *testing.T) {
 	bin := build(t)
 	socket := startAgent(t, bin)
 	host := exec.Command(bin, "run", "--session", "cli-test", "--", "/bin/sh", "-c", "sleep 300 & echo $!; wait")
-	stdout, _ := host.StdoutPipe()
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
-	sc := bufio.NewScanner(stdout)
-	if !sc.Scan() {
-		t.Fatal("no pid from the host")
-	}
-	server, _ := strconv.Atoi(sc.Text())
+	_, sc := testenv.StartPiped(t, host)
+	server := int(testenv.ReadPID(t, sc))
 	t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) })
 
 	var out string

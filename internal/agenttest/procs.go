@@ -1,4 +1,4 @@
-package testenv
+package agenttest
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 
 	"github.com/mcptrace/mcptrace/procfs"
 )
@@ -42,6 +43,17 @@ func WithEnv(entry string) []Proc {
 		out = append(out, Proc{PID: uint32(pid), Tick: s.ID.Tick(), Argv: s.Argv})
 	}
 	return out
+}
+
+// ProcOf is the live process pid, with its identity; what names it in the
+// failure.
+func ProcOf(t testing.TB, pid uint32, what string) Proc {
+	t.Helper()
+	s, err := procfs.Read("", pid)
+	if err != nil {
+		t.Fatalf("%s (%d): %v", what, pid, err)
+	}
+	return Proc{PID: pid, Tick: s.ID.Tick(), Argv: s.Argv}
 }
 
 // Alive reports whether the very process p still runs: not a zombie and
