@@ -90,16 +90,13 @@ func (o *Options) defaults() {
 // Agent owns the sensor, the graph, the tracker, the enforcer, the durable
 // state and the API server.
 type Agent struct {
-	opts Options
-	log  *slog.Logger
-	// sessionLog is log with per-session records rate-limited by owner
-	// (limitSessionLogs).
-	sessionLog *slog.Logger
-	graph      *lineage.Graph
-	sensor     *sensor.Sensor
-	tracker    *sessions.Tracker
-	enf        *enforcer.Enforcer
-	store      *state.Store
+	opts    Options
+	log     *slog.Logger
+	graph   *lineage.Graph
+	sensor  *sensor.Sensor
+	tracker *sessions.Tracker
+	enf     *enforcer.Enforcer
+	store   *state.Store
 
 	// mu orders every change of the graph and the tracker with its
 	// journal record, and guards what follows. Lock order: mu, then the
@@ -158,7 +155,6 @@ func New(opts Options) (*Agent, error) {
 		kernel:  newKernelSeen(),
 		ready:   make(chan struct{}),
 	}
-	a.sessionLog = a.limitSessionLogs(a.log)
 	var err error
 	a.tracker, err = sessions.NewTracker(a.graph, opts.Sessions, opts.Logger.With("component", "sessions"))
 	if err != nil {

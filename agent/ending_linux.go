@@ -73,10 +73,8 @@ func (a *Agent) start(act sessions.Action) {
 		cutoff := act.Cutoff
 		en.EndedAt, en.Reason = cutoff, "marker"
 		en.Members = func() []lineage.Process { return a.tracker.MembersBefore(s, cutoff) }
-		a.sessionLog.Info("session generation ending", "session", s.ID, "owner_uid", s.Owner, "generation", act.Generation, "root", s.Root.PID)
 	} else {
 		en.Members = func() []lineage.Process { return a.tracker.MembersOf(s) }
-		a.sessionLog.Info("session ending", "session", s.ID, "owner_uid", s.Owner, "origin", s.Origin, "root", s.Root.PID, "reason", s.EndReason)
 	}
 	if !act.Sender.IsZero() {
 		en.Last = []lineage.ID{act.Sender}

@@ -20,10 +20,10 @@ func TestSessionLogLimitNeverHoldsBackAnError(t *testing.T) {
 		}
 		return id != "churn"
 	}})
-	log.Info("enforcer: session ended", "session", "churn", "owner_uid", uint32(1000))
+	log.Info("session enforced", "session", "churn", "owner_uid", uint32(1000))
 	log.With("session", "churn", "owner_uid", uint32(1000)).Warn("ending interrupted")
-	log.Info("enforcer: session ended", "session", "kept")
-	log.Error("enforcer: session members survived the sweep", "session", "churn", "survivors", 1)
+	log.Info("session enforced", "session", "kept")
+	log.Error("session members survived the sweep", "session", "churn", "survivors", 1)
 	log.Info("serving")
 	got := buf.String()
 	for _, want := range []string{"session=kept", "survived the sweep", "serving"} {

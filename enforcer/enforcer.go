@@ -151,7 +151,7 @@ func (c Config) Validate() error {
 // config is forced to audit mode.
 func (c Config) withDefaults(log *slog.Logger) Config {
 	if err := c.Validate(); err != nil {
-		log.Error("enforcer: invalid config, running in audit mode: nothing will be killed", "err", err)
+		log.Error("invalid config, running in audit mode: nothing will be killed", "err", err)
 		c.Mode = ModeAudit
 		if c.Policy != PolicyImmediate {
 			c.Policy = PolicyGraceful
@@ -366,11 +366,11 @@ func (e *Enforcer) spareInKernel(doom Doomer) Doomer {
 	switch {
 	case ok:
 		if err := es.SpareExecs(comms, all); err != nil {
-			e.log.Error("enforcer: the kernel cannot be told the spare rules; not dooming (the sweep still ends sessions)", "err", err)
+			e.log.Error("the kernel cannot be told the spare rules; not dooming (the sweep still ends sessions)", "err", err)
 			return nil
 		}
 	case len(e.spare) > 0:
-		e.log.Warn("enforcer: the doomer cannot spare programs at exec; not dooming (the sweep still ends sessions)")
+		e.log.Warn("the doomer cannot spare programs at exec; not dooming (the sweep still ends sessions)")
 		return nil
 	}
 	return doom
@@ -487,17 +487,17 @@ func (e *Enforcer) finish(r *Report, escalated, doomErrs int) {
 		"survivors", r.Survivors, "empty", r.Empty, "duration", r.Duration,
 	}
 	if r.Survivors > 0 {
-		e.log.Error("enforcer: session members survived the sweep", attrs...)
+		e.log.Error("session members survived the sweep", attrs...)
 		for _, rec := range r.Records {
 			if rec.Result == ResultKilled || rec.Result == ResultExitedBeforeSignal ||
 				strings.HasPrefix(rec.Result, ResultSpared) || strings.HasPrefix(rec.Result, ResultRefused) {
 				continue
 			}
-			e.log.Error("enforcer: survivor", recordAttrs(rec)...)
+			e.log.Error("survivor", recordAttrs(rec)...)
 		}
 		return
 	}
-	e.log.Info("enforcer: session ended", attrs...)
+	e.log.Info("session enforced", attrs...)
 }
 
 // logRecord logs one decided record at a level that fits its result.
@@ -505,15 +505,15 @@ func (e *Enforcer) logRecord(rec KillRecord, extra ...any) {
 	attrs := append(recordAttrs(rec), extra...)
 	switch {
 	case strings.HasPrefix(rec.Result, ResultFailed):
-		e.log.Error("enforcer: signal failed", attrs...)
+		e.log.Error("signal failed", attrs...)
 	case strings.HasPrefix(rec.Result, ResultRefused):
-		e.log.Warn("enforcer: refused to signal", attrs...)
+		e.log.Warn("refused to signal", attrs...)
 	case strings.HasPrefix(rec.Result, ResultSpared):
-		e.log.Info("enforcer: spared", attrs...)
+		e.log.Info("spared", attrs...)
 	case rec.Result == ResultWouldKill:
-		e.log.Info("enforcer: would kill (audit)", attrs...)
+		e.log.Info("would kill (audit)", attrs...)
 	default:
-		e.log.Debug("enforcer: "+rec.Result, attrs...)
+		e.log.Debug(rec.Result, attrs...)
 	}
 }
 
