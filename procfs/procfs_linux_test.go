@@ -218,36 +218,27 @@ func TestSplitCmdline(t *testing.T) {
 }
 
 // startHelper runs this test binary as a child in the given helper mode.
-func startHelper(t *testing.T, mode string) (*exec.Cmd, io.WriteCloser, io.Reader) {
+func startHelper(t *testing.T, mode string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "helper-"+mode)
+	return startHelperFrom(t, os.Args[0], mode)
+}
+
+// startHelperFrom is startHelper with a copy of the test binary at bin.
+func startHelperFrom(t *testing.T, bin, mode string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.run=^$", "helper-"+mode)
 	cmd.Env = testenv.HelperEnv(mode)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	stdin, stdout := testenv.StartPiped(t, cmd)
 	return cmd, stdin, stdout
 }
 
 func TestReadRealChild(t *testing.T) {
 	before := BootTimeNow()
 	cmd, stdin, stdout := startHelper(t, "stat")
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("helper: %v", err)
+	if !stdout.Scan() {
+		t.Fatalf("helper: %v", stdout.Err())
 	}
+	line := stdout.Text()
 	pid := uint32(cmd.Process.Pid)
 
 	got, err := Read("", pid) // "" is /proc
@@ -308,22 +299,9 @@ func TestReadRealProcessWhoseExecutableWasDeleted(t *testing.T) {
 	if err := os.WriteFile(copyPath, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(copyPath, "-test.run=^$")
-	cmd.Env = testenv.HelperEnv("stat")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	if _, err := bufio.NewReader(stdout).ReadString(')'); err != nil {
-		t.Fatalf("helper: %v", err)
+	cmd, _, stdout := startHelperFrom(t, copyPath, "stat")
+	if !stdout.Scan() {
+		t.Fatalf("helper: %v", stdout.Err())
 	}
 	if err := os.Remove(copyPath); err != nil {
 		t.Fatal(err)

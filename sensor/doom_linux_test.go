@@ -1,7 +1,6 @@
 package sensor_test
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"os/exec"
@@ -9,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
@@ -23,21 +23,9 @@ func startBlocked(t *testing.T, script string) (*exec.Cmd, io.WriteCloser, linea
 	// exec passed its point of no return, before the exec tracepoint has
 	// fired, and a process doomed that early is killed at its own exec.
 	cmd := exec.Command("/bin/sh", "-c", "echo running; read go; "+script)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if line != "running\n" {
-		t.Fatalf("shell printed %q (%v), want running", line, err)
+	in, out := testenv.StartPiped(t, cmd)
+	if !out.Scan() || out.Text() != "running" {
+		t.Fatalf("shell printed %q (%v), want running", out.Text(), out.Err())
 	}
 	snap, err := procfs.Read("/proc", uint32(cmd.Process.Pid))
 	if err != nil {
