@@ -3,48 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 )
 
-// maxSocketPath is the longest unix socket path: sun_path holds 108 bytes
-// with the terminating NUL.
-const maxSocketPath = 107
-
-// maxAPIConnections bounds api.max-connections: each connection holds two
-// file descriptors (socket, pidfd) and a goroutine.
-const maxAPIConnections = 4096
-
 func absPath(p string) error {
 	if !filepath.IsAbs(p) {
 		return fmt.Errorf("must be an absolute path, got %q", p)
-	}
-	return nil
-}
-
-func socketPath(p string) error {
-	if err := absPath(p); err != nil {
-		return err
-	}
-	if len(p) > maxSocketPath {
-		return fmt.Errorf("must be at most %d bytes long (a unix socket path), got %d", maxSocketPath, len(p))
-	}
-	return nil
-}
-
-// socketMode accepts the modes a unix socket honours as written: read and
-// write for the owner, and for group and others either both or none.
-// Connecting needs write permission, read alone grants nothing, execute
-// means nothing on a socket, and 0000 would not leave the socket closed (the
-// agent took a zero mode as "unset" and opened it to everyone).
-func socketMode(m os.FileMode) error {
-	if m&^os.ModePerm != 0 {
-		return fmt.Errorf("must be permission bits between 0000 and 0777, got %s", formatMode(m))
-	}
-	owner, group, other := m>>6&7, m>>3&7, m&7
-	if owner != 6 || (group != 0 && group != 6) || (other != 0 && other != 6) {
-		return fmt.Errorf("must be 0600, 0660, 0606 or 0666 (read and write for the owner; for group and others both or none: connecting needs write, execute means nothing on a socket), got %s", formatMode(m))
 	}
 	return nil
 }

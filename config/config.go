@@ -210,11 +210,11 @@ type option struct {
 func (c *Config) options() []option {
 	return []option{
 		{"api.socket", "path of the API unix socket", &c.API.Socket,
-			func() error { return socketPath(c.API.Socket) }},
+			func() error { return api.CheckSocketPath(c.API.Socket) }},
 		{"api.socket-mode", "permissions of the API socket, octal (callers are authorized per request)", &c.API.SocketMode,
-			func() error { return socketMode(c.API.SocketMode) }},
+			func() error { return api.CheckSocketMode(c.API.SocketMode) }},
 		{"api.max-connections", "most connections all non-root users may hold open together (root's are not capped)", &c.API.MaxConnections,
-			func() error { return between(c.API.MaxConnections, 1, maxAPIConnections) }},
+			func() error { return between(c.API.MaxConnections, 1, api.MaxConnectionsLimit) }},
 		{"api.max-connections-per-uid", "most connections one non-root uid may hold open, at most api.max-connections", &c.API.MaxConnectionsPerUID,
 			func() error { return between(c.API.MaxConnectionsPerUID, 1, c.API.MaxConnections) }},
 		{"bpf.ring-buffer-size", "size in bytes of the BPF ring buffer, a power of two multiple of the page size", &c.BPF.RingBufferSize,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/procmatch"
 )
@@ -468,7 +469,7 @@ func TestAPIConnectionCapsAreBounded(t *testing.T) {
 	}{
 		{128, 16, ""},
 		{0, 16, "api.max-connections"},
-		{maxAPIConnections + 1, 16, "api.max-connections"},
+		{api.MaxConnectionsLimit + 1, 16, "api.max-connections"},
 		{128, 0, "api.max-connections-per-uid"},
 		{8, 16, "api.max-connections-per-uid"},
 	} {

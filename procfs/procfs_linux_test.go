@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procmatch"
 )
 
 const fakeRoot = "testdata/proc"
@@ -262,7 +263,7 @@ func TestReadRealChild(t *testing.T) {
 		ID:       lineage.ID{PID: pid, Start: ticks * lineage.TickNS},
 		PPID:     uint32(os.Getpid()),
 		UID:      uint32(os.Getuid()),
-		Comm:     truncComm(filepath.Base(exe)),
+		Comm:     procmatch.TruncComm(filepath.Base(exe)),
 		Filename: exe,
 		Argv:     cmd.Args,
 	}
@@ -420,14 +421,6 @@ func TestBootTimeNowMatchesUptime(t *testing.T) {
 	if d := now - up; d < -0.5 || d > 2 {
 		t.Errorf("BootTimeNow = %.2fs, /proc/uptime %.2fs", now, up)
 	}
-}
-
-// truncComm is what the kernel keeps of an executable's name as comm.
-func truncComm(s string) string {
-	if len(s) > 15 {
-		return s[:15]
-	}
-	return s
 }
 
 // A real scan seeds a graph in which this process descends from PID 1.

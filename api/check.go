@@ -1,0 +1,45 @@
+package api
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Bounds of the API's configurable values, checked here and named by
+// package config in its errors.
+const (
+	// MaxSocketPath is the longest unix socket path: sun_path holds 108
+	// bytes with the terminating NUL.
+	MaxSocketPath = 107
+	// MaxConnectionsLimit bounds api.max-connections: each connection
+	// holds two file descriptors (socket, pidfd) and a goroutine.
+	MaxConnectionsLimit = 4096
+)
+
+// CheckSocketPath says what is wrong with a socket path, if anything.
+func CheckSocketPath(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("must be an absolute path, got %q", p)
+	}
+	if len(p) > MaxSocketPath {
+		return fmt.Errorf("must be at most %d bytes long (a unix socket path), got %d", MaxSocketPath, len(p))
+	}
+	return nil
+}
+
+// CheckSocketMode accepts the modes a unix socket honours as written: read
+// and write for the owner, and for group and others either both or none.
+// Connecting needs write permission, read alone grants nothing, execute
+// means nothing on a socket, and 0000 would not leave the socket closed
+// (the agent took a zero mode as "unset" and opened it to everyone).
+func CheckSocketMode(m os.FileMode) error {
+	if m&^os.ModePerm != 0 {
+		return fmt.Errorf("must be permission bits between 0000 and 0777, got %04o", uint32(m))
+	}
+	owner, group, other := m>>6&7, m>>3&7, m&7
+	if owner != 6 || (group != 0 && group != 6) || (other != 0 && other != 6) {
+		return fmt.Errorf("must be 0600, 0660, 0606 or 0666 (read and write for the owner; for group and others both or none: connecting needs write, execute means nothing on a socket), got %04o", uint32(m))
+	}
+	return nil
+}
