@@ -27,49 +27,21 @@ func FuzzApply(f *testing.F) {
 		}
 		g := New(cfg)
 		exited := map[*node]bool{} // nodes seen exited: must never come back
-		for len(data) >= 8 {
+		ops, kinds := fuzzOps(data)
+		for i, o := range ops {
 			var alive []*node
 			for _, n := range g.byID {
 				if !n.p.Exited {
 					alive = append(alive, n)
 				}
 			}
-			b := data[:8]
-			data = data[8:]
-			proc := ID{PID: uint32(b[1] % 6), Start: uint64(b[2]%4) * 7_000_003}
-			other := ID{PID: uint32(b[3] % 6), Start: uint64(b[4]%4) * 7_000_003}
-			parent := ID{PID: uint32(b[5] % 6), Start: uint64(b[5]/6%4) * 7_000_003}
-			if b[5]&0x80 != 0 {
-				parent = ID{}
-			}
-			at := uint64(b[6]) * 3_000_001
-			argv := [][]string{nil, {"sh"}, {"sh", "-c", "x"}, {"node", "srv.js"}}[b[7]%4]
-			switch b[0] % 8 {
-			case 0, 1, 2:
-				g.Apply(Event{Kind: KindFork, Time: at, Proc: proc, Creator: other, Parent: parent, UID: uint32(b[7]), Comm: "c"})
-			case 3:
-				g.Apply(Event{Kind: KindExec, Time: at, Proc: proc, Parent: parent, Filename: "/bin/x", Argv: argv, ArgvTruncated: b[7]&8 != 0})
-			case 4:
-				g.Apply(Event{Kind: KindExit, Time: at, Proc: proc, ExitCode: int(b[7]), Signal: int(b[4])})
-			case 5, 6:
-				s := []Snapshot{
-					{ID: coarse(proc), PPID: other.PID, Filename: "/bin/x", Argv: argv, Kernel: b[7]&16 != 0},
-					{ID: coarse(other), PPID: parent.PID},
-				}
-				if b[0]%8 == 5 {
-					g.Seed(s, at)
-				} else {
-					g.Repair(s[:1+int(b[7]%2)], at)
-				}
-			case 7:
-				g.Retire(at)
-			}
+			o(g)
 			if err := invariants(g); err != nil {
 				t.Fatal(err)
 			}
 			for _, n := range alive {
 				if n.retired && !n.p.Exited {
-					t.Fatalf("live process %v evicted by op %d", n.p.ID, b[0]%8)
+					t.Fatalf("live process %v evicted by op %d (%s)", n.p.ID, i, kinds[i])
 				}
 			}
 			for _, n := range g.byID {
@@ -87,7 +59,7 @@ func FuzzApply(f *testing.F) {
 				if n.p.Exited {
 					exited[n] = true
 				} else if exited[n] {
-					t.Fatalf("%v resurrected by op %d", n.p.ID, b[0]%8)
+					t.Fatalf("%v resurrected by op %d (%s)", n.p.ID, i, kinds[i])
 				}
 			}
 		}
@@ -116,4 +88,51 @@ func FuzzApply(f *testing.F) {
 			t.Fatalf("more roots than processes")
 		}
 	})
+}
+
+// fuzzOps decodes fuzz input into calls on a graph, 8 bytes each: forks,
+// execs and exits over a handful of PIDs and start times (so identities
+// collide, recycle and match by tick), seeds, repairs, retirements and
+// SetParent, with strings that are not UTF-8. FuzzApply and
+// FuzzDumpRestore both drive graphs with it; the second result names
+// each op's kind for messages.
+func fuzzOps(data []byte) (ops []op, kinds []string) {
+	for len(data) >= 8 {
+		b := data[:8]
+		data = data[8:]
+		proc := ID{PID: uint32(b[1] % 6), Start: uint64(b[2]%4) * 7_000_003}
+		other := ID{PID: uint32(b[3] % 6), Start: uint64(b[4]%4) * 7_000_003}
+		parent := ID{PID: uint32(b[5] % 6), Start: uint64(b[5]/6%4) * 7_000_003}
+		if b[5]&0x80 != 0 {
+			parent = ID{}
+		}
+		at := uint64(b[6]) * 3_000_001
+		argv := [][]string{nil, {"sh"}, {"sh", "-c", "x"}, {"node", "srv.js"}, {"na\xc3"}}[b[7]%5]
+		comm := []string{"c", "", "caf\xc3"}[b[7]%3]
+		kind := [9]string{"fork", "fork", "fork", "exec", "exit", "seed", "repair", "retire", "set-parent"}[b[0]%9]
+		kinds = append(kinds, kind)
+		switch b[0] % 9 {
+		case 0, 1, 2:
+			ops = append(ops, evOp(Event{Kind: KindFork, Time: at, Proc: proc, Creator: other, Parent: parent, UID: uint32(b[7]), Comm: comm, CgroupID: uint64(b[4] % 3)}))
+		case 3:
+			ops = append(ops, evOp(Event{Kind: KindExec, Time: at, Proc: proc, Parent: parent, Filename: "/bin/x", Argv: argv, ArgvTruncated: b[7]&8 != 0, Comm: comm, UID: uint32(b[3] % 2)}))
+		case 4:
+			ops = append(ops, evOp(Event{Kind: KindExit, Time: at, Proc: proc, Parent: parent, ExitCode: int(b[7]), Signal: int(b[4])}))
+		case 5, 6:
+			s := []Snapshot{
+				{ID: coarse(proc), PPID: other.PID, Filename: "/bin/x", Argv: argv, Kernel: b[7]&16 != 0, Comm: comm, UID: uint32(b[3] % 2)},
+				{ID: coarse(other), PPID: parent.PID},
+			}
+			if b[0]%9 == 5 {
+				ops = append(ops, seedOp(s, at))
+			} else {
+				ops = append(ops, repairOp(s[:1+int(b[7]%2)], at))
+			}
+		case 7:
+			ops = append(ops, retireOp(at))
+		case 8:
+			ops = append(ops, setParentOp(proc, other.PID, at))
+		}
+	}
+	return ops, kinds
 }

@@ -1269,49 +1269,6 @@ func TestDumpIsADeepCopy(t *testing.T) {
 	}
 }
 
-// Operations decoded from fuzz input, as FuzzApply does, plus SetParent,
-// events without time and strings that are not UTF-8. Each op takes 8
-// bytes.
-func fuzzOps(data []byte) []op {
-	var ops []op
-	for len(data) >= 8 {
-		b := data[:8]
-		data = data[8:]
-		proc := ID{PID: uint32(b[1] % 6), Start: uint64(b[2]%4) * 7_000_003}
-		other := ID{PID: uint32(b[3] % 6), Start: uint64(b[4]%4) * 7_000_003}
-		parent := ID{PID: uint32(b[5] % 6), Start: uint64(b[5]/6%4) * 7_000_003}
-		if b[5]&0x80 != 0 {
-			parent = ID{}
-		}
-		at := uint64(b[6]) * 3_000_001
-		argv := [][]string{nil, {"sh"}, {"sh", "-c", "x"}, {"node", "srv.js"}, {"na\xc3"}}[b[7]%5]
-		comm := []string{"c", "", "caf\xc3"}[b[7]%3]
-		switch b[0] % 9 {
-		case 0, 1, 2:
-			ops = append(ops, evOp(Event{Kind: KindFork, Time: at, Proc: proc, Creator: other, Parent: parent, UID: uint32(b[7]), Comm: comm, CgroupID: uint64(b[4] % 3)}))
-		case 3:
-			ops = append(ops, evOp(Event{Kind: KindExec, Time: at, Proc: proc, Parent: parent, Filename: "/bin/x", Argv: argv, ArgvTruncated: b[7]&8 != 0, Comm: comm, UID: uint32(b[3] % 2)}))
-		case 4:
-			ops = append(ops, evOp(Event{Kind: KindExit, Time: at, Proc: proc, Parent: parent, ExitCode: int(b[7]), Signal: int(b[4])}))
-		case 5, 6:
-			s := []Snapshot{
-				{ID: coarse(proc), PPID: other.PID, Filename: "/bin/x", Argv: argv, Kernel: b[7]&16 != 0, Comm: comm, UID: uint32(b[3] % 2)},
-				{ID: coarse(other), PPID: parent.PID},
-			}
-			if b[0]%9 == 5 {
-				ops = append(ops, seedOp(s, at))
-			} else {
-				ops = append(ops, repairOp(s[:1+int(b[7]%2)], at))
-			}
-		case 7:
-			ops = append(ops, retireOp(at))
-		case 8:
-			ops = append(ops, setParentOp(proc, other.PID, at))
-		}
-	}
-	return ops
-}
-
 var fuzzConfig = Config{Retention: 50 * time.Millisecond}
 
 // FuzzDumpRestore runs an arbitrary stream, restarts at an arbitrary point
@@ -1326,7 +1283,7 @@ func FuzzDumpRestore(f *testing.F) {
 	f.Add(byte(3), []byte{4, 2, 3, 0, 0, 0, 5, 1, 3, 2, 3, 0, 0, 2, 4, 2, 0, 2, 3, 1, 3, 1, 1, 3, 0, 1, 3, 2, 2, 0, 2, 0})
 	f.Add(byte(2), []byte{5, 1, 0, 1, 0, 0, 9, 4, 8, 2, 1, 1, 0, 0, 10, 0, 6, 3, 1, 2, 0, 0, 20, 1, 0, 3, 2, 1, 0, 1, 30, 0})
 	f.Fuzz(func(t *testing.T, split byte, data []byte) {
-		ops := fuzzOps(data)
+		ops, _ := fuzzOps(data)
 		k := int(split) % (len(ops) + 1)
 		g := New(fuzzConfig)
 		want := run(g, ops)
