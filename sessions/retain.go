@@ -1,5 +1,7 @@
 package sessions
 
+import "github.com/mcptrace/mcptrace/internal/quota"
+
 // Ended sessions kept per owner: no user's churn evicts another's.
 
 // retain keeps s, just ended, among the retained ended sessions. An owner
@@ -13,7 +15,7 @@ func (t *Tracker) retain(s *session) {
 		t.dropOldestOf(s.Owner)
 	}
 	for len(t.ended) > t.maxEnded {
-		t.dropOldestOf(t.largestHolder())
+		t.dropOldestOf(quota.LargestOwner(t.endedPerUID, func(n int) int { return n }))
 	}
 }
 
@@ -26,17 +28,4 @@ func (t *Tracker) dropOldestOf(owner uint32) {
 			return
 		}
 	}
-}
-
-// largestHolder is the owner with the most retained ended sessions (the
-// lowest uid among equals, so that a replay decides the same).
-func (t *Tracker) largestHolder() uint32 {
-	var best uint32
-	n := -1
-	for uid, c := range t.endedPerUID {
-		if c > n || c == n && uid < best {
-			best, n = uid, c
-		}
-	}
-	return best
 }

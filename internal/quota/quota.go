@@ -119,14 +119,22 @@ func (f *FIFO[K, V]) evictOldest(owner uint32) {
 	}
 }
 
-// largestOwner is the owner with the most values (the lowest uid among
-// equals, so that eviction is deterministic). O(owners).
+// largestOwner is the owner with the most values. O(owners).
 func (f *FIFO[K, V]) largestOwner() uint32 {
+	return LargestOwner(f.owners, (*queue[K]).len)
+}
+
+// LargestOwner returns the owner whose holding in m is the largest by
+// size, the lowest uid among equals, so that an eviction decided twice
+// (live, and again when a journal replays) picks the same owner. It is
+// the one choice of victim for every per-owner bound: this package's
+// FIFO and the session tracker's ended sessions. O(len(m)).
+func LargestOwner[T any](m map[uint32]T, size func(T) int) uint32 {
 	var best uint32
 	n := -1
-	for uid, q := range f.owners {
-		if q.len() > n || q.len() == n && uid < best {
-			best, n = uid, q.len()
+	for uid, v := range m {
+		if c := size(v); c > n || c == n && uid < best {
+			best, n = uid, c
 		}
 	}
 	return best
