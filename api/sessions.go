@@ -368,7 +368,7 @@ func (s *Server) handleBegin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), fmt.Sprintf("begin session for %d: %v", req.PID, err))
 		return
 	}
-	s.note(slog.LevelInfo, c.UID, "session begun through the API", "session", ratelog.Field(res.Session.ID), "root", p.ID.PID, "caller_uid", c.UID)
+	s.note(slog.LevelInfo, c.UID, "session begun through the API", "session", res.Session.ID, "root", p.ID.PID, "caller_uid", c.UID)
 	writeJSON(w, http.StatusOK, res.Session)
 }
 
@@ -388,7 +388,7 @@ func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Do(sessions.Op{Kind: sessions.OpMark, Caller: caller.ID, UID: c.UID, Session: req.Session})
 	if err != nil {
-		s.note(slog.LevelWarn, c.UID, "destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(req.Session), "err", ratelog.Field(err.Error()))
+		s.note(slog.LevelWarn, c.UID, "destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", sessions.LogID(req.Session), "err", ratelog.Field(err.Error()))
 		s.refuse(w, req.Session, err)
 		return
 	}
@@ -412,7 +412,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Do(sessions.Op{Kind: sessions.OpEnd, Caller: caller.ID, UID: c.UID, Session: r.PathValue("id"), Owner: owner})
 	if err != nil {
-		s.note(slog.LevelWarn, c.UID, "session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", ratelog.Field(r.PathValue("id")), "err", ratelog.Field(err.Error()))
+		s.note(slog.LevelWarn, c.UID, "session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", sessions.LogID(r.PathValue("id")), "err", ratelog.Field(err.Error()))
 		s.refuse(w, r.PathValue("id"), err)
 		return
 	}

@@ -517,13 +517,13 @@ func (e *Enforcer) logRecord(rec KillRecord, extra ...any) {
 	}
 }
 
-// recordAttrs are the log attributes of a record. Argv is already redacted
-// in a record; it is rendered through redact.String again, which is
-// idempotent, so a record built elsewhere cannot leak either.
+// recordAttrs are the log attributes of a record: never its argv, even
+// redacted (redaction knows the secrets it knows; the record, with its
+// argv, is for the API, which shows it only to whom may see it).
 func recordAttrs(rec KillRecord) []any {
 	return []any{
 		"session", rec.Session, "owner_uid", rec.Owner, "pid", rec.Process.PID, "start_ns", rec.Process.Start,
-		"comm", rec.Comm, "argv", redact.String(rec.Argv, 256),
+		"comm", rec.Comm, "uid", rec.UID,
 		"signal", rec.Signal, "result", rec.Result, "latency", rec.Latency,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +98,29 @@ func TestOneOwnersChurnNeverEvictsAnothersRecords(t *testing.T) {
 	}
 	if got := e.SessionRecords(1000, "work"); len(got) != 2 {
 		t.Errorf("the smallest owner lost records to the total bound: %d of 2 left", len(got))
+	}
+}
+
+// TestRecordLogsCarryNoArgv: a kill record's log line names the process
+// (pid, start, comm, uid) and never its command line, even redacted:
+// redaction knows only the secrets it knows, and logs go where the API's
+// authorization does not.
+func TestRecordLogsCarryNoArgv(t *testing.T) {
+	var buf strings.Builder
+	e := New(Config{}, nil, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	rec := KillRecord{
+		Session: "s", Owner: 1000, Process: lineage.ID{PID: 42, Start: 7}, UID: 1000, Comm: "node",
+		Argv:   []string{"node", "server.js", "--apikey", "hunter2-is-not-redacted-here", "plainword-secret"},
+		Result: ResultSpared + ": rule x",
+	}
+	e.logRecord(rec)
+	out := buf.String()
+	for _, bad := range []string{"argv", "server.js", "hunter2", "plainword-secret"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("log line carries %q: %s", bad, out)
+		}
+	}
+	if !strings.Contains(out, "pid=42") || !strings.Contains(out, "comm=node") {
+		t.Errorf("log line does not name the process: %s", out)
 	}
 }

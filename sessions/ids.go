@@ -57,3 +57,13 @@ func (t *Tracker) uniqueID(owner uint32, base string) string {
 		}
 	}
 }
+
+// LogID is a session ID or tag as a log line or an error may show it: a
+// valid one (or none) as it is, anything else (a caller's input, which may be any
+// bytes, a secret pasted by mistake among them) by its length only.
+func LogID(id string) string {
+	if id == "" || ValidID(id) {
+		return id
+	}
+	return fmt.Sprintf("(not a valid session id, %d bytes)", len(id))
+}
