@@ -340,7 +340,9 @@ func (s *Server) handleProcesses(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.list(w, r, c, s.Graph.Processes())
+	// Filtered before it is copied: a caller other than root pays for
+	// its own processes, not for the node's.
+	s.list(w, r, c, s.Graph.ProcessesWhere(func(p lineage.Process) bool { return processVisible(c, p) }))
 }
 
 // node resolves the {pid} path value to the newest node with that pid that

@@ -40,21 +40,23 @@ func (g *Graph) Lookup(pid uint32) (Process, bool) {
 // id is unknown.
 func (g *Graph) Descendants(id ID) []Process {
 	var out []Process
-	g.walkDescendants(id, func(n *node) { out = append(out, n.export()) })
+	g.walkDescendants(id, func(n *node) bool { out = append(out, n.export()); return true })
 	return out
 }
 
 // WalkDescendants calls visit with each process Descendants would return,
-// in the same order, but without its Images (nil): a caller that only
-// counts or filters copies no command line. It holds the graph's read
-// lock while visit runs; visit must not call the Graph.
-func (g *Graph) WalkDescendants(id ID, visit func(Process)) {
-	g.walkDescendants(id, func(n *node) { visit(n.brief()) })
+// in the same order, but without its Images (nil), so a caller that only
+// counts or filters copies no command line; visit returns false to skip
+// what the process created. It holds the graph's read lock while visit
+// runs; visit must not call the Graph.
+func (g *Graph) WalkDescendants(id ID, visit func(Process) (descend bool)) {
+	g.walkDescendants(id, func(n *node) bool { return visit(n.brief()) })
 }
 
 // walkDescendants visits id's node and every node below it by creation in
-// pre-order, siblings sorted by (start, PID).
-func (g *Graph) walkDescendants(id ID, visit func(*node)) {
+// pre-order, siblings sorted by (start, PID), skipping what a node created
+// when visit returns false for it.
+func (g *Graph) walkDescendants(id ID, visit func(*node) bool) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	n := g.findQuery(id)
@@ -65,7 +67,9 @@ func (g *Graph) walkDescendants(id ID, visit func(*node)) {
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		visit(n)
+		if !visit(n) {
+			continue
+		}
 		kids := sortedChildren(n)
 		for i := len(kids) - 1; i >= 0; i-- {
 			stack = append(stack, kids[i])
@@ -97,10 +101,27 @@ func (g *Graph) Ancestors(id ID) []Process {
 	return out
 }
 
+// CreatorChain returns the identities of id's process and of the
+// processes that created it, innermost first, as far as the graph proves
+// them: it stops after a process flagged GapUnknownCreator (its creator is
+// only stood in for). It copies no process: O(depth). Nil when id is
+// unknown.
+func (g *Graph) CreatorChain(id ID) []ID {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out []ID
+	for n := g.findQuery(id); n != nil && !n.retired; n = n.creator {
+		out = append(out, n.p.ID)
+		if n.p.Gaps&GapUnknownCreator != 0 {
+			break
+		}
+	}
+	return out
+}
+
 // InCreatorChain reports whether x is y or one of the processes that
-// created y, at any depth, as far as the graph proves it: the walk stops
-// after a process flagged GapUnknownCreator (its creator is only stood in
-// for). It copies nothing: O(depth).
+// created y, at any depth, as far as the graph proves it (CreatorChain).
+// It copies nothing: O(depth).
 func (g *Graph) InCreatorChain(x, y ID) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
@@ -121,11 +142,21 @@ func (g *Graph) InCreatorChain(x, y ID) bool {
 
 // Processes returns every process in the graph sorted by (start, PID).
 func (g *Graph) Processes() []Process {
+	return g.ProcessesWhere(func(Process) bool { return true })
+}
+
+// ProcessesWhere returns the processes keep accepts, sorted by (start,
+// PID). keep sees each process without its Images (nil) and runs with the
+// graph's read lock held (it must not call the Graph); only what it keeps
+// is copied whole.
+func (g *Graph) ProcessesWhere(keep func(Process) bool) []Process {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	nodes := make([]*node, 0, len(g.byID))
+	var nodes []*node
 	for _, n := range g.byID {
-		nodes = append(nodes, n)
+		if keep(n.brief()) {
+			nodes = append(nodes, n)
+		}
 	}
 	slices.SortFunc(nodes, cmpNodes)
 	return exportAll(nodes)

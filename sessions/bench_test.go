@@ -102,3 +102,32 @@ func BenchmarkExecTagWith10000Servers(b *testing.B) { benchBegin(b, 10000, true)
 
 // benchConfig lets one uid hold n sessions (and the host, and the one a round begins).
 func benchConfig(n int) Config { return Config{MaxActivePerUID: n} }
+
+// BenchmarkSessionDetailOfADeepChain prices what `GET /v1/sessions/ID`
+// asks of the tracker (Members, then Generations) for a session whose
+// members are one chain of 2,000 processes, each of which forked the next
+// and exited, with a 64-word command line: the shape another user builds
+// to make a detail request expensive.
+func BenchmarkSessionDetailOfADeepChain(b *testing.B) {
+	w := newBenchTracker(b, 0, false)
+	argv := append([]string{"node"}, make([]string, 63)...)
+	p := w.fork(w.shell)
+	for range 2000 {
+		w.exec(p, argv...)
+		q := w.fork(p)
+		w.observe(lineage.Event{Kind: lineage.KindExit, Time: w.next(), Proc: p})
+		p = q
+	}
+	s, ok := w.tr.Find("host")
+	if !ok {
+		b.Fatal("no session host")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		members := w.tr.Members(s.Ref())
+		if gens := w.tr.Generations(s.Ref(), members); len(gens) != 2002 {
+			b.Fatalf("%d generations, want 2002", len(gens))
+		}
+	}
+}

@@ -35,7 +35,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 		if err := t.tag(p, cmd, ev.ArgvTruncated, ev.Time, tagExec); err != nil {
 			t.refusedTag(p.ID)
 			// Never the argv: what follows "--" may carry secrets.
-			t.logFor(p.UID, slog.LevelWarn, "session tag refused", "pid", p.ID.PID, "uid", p.UID, "session", ratelog.Field(cmd.id), "err", ratelog.Field(err.Error()))
+			t.logFor(p.UID, slog.LevelWarn, "session tag refused", "pid", p.ID.PID, "uid", p.UID, "session", LogID(cmd.id), "err", ratelog.Field(err.Error()))
 			return acts
 		}
 		return t.endIfExited(p.ID, ev.Time, acts)
@@ -47,7 +47,7 @@ func (t *Tracker) observeExec(ev lineage.Event, acts []Action) []Action {
 		}
 		res, err := t.mark(ev.Proc, ev.UID, cmd.id, nil, ev.Time, "exec")
 		if err != nil {
-			t.logFor(ev.UID, slog.LevelWarn, "destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", ratelog.Field(cmd.id), "err", ratelog.Field(err.Error()))
+			t.logFor(ev.UID, slog.LevelWarn, "destroy marker not applied", "via", "exec", "pid", ev.Proc.PID, "uid", ev.UID, "session", LogID(cmd.id), "err", ratelog.Field(err.Error()))
 		}
 		if res.Duplicate {
 			return acts
@@ -91,7 +91,7 @@ func (t *Tracker) ruleRoot(p lineage.Process, name string, at uint64, scan bool)
 		return false // retired meanwhile
 	}
 	for _, a := range chain[1:] {
-		if s := t.rootSession(a.ID, true); s != nil && s.rule == name {
+		if s := t.rootSession(a, true); s != nil && s.rule == name {
 			t.st.deduplicated++
 			t.log.Debug("rule match inside a session of the same rule", "rule", name, "pid", p.ID.PID, "session", s.ID)
 			return false
@@ -146,9 +146,9 @@ func (t *Tracker) tag(p lineage.Process, cmd command, truncated bool, at uint64,
 	case cmd.bad:
 		return refuse(fmt.Errorf("%w: --session without a value", ErrBadID))
 	case cmd.idLast && truncated:
-		return refuse(fmt.Errorf("%w: argv was truncated at the session id %q", ErrBadID, cmd.id))
+		return refuse(fmt.Errorf("%w: argv was truncated at the session id", ErrBadID))
 	case cmd.id != "" && !ValidID(cmd.id):
-		return refuse(fmt.Errorf("%w: %q", ErrBadID, cmd.id))
+		return refuse(fmt.Errorf("%w: %s", ErrBadID, LogID(cmd.id)))
 	case !rootable(p):
 		return refuse(fmt.Errorf("%w: pid %d", ErrNotRootable, p.ID.PID))
 	}
@@ -191,7 +191,7 @@ func (t *Tracker) begin(root lineage.ID, id, origin string, at uint64) (Session,
 		return Session{}, fmt.Errorf("unknown session origin %q", origin)
 	}
 	if id != "" && !ValidID(id) {
-		return Session{}, fmt.Errorf("%w: %q", ErrBadID, id)
+		return Session{}, fmt.Errorf("%w: %s", ErrBadID, LogID(id))
 	}
 	p, ok := t.g.Get(root)
 	switch {
@@ -245,7 +245,7 @@ func rootable(p lineage.Process) bool { return p.ID.PID > 1 && !p.Kernel }
 
 // start registers a new active session rooted at p. chain is p's creator
 // chain from t.chain (p first).
-func (t *Tracker) start(p lineage.Process, chain []lineage.Process, id, tag, origin, ruleName string, at uint64) *session {
+func (t *Tracker) start(p lineage.Process, chain []lineage.ID, id, tag, origin, ruleName string, at uint64) *session {
 	s := &session{
 		Session: Session{
 			ID: id, Tag: tag, Root: p.ID, Owner: p.UID, Origin: origin,
@@ -279,9 +279,9 @@ func (t *Tracker) reattach(s *session) {
 
 // enclosing returns the innermost active session whose root is a strict
 // ancestor in chain (chain[0] is the process itself).
-func (t *Tracker) enclosing(chain []lineage.Process) *session {
+func (t *Tracker) enclosing(chain []lineage.ID) *session {
 	for i := 1; i < len(chain); i++ {
-		if s := t.rootSession(chain[i].ID, true); s != nil {
+		if s := t.rootSession(chain[i], true); s != nil {
 			return s
 		}
 	}

@@ -27,16 +27,34 @@ func (t *Tracker) newGeneration(s *session, detail string, sender lineage.ID, ui
 	t.st.generations++
 	// Children of the root whose start cannot be placed on either side of
 	// the marker are left to the new generation: counted, never guessed.
-	for _, c := range t.g.Children(s.Root) {
-		if _, known := t.createdBefore(c, at); !known {
-			t.st.generationUnknown++
-			t.logFor(s.Owner, slog.LevelWarn, "a child of a session root started within a clock tick of a destroy marker; it is left to the next generation",
-				"session", s.ID, "pid", c.ID.PID, "marker_ns", at)
+	var unknown []lineage.Process
+	root := true
+	t.g.WalkDescendants(s.Root, func(c lineage.Process) bool {
+		if root { // the root comes first: on to its children, no further
+			root = false
+			return true
 		}
+		if _, known := t.createdBefore(c, at); !known {
+			unknown = append(unknown, c)
+		}
+		return false
+	})
+	for _, c := range unknown {
+		t.st.generationUnknown++
+		t.logFor(s.Owner, slog.LevelWarn, "a child of a session root started within a clock tick of a destroy marker; it is left to the next generation",
+			"session", s.ID, "pid", c.ID.PID, "marker_ns", at)
 	}
+	var rc map[lineage.ID]lineage.Process
 	for _, c := range t.nested(s.Ref()) {
-		if t.inGenerationsBefore(s, c.Root, at) {
-			acts = t.endWithin(c, ReasonParentEnded, fmt.Sprintf("generation %d of enclosing session %q ended: %s", gen, s.ID, detail), at, key, acts)
+		if rc == nil {
+			rc = t.rootChildren(s)
+		}
+		// Nested in the ended generations: below a child of the root
+		// created before the marker.
+		if child, ok := t.rootChildOf(rc, c.Root); ok {
+			if before, known := t.createdBefore(child, at); before && known {
+				acts = t.endWithin(c, ReasonParentEnded, fmt.Sprintf("generation %d of enclosing session %q ended: %s", gen, s.ID, detail), at, key, acts)
+			}
 		}
 	}
 	t.logFor(s.Owner, slog.LevelInfo, "session generation ended", "session", s.ID, "generation", gen, "root_pid", s.Root.PID, "detail", ratelog.Field(detail))
@@ -60,17 +78,47 @@ func (t *Tracker) createdBefore(c lineage.Process, cutoff uint64) (before, known
 	return false, false
 }
 
-// inGenerationsBefore reports whether the process id, a member of s below
-// its root, descends from a child of the root created before cutoff.
-func (t *Tracker) inGenerationsBefore(s *session, id lineage.ID, cutoff uint64) bool {
-	chain := t.chain(id)
-	for i := 1; i < len(chain); i++ {
-		if t.isRoot(s, chain[i].ID) {
-			before, known := t.createdBefore(chain[i-1], cutoff)
-			return known && before
+// rootChildren maps every proven member below the root of s (Members,
+// the root excluded) to the root's child it descends from, in one walk of
+// the root's subtree that copies no command line: what decides a member's
+// generation, found for all members in O(members) rather than by a
+// creator chain each.
+func (t *Tracker) rootChildren(s *session) map[lineage.ID]lineage.Process {
+	out := map[lineage.ID]lineage.Process{}
+	var root lineage.ID
+	t.g.WalkDescendants(s.Root, func(p lineage.Process) bool {
+		switch {
+		case root.IsZero():
+			root = p.ID
+		case p.Gaps&lineage.GapUnknownCreator != 0:
+			return false
+		case p.Creator == root:
+			out[p.ID] = p
+		default:
+			c, ok := out[p.Creator]
+			if !ok {
+				return false
+			}
+			out[p.ID] = c
 		}
+		return true
+	})
+	return out
+}
+
+// rootChildOf returns the root's child that member id descends from, in
+// rc (rootChildren of its session). An ID handed out before the graph
+// refined it from /proc's tick to the kernel's exact start is resolved
+// first.
+func (t *Tracker) rootChildOf(rc map[lineage.ID]lineage.Process, id lineage.ID) (lineage.Process, bool) {
+	if c, ok := rc[id]; ok {
+		return c, true
 	}
-	return false
+	if p, ok := t.g.Get(id); ok && p.ID != id {
+		c, ok := rc[p.ID]
+		return c, ok
+	}
+	return lineage.Process{}, false
 }
 
 // hasMarker reports whether s already took a marker from sender at at: the
@@ -119,23 +167,20 @@ func (t *Tracker) Generations(r Ref, procs []lineage.Process) []uint32 {
 	if s == nil {
 		return out
 	}
-	// The generation of a root child, by creator chain, memoized.
+	// The generation of a root child, memoized.
+	rc := t.rootChildren(s)
 	byChild := map[lineage.ID]uint32{}
 	for i, p := range procs {
-		chain := t.chain(p.ID)
-		for j := 1; j < len(chain); j++ {
-			if !t.isRoot(s, chain[j].ID) {
-				continue
-			}
-			c := chain[j-1]
-			g, ok := byChild[c.ID]
-			if !ok {
-				g = s.generationOf(t, c)
-				byChild[c.ID] = g
-			}
-			out[i] = g
-			break
+		c, ok := t.rootChildOf(rc, p.ID)
+		if !ok {
+			continue
 		}
+		g, ok := byChild[c.ID]
+		if !ok {
+			g = s.generationOf(t, c)
+			byChild[c.ID] = g
+		}
+		out[i] = g
 	}
 	return out
 }

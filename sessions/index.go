@@ -104,20 +104,26 @@ func (t *Tracker) setParent(s *session, parent Ref) {
 }
 
 // adoptBelow nests in s the active sessions that began earlier below its
-// root, at s's level: it walks the root's proven descendants (for the
-// exec of a tag, the process alone), never the other sessions.
+// root, at s's level: it walks the root's proven descendants without
+// copying them (for the exec of a tag, the process alone), never the
+// other sessions.
 func (t *Tracker) adoptBelow(s *session) {
-	desc := t.g.Descendants(s.Root)
-	if len(desc) <= 1 {
-		return
-	}
-	in := map[lineage.ID]bool{desc[0].ID: true}
-	for _, p := range desc[1:] {
-		if p.Gaps&lineage.GapUnknownCreator != 0 || !in[p.Creator] {
-			continue
+	var roots []lineage.ID // members below the root whose PID roots a session
+	f := memberFilter{withRoot: true, branch: func(lineage.Process) bool { return true }}
+	first := true
+	t.g.WalkDescendants(s.Root, func(p lineage.Process) bool {
+		switch {
+		case !f.take(p):
+			return false
+		case first:
+			first = false
+		case len(t.byPID[p.ID.PID]) > 0:
+			roots = append(roots, p.ID)
 		}
-		in[p.ID] = true
-		if c := t.rootSession(p.ID, true); c != nil && c != s && c.ParentRef() == s.ParentRef() {
+		return true
+	})
+	for _, id := range roots {
+		if c := t.rootSession(id, true); c != nil && c != s && c.ParentRef() == s.ParentRef() {
 			t.setParent(c, s.Ref())
 		}
 	}

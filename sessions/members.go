@@ -86,30 +86,123 @@ type Counted struct {
 }
 
 // SessionsCounted is Sessions narrowed to those keep accepts, each with
-// the count of its members that count accepts, in O(sessions + their
-// members) and without copying any member (count sees each without its
-// Images). keep and count run with the Tracker's lock held and must not
-// call it.
+// the count of its members that count accepts, in O(sessions + the
+// processes below their roots) and without copying any member (count
+// sees each without its Images): a process below several listed roots
+// (nested sessions) is visited once, however deep the nesting. keep and
+// count run with the Tracker's lock held and must not call it.
 func (t *Tracker) SessionsCounted(keep func(Session) bool, count func(lineage.Process) bool) []Counted {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []Counted
 	for _, s := range t.sorted() {
-		snap := s.snapshot()
-		if !keep(snap) {
-			continue
+		if snap := s.snapshot(); keep(snap) {
+			out = append(out, Counted{Session: snap})
 		}
-		c := Counted{Session: snap}
-		f := memberFilter{withRoot: true, branch: func(lineage.Process) bool { return true }}
-		t.g.WalkDescendants(s.Root, func(p lineage.Process) {
-			if f.take(p) && count(p) {
-				c.Members++
-				if !p.Exited {
-					c.Alive++
-				}
-			}
-		})
-		out = append(out, c)
+	}
+	c := newCounter(count, out)
+	for i := range out {
+		out[i].Members, out[i].Alive = c.session(t.g, out[i].Root)
 	}
 	return out
+}
+
+// counter counts the members of sessions (memberFilter's rule) in walks of
+// their roots' subtrees, and remembers the count below every listed root
+// it passes, so that a later walk that meets that root adds its count
+// instead of walking below it again.
+type counter struct {
+	count  func(lineage.Process) bool
+	listed map[uint32]bool // PIDs of the listed roots
+	memo   map[lineage.ID]tally
+	stack  []frame
+}
+
+type tally struct{ members, alive int }
+
+func (a *tally) add(b tally) { a.members += b.members; a.alive += b.alive }
+
+// frame is a process on the path from the walk's root to where it is, with
+// the count of what it and the part of its subtree walked so far hold.
+type frame struct {
+	id lineage.ID
+	tally
+}
+
+func newCounter(count func(lineage.Process) bool, sessions []Counted) *counter {
+	c := &counter{count: count, listed: map[uint32]bool{}, memo: map[lineage.ID]tally{}}
+	for _, s := range sessions {
+		c.listed[s.Root.PID] = true
+	}
+	return c
+}
+
+// session returns the members and live members of the session rooted at
+// root (the root counted whatever its gaps, as memberFilter does).
+func (c *counter) session(g *lineage.Graph, root lineage.ID) (members, alive int) {
+	c.stack = c.stack[:0]
+	var known *tally
+	started := false
+	g.WalkDescendants(root, func(p lineage.Process) bool {
+		if !started { // the root comes first
+			started = true
+			if m, ok := c.memo[p.ID]; ok {
+				known = &m
+				return false
+			}
+			c.push(p)
+			return true
+		}
+		for len(c.stack) > 0 && c.stack[len(c.stack)-1].id != p.Creator {
+			c.pop()
+		}
+		switch {
+		case len(c.stack) == 0 || p.Gaps&lineage.GapUnknownCreator != 0:
+			return false // not a proven member, nor anything below it
+		case c.listed[p.ID.PID]:
+			if m, ok := c.memo[p.ID]; ok {
+				c.stack[len(c.stack)-1].add(m)
+				return false
+			}
+		}
+		c.push(p)
+		return true
+	})
+	if known != nil {
+		return known.members, known.alive
+	}
+	if len(c.stack) == 0 {
+		return 0, 0 // the root is no longer in the graph
+	}
+	for len(c.stack) > 1 {
+		c.pop()
+	}
+	r := c.stack[0]
+	c.memo[r.id] = r.tally
+	return r.members, r.alive
+}
+
+// push starts p's frame, counting p itself.
+func (c *counter) push(p lineage.Process) {
+	f := frame{id: p.ID}
+	if c.count(p) {
+		f.members = 1
+		if !p.Exited {
+			f.alive = 1
+		}
+	}
+	c.stack = append(c.stack, f)
+}
+
+// pop ends the top frame: its subtree is counted; the count goes to its
+// creator's frame, and to memo when it is a listed root.
+func (c *counter) pop() {
+	f := c.stack[len(c.stack)-1]
+	c.stack = c.stack[:len(c.stack)-1]
+	if c.listed[f.id.PID] {
+		c.memo[f.id] = f.tally
+	}
+	if len(c.stack) > 0 {
+		c.stack[len(c.stack)-1].add(f.tally)
+	}
 }

@@ -139,7 +139,7 @@ func (t *Tracker) SessionOf(p lineage.ID) (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, a := range t.chain(p) {
-		if s := t.rootSession(a.ID, true); s != nil {
+		if s := t.rootSession(a, true); s != nil {
 			return s.ID, true
 		}
 	}

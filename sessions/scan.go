@@ -26,17 +26,18 @@ func (t *Tracker) Scan() []Action {
 	defer t.mu.Unlock()
 	at := t.now()
 	acts := t.sweepRoots(at, nil)
-	procs := t.g.Processes()
+	// Only live processes can begin sessions: exited ones are not copied.
+	procs := t.g.ProcessesWhere(func(p lineage.Process) bool { return !p.Exited && rootable(p) })
 	alive := make(map[lineage.ID]bool)
 	for _, p := range procs {
-		if p.Exited || !rootable(p) || !t.inScope(p.ID) {
+		if !t.inScope(p.ID) {
 			continue
 		}
 		alive[p.ID] = true
 		if cmd, truncated, ok := lastTag(p.Images); ok && !t.refused[p.ID] {
 			if err := t.tag(p, cmd, truncated, at, tagScan); err != nil {
 				t.refusedTag(p.ID)
-				t.logFor(p.UID, slog.LevelWarn, "session tag refused", "via", "scan", "pid", p.ID.PID, "uid", p.UID, "session", ratelog.Field(cmd.id), "err", ratelog.Field(err.Error()))
+				t.logFor(p.UID, slog.LevelWarn, "session tag refused", "via", "scan", "pid", p.ID.PID, "uid", p.UID, "session", LogID(cmd.id), "err", ratelog.Field(err.Error()))
 			}
 		}
 		cur := p.Current()

@@ -7,18 +7,11 @@ import (
 // Scope: which processes may begin or end sessions (sessions.within-pid),
 // and the creator chains that decide nesting and authority.
 
-// chain returns id's process and its creators, innermost first, as far as
-// the graph proves them: it stops at a process flagged GapUnknownCreator,
-// whose creator the graph only stands in for. Nil when id is unknown.
-func (t *Tracker) chain(id lineage.ID) []lineage.Process {
-	anc := t.g.Ancestors(id)
-	for i, a := range anc {
-		if a.Gaps&lineage.GapUnknownCreator != 0 {
-			return anc[:i+1]
-		}
-	}
-	return anc
-}
+// chain returns the identities of id's process and its creators,
+// innermost first, as far as the graph proves them: it stops at a process
+// flagged GapUnknownCreator, whose creator the graph only stands in for.
+// It copies no process (Graph.CreatorChain). Nil when id is unknown.
+func (t *Tracker) chain(id lineage.ID) []lineage.ID { return t.g.CreatorChain(id) }
 
 // inScope reports whether id is within Config.WithinPID's subtree (always,
 // when it is 0). The scope's identity is fixed the first time its PID is
@@ -36,14 +29,14 @@ func (t *Tracker) inScope(id lineage.ID) bool {
 		t.within = p.ID
 	}
 	for _, a := range t.chain(id) {
-		if a.ID == t.within {
+		if a == t.within {
 			return true
 		}
-		if a.ID.PID == t.within.PID {
+		if a.PID == t.within.PID {
 			// The graph may have refined a /proc identity to the kernel's
 			// exact one since: resolve it as session roots are.
-			if p, ok := t.g.Get(t.within); ok && p.ID == a.ID {
-				t.within = a.ID
+			if p, ok := t.g.Get(t.within); ok && p.ID == a {
+				t.within = a
 				return true
 			}
 			return false
