@@ -389,11 +389,11 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		st = s.Status()
 	}
 	if !c.Root() {
-		// The tracker's and the enforcer's counters move with other
-		// users' sessions (a refused marker counts differently for a
-		// session that exists): they would tell another user what a
-		// refusal does not.
-		st.Sessions, st.Enforcer = sessions.Stats{}, EnforcerStatus{}
+		// The tracker's and the enforcer's counters, and the endings
+		// under way, move with other users' sessions (a refused marker
+		// counts differently for a session that exists): they would tell
+		// another user what a refusal does not.
+		st.Sessions, st.Enforcer, st.PendingEndings = sessions.Stats{}, EnforcerStatus{}, 0
 	}
 	st.Now = s.Now()
 	st.API = s.apiStatus()

@@ -140,6 +140,11 @@ func (s *Server) kills(c Caller, sess sessions.Session) []Kill {
 // the kills given: callers pass only what the caller may see.
 func (s *Server) info(c Caller, sess sessions.Session, members, alive int, kills []Kill) SessionInfo {
 	sess.Markers = markersFor(c, sess.Markers)
+	if !c.Root() && sess.Parent != "" && sess.ParentOwner != c.UID {
+		// Nested in another owner's session (a tenant's tool under a
+		// root gateway): which one is not the caller's to know.
+		sess.Parent, sess.ParentOwner = "", 0
+	}
 	in := SessionInfo{Session: sess, Members: members, Alive: alive}
 	for _, k := range kills {
 		if k.Result == enforcer.ResultKilled {
@@ -282,7 +287,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, err := s.Sessions.Resolve(c.UID, r.PathValue("id"), owner)
 	if err != nil || !sessionVisible(c, sess) {
-		s.refuse(w, r.PathValue("id"), cmp.Or(err, sessions.ErrNoSession))
+		s.refuse(w, c, r.PathValue("id"), cmp.Or(err, sessions.ErrNoSession))
 		return
 	}
 	// Members and kill records of other uids are neither shown nor
@@ -365,7 +370,7 @@ func (s *Server) handleBegin(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Do(sessions.Op{Kind: sessions.OpBegin, Root: p.ID, Session: req.ID, Origin: sessions.OriginAPI})
 	if err != nil {
-		writeError(w, statusOf(err), fmt.Sprintf("begin session for %d: %v", req.PID, err))
+		writeError(w, statusOf(err), fmt.Sprintf("begin session for %d: %s", req.PID, forCaller(c, err)))
 		return
 	}
 	s.note(slog.LevelInfo, c.UID, "session begun through the API", "session", res.Session.ID, "root", p.ID.PID, "caller_uid", c.UID)
@@ -389,7 +394,7 @@ func (s *Server) handleMark(w http.ResponseWriter, r *http.Request) {
 	res, err := s.Do(sessions.Op{Kind: sessions.OpMark, Caller: caller.ID, UID: c.UID, Session: req.Session})
 	if err != nil {
 		s.note(slog.LevelWarn, c.UID, "destroy marker refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", sessions.LogID(req.Session), "err", ratelog.Field(err.Error()))
-		s.refuse(w, req.Session, err)
+		s.refuse(w, c, req.Session, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, markResult(res))
@@ -413,7 +418,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	res, err := s.Do(sessions.Op{Kind: sessions.OpEnd, Caller: caller.ID, UID: c.UID, Session: r.PathValue("id"), Owner: owner})
 	if err != nil {
 		s.note(slog.LevelWarn, c.UID, "session end refused", "caller_pid", c.PID, "caller_uid", c.UID, "session", sessions.LogID(r.PathValue("id")), "err", ratelog.Field(err.Error()))
-		s.refuse(w, r.PathValue("id"), err)
+		s.refuse(w, c, r.PathValue("id"), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, markResult(res))
@@ -438,7 +443,7 @@ func markResult(res sessions.Result) MarkResult {
 // (noSession); a caller outside sessions.within-pid is told so (it is
 // decided before any session is looked up); other errors (a bad ID) say
 // what is wrong.
-func (s *Server) refuse(w http.ResponseWriter, id string, err error) {
+func (s *Server) refuse(w http.ResponseWriter, c Caller, id string, err error) {
 	switch {
 	case errors.Is(err, sessions.ErrOutOfScope):
 		// Decided from the caller alone, before any session is looked
@@ -452,8 +457,23 @@ func (s *Server) refuse(w http.ResponseWriter, id string, err error) {
 			noSession(w, id)
 		}
 	default:
-		writeError(w, statusOf(err), err.Error())
+		writeError(w, statusOf(err), forCaller(c, err))
 	}
+}
+
+// forCaller is err's text as c may read it: for anyone but root, an error
+// that names other owners' sessions or uids (a process that is already the
+// root of a session, an ID several owners use) says only what kind of
+// error it is.
+func forCaller(c Caller, err error) string {
+	if !c.Root() {
+		for _, e := range []error{sessions.ErrAlreadyRoot, sessions.ErrAmbiguous} {
+			if errors.Is(err, e) {
+				return e.Error()
+			}
+		}
+	}
+	return err.Error()
 }
 
 func statusOf(err error) int {

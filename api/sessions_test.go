@@ -180,13 +180,14 @@ func TestOversizedBodyIsRefusedAndCounted(t *testing.T) {
 
 var _ = lineage.ID{}
 
-// The tracker's and the enforcer's counters move with other users'
-// sessions (a refused marker counts differently for a session that
-// exists), so only root reads them; the API's own counters stay visible.
+// The tracker's and the enforcer's counters, and the endings under way,
+// move with other users' sessions (a refused marker counts differently
+// for a session that exists), so only root reads them; the API's own
+// counters stay visible.
 func TestStatusTellsAnotherUserNothingAboutSessions(t *testing.T) {
 	w := newWorld(t)
 	w.s.Status = func() Status {
-		return Status{Sessions: sessions.Stats{MarkersRefused: 3, MarkersUnmatched: 5}, Enforcer: EnforcerStatus{Killed: 2}}
+		return Status{Sessions: sessions.Stats{MarkersRefused: 3, MarkersUnmatched: 5}, Enforcer: EnforcerStatus{Killed: 2}, PendingEndings: 4}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -201,7 +202,7 @@ func TestStatusTellsAnotherUserNothingAboutSessions(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("status %d: %s", code, body)
 			}
-			for _, c := range []string{`"markers_refused_total":3`, `"markers_unmatched_total":5`, `"killed_total":2`} {
+			for _, c := range []string{`"markers_refused_total":3`, `"markers_unmatched_total":5`, `"killed_total":2`, `"pending_endings":4`} {
 				if strings.Contains(body, c) != tc.shown {
 					t.Errorf("%s in the answer: %v, want %v: %s", c, !tc.shown, tc.shown, body)
 				}
@@ -323,4 +324,52 @@ func TestAnotherUsersSessionOfTheSameIDAnswersAsAbsent(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A session nested in another owner's (a tenant's tool below a root
+// gateway) does not name that session to its owner; root sees it.
+func TestNestedSessionDoesNotNameAnotherOwnersParent(t *testing.T) {
+	w := newWorld(t)
+	gateway := w.spawn(init1, 100, 0, "gateway")
+	w.begin(gateway, "gw-tenants")
+	tool := w.spawn(gateway, 101, nobody, "tool")
+	w.begin(tool, "mine")
+	for _, tc := range []struct {
+		name  string
+		c     Caller
+		shown bool
+	}{
+		{"owner", callerOf(tool, nobody), false},
+		{"root", Caller{UID: 0}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/sessions/mine", "/v1/sessions"} {
+				code, body := w.request(tc.c, http.MethodGet, path, "")
+				if code != http.StatusOK {
+					t.Fatalf("%s: %d %s", path, code, body)
+				}
+				if strings.Contains(body, "gw-tenants") != tc.shown {
+					t.Errorf("%s names the parent: %v, want %v: %s", path, !tc.shown, tc.shown, body)
+				}
+			}
+		})
+	}
+}
+
+// A user's process that is already the root of another owner's session
+// (it began as root, then changed uid) cannot begin one of the user's;
+// the refusal says so without naming that session.
+func TestBeginRefusalNamesNoSessionOfAnotherOwner(t *testing.T) {
+	w := newWorld(t)
+	p := w.spawn(init1, 300, 0, "setup")
+	w.begin(p, "root-private-name")
+	w.exec(p, nobody, "app")
+	code, body := w.request(callerOf(p, nobody), http.MethodPost, "/v1/sessions", `{"pid":300,"id":"mine"}`)
+	if code != http.StatusConflict || strings.Contains(body, "root-private-name") {
+		t.Errorf("begin: %d %s; want 409 without the other owner's session", code, body)
+	}
+	code, body = w.request(Caller{UID: 0}, http.MethodPost, "/v1/sessions", `{"pid":300,"id":"mine"}`)
+	if code != http.StatusConflict || !strings.Contains(body, "root-private-name") {
+		t.Errorf("root's begin: %d %s; want 409 naming the session", code, body)
+	}
 }
