@@ -1,18 +1,22 @@
 package agent_test
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sessions"
 )
 
 // TestSelfExecLoopHoldsBoundedImages: a process that execs itself 20,000
@@ -96,5 +100,81 @@ read x
 	st := a.Status()
 	if st.ImagesDropped < p.ImagesDropped {
 		t.Errorf("status counts %d dropped images, the node alone %d", st.ImagesDropped, p.ImagesDropped)
+	}
+}
+
+// TestForkAndExitChainStaysBoundedAndEndsWithItsSession: a member that
+// forks the next link and exits, in a loop, leaves a chain of exited
+// creators above its last process. With lineage.max-nodes at its
+// minimum (1,000), the agent folds that chain instead of keeping one node
+// per link, yet the last process still descends from the session's root:
+// the root's exit ends it. In an emulated guest 300 links (601 exited
+// processes) show the same on that kernel; the host runs 3,000 (6,001).
+func TestForkAndExitChainStaysBoundedAndEndsWithItsSession(t *testing.T) {
+	links := 3000
+	if testenv.Emulated() {
+		links = 300
+	}
+	a := startAgent(t, agent.Options{
+		MaxNodes: lineage.MinMaxNodes,
+		Sessions: sessions.Config{},
+		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyGraceful, Grace: 500 * time.Millisecond},
+	})
+	<-a.Ready()
+	// Each link is a background job of a subshell that exits at once, and
+	// exits itself after starting the next: two exited processes per link
+	// and one more for the first subshell. (Not a recursive function:
+	// dash stops at a depth of 1,000, subshells included.)
+	link := filepath.Join(t.TempDir(), "link.sh")
+	if err := os.WriteFile(link, []byte(`n=$1
+if [ "$n" -gt 0 ]; then (exec /bin/sh "$0" $((n-1)) </dev/null &); exit 0; fi
+echo leaf $$; echo ready; exec sleep 300
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := startHost(t, "fold", `(exec /bin/sh `+link+` `+strconv.Itoa(links)+` </dev/null &)
+read line`, "leaf")
+	leaf := h.procs["leaf"]
+
+	var anc []lineage.Process
+	waitFor(t, "the leaf below the session's root", func() (bool, string) {
+		anc = a.Graph().Ancestors(lineage.ID{PID: leaf.PID, Start: leaf.Tick * lineage.TickNS})
+		for _, p := range anc {
+			if p.ID.PID == h.procs["host"].PID {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d ancestors, none the host", len(anc))
+	})
+	kept, elided := 0, 0
+	for _, p := range anc {
+		if p.ID.PID == h.procs["host"].PID {
+			break
+		}
+		kept++
+		elided += int(p.CreatorsElided)
+	}
+	kept-- // the leaf itself
+	st := a.Graph().Stats()
+	t.Logf("%d links: %d exited creators between the root and the leaf kept, %d folded; graph holds %d processes, %d folded in all",
+		links, kept, elided, st.Tracked, st.Folded)
+	if kept+elided != 2*links+1 {
+		t.Errorf("%d kept + %d folded creators between the root and the leaf, want %d", kept, elided, 2*links+1)
+	}
+	if links >= 1000 && (elided == 0 || kept >= lineage.MinMaxNodes) {
+		t.Errorf("a chain of %d exited creators holds %d nodes at a cap of %d", 2*links+1, kept, lineage.MinMaxNodes)
+	}
+
+	h.cmd.Process.Signal(syscall.SIGKILL)
+	h.cmd.Wait()
+	waitDead(t, leaf)
+	var rep enforcer.Report
+	waitFor(t, "the enforcer's report", func() (bool, string) {
+		var ok bool
+		rep, ok = a.SessionReport("fold", 0)
+		return ok, ""
+	})
+	if rep.Survivors != 0 || rep.Killed == 0 {
+		t.Errorf("report: %+v, want the leaf killed and no survivor", rep)
 	}
 }

@@ -20,6 +20,7 @@ func (a *Agent) Status() api.Status {
 		Repairs:       gs.Repairs,
 		ImagesDropped: gs.ImagesDropped,
 		Evicted:       gs.Evicted,
+		Folded:        gs.Folded,
 		OverCap:       gs.OverCap,
 		ImageBytes:    gs.ImageBytes,
 		Events:        map[string]uint64{},

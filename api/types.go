@@ -22,11 +22,13 @@ type Status struct {
 	Repairs uint64 `json:"repairs_total"`
 	// The lineage graph's caps (lineage.max-images, lineage.max-nodes):
 	// exec images dropped from the middle of long exec chains, exited
-	// processes evicted oldest first, processes admitted over the cap
-	// because nothing was left to evict, and the bytes the kept images
+	// processes evicted oldest first, exited processes folded out of
+	// chains of exited creators, processes admitted over the cap because
+	// nothing was left to evict or fold, and the bytes the kept images
 	// hold by the graph's own accounting.
 	ImagesDropped uint64 `json:"dropped_images_total"`
 	Evicted       uint64 `json:"evicted_processes_total"`
+	Folded        uint64 `json:"folded_processes_total"`
 	OverCap       uint64 `json:"over_cap_processes_total"`
 	ImageBytes    int    `json:"image_bytes"`
 	// Events applied and events the kernel could not send, per kind.

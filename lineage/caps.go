@@ -48,9 +48,16 @@ func (g *Graph) blocked() bool {
 
 // enforceCap evicts the oldest entirely dead branches while the graph holds
 // maxNodes nodes or maxBytes image bytes or more, down to evictSlack nodes
-// and bytesSlack bytes under them. Call it at the end of every mutation,
-// when no pointer into the graph is held: eviction removes nodes.
-func (g *Graph) enforceCap() {
+// and bytesSlack bytes under them; when that is not enough, it folds every
+// foldable node out of its creator chain (fold.go). Call it at the end of
+// every mutation, when no pointer into the graph is held: eviction and
+// folding remove nodes.
+func (g *Graph) enforceCap() { g.enforce(true) }
+
+// evict is enforceCap without folding.
+func (g *Graph) evict() { g.enforce(false) }
+
+func (g *Graph) enforce(fold bool) {
 	if !g.overCaps() {
 		g.nextEvictAt, g.nextEvictBytes = 0, 0
 		return
@@ -101,6 +108,9 @@ func (g *Graph) enforceCap() {
 		cr.dropRetiredChildren()
 	}
 	g.stats.evicted += uint64(evicted)
+	if fold && (len(g.byID) > nodeTarget || g.imageBytes > bytesTarget) {
+		g.fold(1)
+	}
 	g.nextEvictAt, g.nextEvictBytes = 0, 0
 	if g.overCaps() {
 		// Only live processes and their dead ancestors are left: admit

@@ -23,7 +23,11 @@
 // PPID (seed or repair) yields to the creator named by the process's own
 // fork event when that event arrives later (events buffered before a seed
 // may be applied after it). Descendants, Children, Ancestors, Roots and
-// retention all follow the creator edge. The parent edge is the current
+// retention all follow the creator edge. To stay bounded, the graph may
+// fold an exited process that only connects an exited creator to one child
+// out of the chain (fold.go): the child then names the nearest creator the
+// graph holds and counts the ones between (Process.CreatorsElided), so
+// what descends from what never changes. The parent edge is the current
 // parent (task->real_parent) as last reported; it follows reparenting and is
 // informational only.
 //

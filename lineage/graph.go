@@ -59,8 +59,11 @@ type Config struct {
 	// exited, ordered by their newest exit) are evicted down to a little
 	// under the cap (Stats.Evicted). Live processes, and dead ones with a
 	// live descendant, are never evicted: lineage to a live process is
-	// what an enforcer acts on. When nothing can be evicted, new processes
-	// are still admitted over the cap and counted (Stats.OverCap).
+	// what an enforcer acts on. When that is not enough, exited processes
+	// that only connect an exited creator to one child are folded out of
+	// their chains (Stats.Folded, fold.go), so what is left is about two
+	// nodes per live process. Beyond that, new processes are still
+	// admitted over the cap and counted (Stats.OverCap).
 	// Default DefaultMaxNodes.
 	MaxNodes int
 	// MaxImages caps the images kept per process: the first and the latest
@@ -179,6 +182,9 @@ type node struct {
 
 	// retired: removed from the graph; kept only as a parent reference.
 	retired bool
+	// pins counts Pin calls not yet undone: a pinned node is never
+	// folded out of a creator chain (fold.go).
+	pins int32
 }
 
 func (n *node) id() ID { return n.p.ID }

@@ -66,8 +66,13 @@ const (
 type Process struct {
 	ID ID `json:"id"`
 	// Creator is the process that forked this one. Written once; zero when
-	// unknown (see Gaps).
+	// unknown (see Gaps). When CreatorsElided is nonzero, it is the nearest
+	// creator the graph still holds.
 	Creator ID `json:"creator"`
+	// CreatorsElided counts the exited processes between Creator and this
+	// one that the graph folded out of the chain to stay bounded: each
+	// created only the next, and had exited (see Graph.Pin, fold.go).
+	CreatorsElided uint32 `json:"creators_elided,omitempty"`
 	// Parent is the current parent: the creator, or after the creator died
 	// the reaper the kernel reparented this process to.
 	Parent ID `json:"parent"`

@@ -8,10 +8,13 @@ package lineage
 // time counts from when the graph marked it. Retire returns how many nodes
 // it dropped.
 //
-// Retire walks the whole graph: call it periodically, not per event.
+// Retire also folds runs of more than 64 exited creators out of creator
+// chains (fold.go). It walks the whole graph: call it periodically, not
+// per event.
 func (g *Graph) Retire(now uint64) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.fold(foldRun)
 	if now <= g.retention {
 		return 0
 	}

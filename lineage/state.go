@@ -107,6 +107,7 @@ type StatsState struct {
 	ImagesDropped  uint64 `json:"images_dropped,omitempty"`
 	Evicted        uint64 `json:"evicted,omitempty"`
 	OverCap        uint64 `json:"over_cap,omitempty"`
+	Folded         uint64 `json:"folded,omitempty"`
 	// Gaps counts, per gap flag named as by Gap.String, how many times the
 	// graph set it on a process; zero counts are left out.
 	Gaps map[string]uint64 `json:"gaps,omitempty"`
@@ -238,6 +239,7 @@ func (c *counters) dump() StatsState {
 		ImagesDropped:  c.imagesDropped,
 		Evicted:        c.evicted,
 		OverCap:        c.overCap,
+		Folded:         c.folded,
 	}
 	for i, gap := range allGaps {
 		if c.gaps[i] != 0 {
@@ -330,7 +332,8 @@ func Restore(cfg Config, s State) (*Graph, error) {
 		g.capImages(n) // a smaller Config.MaxImages than the saved graph's
 		g.account(n)
 	}
-	g.enforceCap()
+	// Evict, never fold: nothing is pinned yet (see Pin).
+	g.evict()
 	return g, nil
 }
 
@@ -419,6 +422,7 @@ func (c *counters) restore(s *StatsState) error {
 	c.imagesDropped = s.ImagesDropped
 	c.evicted = s.Evicted
 	c.overCap = s.OverCap
+	c.folded = s.Folded
 	for _, name := range slices.Sorted(maps.Keys(s.Gaps)) {
 		v := s.Gaps[name]
 		i := slices.IndexFunc(allGaps[:], func(g Gap) bool { return g.String() == name })

@@ -892,7 +892,7 @@ func TestStateCoversEveryField(t *testing.T) {
 			"maxBytes":       "Config",
 			"nextEvictBytes": "derived: as nextEvictAt",
 			"imageBytes":     "derived: Restore accounts every node's images",
-			"nextEvictAt":    "derived: 0 after Restore, whose enforceCap sets it again when the cap cannot be met",
+			"nextEvictAt":    "derived: 0 after Restore, whose evict sets it again when the cap cannot be met",
 			"byID":           "Nodes",
 			"byPID":          "derived: Nodes grouped by PID, sorted",
 			"clock":          "Clock",
@@ -917,6 +917,7 @@ func TestStateCoversEveryField(t *testing.T) {
 			"exitFromEvent":   "NodeState.ExitFromEvent",
 			"bytes":           "derived: Process.ImageBytes of NodeState.Process",
 			"retired":         "false for every node in the graph",
+			"pins":            "not state: whoever pinned pins again after Restore (Pin)",
 		}},
 		{reflect.TypeFor[counters](), map[string]string{
 			"retired":        "Stats.Retired",
@@ -926,6 +927,7 @@ func TestStateCoversEveryField(t *testing.T) {
 			"imagesDropped":  "Stats.ImagesDropped",
 			"evicted":        "Stats.Evicted",
 			"overCap":        "Stats.OverCap",
+			"folded":         "Stats.Folded",
 			"gaps":           "Stats.Gaps",
 		}},
 	}

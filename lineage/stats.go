@@ -34,6 +34,10 @@ type Stats struct {
 	// live one. They are admitted because a process the graph does not
 	// know escapes its session's enforcement.
 	OverCap uint64
+	// Folded counts exited processes folded out of creator chains
+	// (Process.CreatorsElided): by Retire past runs of 64, by the caps
+	// when no dead branch was left to evict.
+	Folded uint64
 	// ImageBytes is the graph's accounting of the memory its images hold
 	// now (Process.ImageBytes, summed).
 	ImageBytes int
@@ -44,7 +48,7 @@ var allGaps = [...]Gap{GapSeeded, GapNoFork, GapUnknownCreator, GapNoExit, GapRe
 
 type counters struct {
 	retired, repairs, duplicateExits, ignored uint64
-	imagesDropped, evicted, overCap           uint64
+	imagesDropped, evicted, overCap, folded   uint64
 	gaps                                      [len(allGaps)]uint64
 }
 
@@ -63,6 +67,7 @@ func (g *Graph) Stats() Stats {
 		ImagesDropped:  g.stats.imagesDropped,
 		Evicted:        g.stats.evicted,
 		OverCap:        g.stats.overCap,
+		Folded:         g.stats.folded,
 		ImageBytes:     g.imageBytes,
 		Gaps:           make(map[Gap]uint64, len(allGaps)),
 	}

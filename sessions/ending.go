@@ -104,6 +104,7 @@ func (t *Tracker) drop(i int) {
 	} else {
 		t.byPID[s.Root.PID] = list
 	}
+	t.g.Unpin(s.Root)
 	t.st.dropped++
 }
 

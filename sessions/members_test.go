@@ -82,3 +82,42 @@ func TestListingNestedSessionsVisitsEachProcessOnce(t *testing.T) {
 		t.Errorf("%d processes visited for 500 nested sessions over 5,000 processes, want at most 5,000", visits)
 	}
 }
+
+// TestSessionRootIsNeverFoldedOutOfTheGraph: the root of an ended session
+// (exited, one child, its creator exited too) is what the enforcer walks
+// the session from; a graph that folds exited creators to stay within its
+// cap keeps it, and the member below it stays a member.
+func TestSessionRootIsNeverFoldedOutOfTheGraph(t *testing.T) {
+	g := lineage.New(lineage.Config{MaxNodes: 100})
+	g.Seed([]lineage.Snapshot{{ID: lineage.ID{PID: 1}, Comm: "systemd", Filename: "/usr/lib/systemd/systemd", Argv: []string{"/sbin/init"}}}, 1)
+	tr, err := NewTracker(g, Config{}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, g: g, tr: tr, clock: 1 * sec}
+	a := w.fork(initID, 100, 1000)
+	root := w.fork(a, 101, 1000)
+	w.exec(root, 1000, "mcptrace", "run", "--session", "s", "--", "sh")
+	member := w.fork(root, 102, 1000)
+	w.exit(a)
+	wantEnded(t, w.exit(root), "s")
+	ended := w.session("s")
+
+	// Another user's fork-and-exit loop fills the graph past its cap.
+	p := w.fork(initID, 200, 2000)
+	for i := range 300 {
+		q := w.fork(p, uint32(201+i), 2000)
+		w.exit(p)
+		p = q
+	}
+	if g.Stats().Folded == 0 {
+		t.Fatal("nothing folded: the test no longer reaches the cap")
+	}
+	if _, ok := g.Get(root); !ok {
+		t.Errorf("the ended session's root %v was folded out of the graph", root)
+	}
+	got := procIDs(tr.MembersOf(ended))
+	if len(got) != 2 || got[0] != root || got[1] != member {
+		t.Errorf("MembersOf(s) = %v, want [%v %v]", got, root, member)
+	}
+}

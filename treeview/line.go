@@ -159,6 +159,11 @@ func (r *renderer) marks(p *lineage.Process) []string {
 	if !p.Parent.IsZero() && !p.Creator.IsZero() && p.Parent != p.Creator {
 		m = append(m, fmt.Sprintf("[reparented to %d]", p.Parent.PID))
 	}
+	if p.CreatorsElided > 0 {
+		// The graph folded exited creators out of the chain above p to
+		// stay bounded (lineage.max-nodes).
+		m = append(m, fmt.Sprintf("[%d exited creators folded]", p.CreatorsElided))
+	}
 	for _, g := range []struct {
 		gap  lineage.Gap
 		text string

@@ -155,6 +155,16 @@ func droppedChain() []lineage.Process {
 	return append(host(), p)
 }
 
+// foldedChain is what a fork-and-exit loop of 5,000 leaves once the graph
+// folded it to stay within lineage.max-nodes: the first exited process
+// below the shell, then the live last one, with the count between them.
+func foldedChain() []lineage.Process {
+	first := exited(proc(5300, now-10*sec, bash, 1000, []string{"sh", "loop.sh"}), ms, 0, 0)
+	last := proc(5301, now-sec, first.ID, 1000, []string{"sleep", "1000"})
+	last.CreatorsElided = 4999
+	return append(host(), first, last)
+}
+
 // secrets holds MCP server command lines full of credentials.
 func secrets() []lineage.Process {
 	claude := proc(4242, now-60*sec, bash, 1000, []string{"node", "/usr/local/bin/claude"})
@@ -228,6 +238,7 @@ func TestTreeGolden(t *testing.T) {
 		{"exec_chain_current_only", execChain(), Options{Now: now}},
 		{"exec_chain_long", longChain(), Options{Now: now, ShowChain: true}},
 		{"exec_chain_dropped_images", droppedChain(), Options{Now: now, ShowChain: true}},
+		{"folded_creators", foldedChain(), Options{Now: now, ShowChain: true}},
 		{"secrets", secrets(), Options{Now: now, ShowChain: true}},
 		{"recycled_pid", recycled(), Options{Now: now, ShowChain: true}},
 		{"oddities", oddities(), Options{Now: now, ShowChain: true}},
