@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,26 +44,14 @@ read x
 	}
 	payload := strings.Repeat("x", 4000)
 	cmd := exec.Command("/bin/sh", script, strconv.Itoa(execs), payload)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	buf := make([]byte, 5)
-	read := make(chan error, 1)
-	go func() { _, err := io.ReadFull(out, buf); read <- err }()
+	_, out := testenv.StartPiped(t, cmd)
+	read := make(chan string, 1)
+	go func() { out.Scan(); read <- out.Text() }()
 	select {
-	case err := <-read:
-		if err != nil || string(buf) != "done\n" {
-			t.Fatalf("self-exec loop did not finish: %q, %v", buf, err)
+	case line := <-read:
+		if line != "done" {
+			t.Fatalf("self-exec loop did not finish: %q, %v", line, out.Err())
 		}
 	case <-time.After(testenv.Bound(2 * time.Minute)):
 		t.Fatalf("self-exec loop of %d execs not done after %v", execs, testenv.Bound(2*time.Minute))
