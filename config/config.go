@@ -231,7 +231,7 @@ func (c *Config) options() []option {
 			func() error { return absPath(c.Lineage.ProcRoot) }},
 		{"lineage.repair-interval", "how often lost events are checked for and the graph repaired", &c.Lineage.RepairInterval,
 			func() error { return between(c.Lineage.RepairInterval, 10*time.Millisecond, time.Hour) }},
-		{"lineage.max-nodes", "most processes the lineage graph keeps; past it the oldest entirely dead branches are evicted (live processes never are)", &c.Lineage.MaxNodes,
+		{"lineage.max-nodes", "most processes the lineage graph keeps; past it the oldest entirely dead branches are evicted, then chains of exited creators are folded (live processes never are)", &c.Lineage.MaxNodes,
 			func() error { return between(c.Lineage.MaxNodes, lineage.MinMaxNodes, lineage.MaxMaxNodes) }},
 		{"lineage.max-images", "most exec images kept per process: the first and the latest ones; the rest are counted as dropped", &c.Lineage.MaxImages,
 			func() error { return between(c.Lineage.MaxImages, lineage.MinMaxImages, lineage.MaxMaxImages) }},
