@@ -337,3 +337,40 @@ func TestOversizedHeaderIsRefused(t *testing.T) {
 		t.Errorf("status %d, want 431", resp.StatusCode)
 	}
 }
+
+// A connection that sends nothing, or a request line and some headers
+// and then nothing (a slow-header flood), is closed by the server once
+// the header timeout (5 s) has passed: holding it costs the holder its
+// connection, not the agent a connection slot forever.
+func TestSilentConnectionsAreClosedAfterTheHeaderTimeout(t *testing.T) {
+	testenv.Root(t)
+	w := newWorld(t)
+	sock := serveSocket(t, w.s)
+	for _, tc := range []struct{ name, send string }{
+		{"nothing sent", ""},
+		{"headers never finished", "GET /v1/status HTTP/1.1\r\nHost: mcptrace\r\nX-Slow: 1\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			if _, err := io.WriteString(c, tc.send); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(readHeaderTimeout + testenv.Bound(5*time.Second)))
+			_, err = io.ReadAll(c) // the server's close ends the read (a 408 may come first)
+			took := time.Since(start)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("connection still open after %v (header timeout %v)", took, readHeaderTimeout)
+			}
+			if took < readHeaderTimeout-100*time.Millisecond {
+				t.Errorf("closed after %v, before the header timeout %v", took, readHeaderTimeout)
+			}
+			t.Logf("closed by the server after %v", took.Round(time.Millisecond))
+		})
+	}
+}
