@@ -21,9 +21,17 @@ package lineage
 // dead branch left to evict, folds every such node.
 //
 // A node is never folded while it is pinned (Graph.Pin: a session's root,
-// which its session is walked from), while its creator edge or its
-// child's is still a guess that a fork event may correct (a /proc seed),
-// or while it stands in for a creator the graph never saw.
+// which its session is walked from), while its exit is only inferred,
+// while its creator edge or its child's is still a guess that a fork
+// event may correct (a /proc seed), or while it stands in for a creator
+// the graph never saw.
+//
+// What a fold gives up: the events of a folded process delivered a second
+// time (after a crash, the kernel hands the consumer the batch it had not
+// committed) find no node, and make one as for any process the graph
+// never saw: a fork creates it under its creator until the batch's own
+// exit follows, a child's fork names it as a stand-in creator, which
+// links nothing (a creator is written once) and is counted as a gap.
 
 // foldRun is how many exited single-child creators in a row Retire keeps
 // above a process.
@@ -56,12 +64,17 @@ func (g *Graph) Unpin(id ID) {
 }
 
 // foldable reports whether n may connect its creator to its only child
-// without being shown: it exited, created exactly one process the graph
-// holds, is not pinned, and neither its own creator edge nor its child's
-// is a guess or a stand-in.
+// without being shown: its exit came from the kernel, it created exactly
+// one process the graph holds, it is not pinned, and neither its own
+// creator edge nor its child's is a guess or a stand-in.
+//
+// The exit must be the kernel's own: a process's exit event is the last
+// of its events in the ring, so no fork of it can come later. An exit the
+// graph inferred (Repair, a reused PID) may still be followed by a fork
+// event the ring held, which would find no node to attach its child to.
 func (n *node) foldable() bool {
 	const guessed = GapNoFork | GapUnknownCreator
-	if !n.p.Exited || len(n.children) != 1 || n.pins > 0 || n.creatorFromSnap || n.p.Gaps&guessed != 0 {
+	if !n.p.Exited || !n.exitFromEvent || len(n.children) != 1 || n.pins > 0 || n.creatorFromSnap || n.p.Gaps&guessed != 0 {
 		return false
 	}
 	c := n.children[0]

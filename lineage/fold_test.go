@@ -127,6 +127,17 @@ func TestFoldKeepsWhatItCannotProve(t *testing.T) {
 				exitEv(4*sec, a, 0), exitEv(4*sec+1, b, 0), exitEv(4*sec+2, c, 0))
 			return b, e
 		}},
+		{"an exit the graph only inferred", func(g *Graph) (ID, ID) {
+			// n vanished from /proc without an exit event: a fork of it
+			// the ring still holds must find it.
+			a, n, d := id(10, 2*sec), id(11, 2*sec+1), id(12, 2*sec+2)
+			apply(g, forkEv(a, host), forkEv(n, a), forkEv(d, n), exitEv(2*sec+3, a, 0))
+			g.Repair([]Snapshot{snap(initID, 0, "init"), snap(host, 1, "host"), snap(d, 1, "d")}, 3*sec)
+			if p := mustGet(t, g, n); !p.Exited || p.Gaps&GapNoExit == 0 {
+				t.Fatalf("n after the repair: %+v, want exited with GapNoExit", p)
+			}
+			return n, d
+		}},
 		{"the first exited process below a live one", func(g *Graph) (ID, ID) {
 			a, b := id(10, 2*sec), id(11, 2*sec+1)
 			apply(g, forkEv(a, host), forkEv(b, a), exitEv(4*sec, a, 0))

@@ -210,7 +210,9 @@ func (t *Tracker) markTargets(caller lineage.ID, cp lineage.Process, known bool,
 		return Result{}, fmt.Errorf("%w: %w: the caller (%s)", ErrNotAuthorized, ErrOutOfScope, who)
 	}
 	if sid == "" {
-		if !known || cp.Creator.IsZero() || cp.Gaps&lineage.GapUnknownCreator != 0 {
+		// The caller's own creator: none known, or one folded out of the
+		// chain (an exited process, never a session's pinned root).
+		if !known || cp.Creator.IsZero() || cp.Gaps&lineage.GapUnknownCreator != 0 || cp.CreatorsElided > 0 {
 			t.st.markersUnmatched++
 			return Result{}, fmt.Errorf("%w: the creator of the caller (%s) is not known", ErrNoSession, who)
 		}

@@ -121,3 +121,37 @@ func TestSessionRootIsNeverFoldedOutOfTheGraph(t *testing.T) {
 		t.Errorf("MembersOf(s) = %v, want [%v %v]", got, root, member)
 	}
 }
+
+// TestWithinPIDScopeIsNeverFoldedOutOfTheGraph: the process
+// sessions.within-pid names is what the scope's chains are walked
+// through; once it exited (one child, its creator exited too) a graph
+// folding to stay within its cap keeps it, and what it created may still
+// begin sessions.
+func TestWithinPIDScopeIsNeverFoldedOutOfTheGraph(t *testing.T) {
+	g := lineage.New(lineage.Config{MaxNodes: 100})
+	g.Seed([]lineage.Snapshot{{ID: lineage.ID{PID: 1}, Comm: "systemd", Filename: "/usr/lib/systemd/systemd", Argv: []string{"/sbin/init"}}}, 1)
+	tr, err := NewTracker(g, Config{WithinPID: 101}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, g: g, tr: tr, clock: 1 * sec}
+	a := w.fork(initID, 100, 1000)
+	scope := w.fork(a, 101, 1000)
+	child := w.spawn(scope, 103, 1000, "sh") // an exec: the tracker finds the scope's process, alive
+	w.exit(a)
+	w.exit(scope)
+
+	p := w.fork(initID, 200, 2000)
+	for i := range 300 {
+		q := w.fork(p, uint32(201+i), 2000)
+		w.exit(p)
+		p = q
+	}
+	if g.Stats().Folded == 0 {
+		t.Fatal("nothing folded: the test no longer reaches the cap")
+	}
+	w.exec(child, 1000, "mcptrace", "run", "--session", "later", "--", "sh")
+	if _, ok := w.tr.Find("later"); !ok {
+		t.Errorf("a tag below the exited scope process began no session; scope process in the graph: %v", func() bool { _, ok := g.Get(scope); return ok }())
+	}
+}

@@ -27,6 +27,7 @@ func (t *Tracker) inScope(id lineage.ID) bool {
 			return false
 		}
 		t.within = p.ID
+		t.g.Pin(p.ID) // the scope's chain is walked through it: never folded
 	}
 	for _, a := range t.chain(id) {
 		if a == t.within {

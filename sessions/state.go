@@ -63,6 +63,7 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 	t.clock = st.Clock
 	if cfg.WithinPID != 0 && st.Within.PID == cfg.WithinPID {
 		t.within = st.Within
+		t.g.Pin(t.within) // as inScope does when it first finds it
 	}
 	check := func(ss SessionState, want State) error {
 		switch {
