@@ -95,12 +95,12 @@ read x
 // creators above its last process. With lineage.max-nodes at its
 // minimum (1,000), the agent folds that chain instead of keeping one node
 // per link, yet the last process still descends from the session's root:
-// the root's exit ends it. In an emulated guest 300 links (601 exited
+// the root's exit ends it. In an emulated guest 600 links (1,201 exited
 // processes) show the same on that kernel; the host runs 3,000 (6,001).
 func TestForkAndExitChainStaysBoundedAndEndsWithItsSession(t *testing.T) {
 	links := 3000
 	if testenv.Emulated() {
-		links = 300
+		links = 600 // past the cap still, in a third of the time
 	}
 	a := startAgent(t, agent.Options{
 		MaxNodes: lineage.MinMaxNodes,
@@ -148,7 +148,7 @@ read line`, "leaf")
 	if kept+elided != 2*links+1 {
 		t.Errorf("%d kept + %d folded creators between the root and the leaf, want %d", kept, elided, 2*links+1)
 	}
-	if links >= 1000 && (elided == 0 || kept >= lineage.MinMaxNodes) {
+	if elided == 0 || kept >= lineage.MinMaxNodes {
 		t.Errorf("a chain of %d exited creators holds %d nodes at a cap of %d", 2*links+1, kept, lineage.MinMaxNodes)
 	}
 
