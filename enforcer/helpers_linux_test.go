@@ -256,6 +256,22 @@ func processOf(pid uint32, st procfs.Stat) lineage.Process {
 	}
 }
 
+// waitArgv waits until /proc shows pid's argv. cmd.Start returns once
+// the child's exec has begun (its close-on-exec pipe closed, its comm
+// already the new program's), before the kernel has set up the new argv:
+// a member judged in that window (a spare rule on argv) would be judged
+// on an empty command line, a window a slow emulated guest makes wide.
+// It gives up when the process is gone or after testenv.Bound(5s).
+func waitArgv(pid uint32) {
+	deadline := time.Now().Add(testenv.Bound(5 * time.Second))
+	for time.Now().Before(deadline) {
+		if now, err := procfs.Read("", pid); err != nil || len(now.Argv) > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // identity reads pid's lineage ID from /proc.
 func identity(t testing.TB, pid int) lineage.ID {
 	t.Helper()
@@ -337,6 +353,7 @@ func (r *rig) adopt(cmd *exec.Cmd) *proc {
 	p := &proc{cmd: cmd, done: make(chan struct{}), fd: -1}
 	// Not yet reaped, so /proc/PID is this child, even if it already exited.
 	p.id = identity(r.t, pid)
+	waitArgv(uint32(pid))
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		r.t.Fatalf("pidfd_open %d: %v", pid, err)
