@@ -36,7 +36,13 @@ type world struct {
 
 func newWorld(t *testing.T, cfg Config) *world {
 	t.Helper()
-	g := lineage.New(lineage.Config{})
+	return newWorldOf(t, lineage.Config{}, cfg)
+}
+
+// newWorldOf is newWorld with a graph made with gcfg (its caps).
+func newWorldOf(t *testing.T, gcfg lineage.Config, cfg Config) *world {
+	t.Helper()
+	g := lineage.New(gcfg)
 	g.Seed([]lineage.Snapshot{{ID: lineage.ID{PID: 1}, Comm: "systemd", Filename: "/usr/lib/systemd/systemd", Argv: []string{"/sbin/init"}}}, 1)
 	tr, err := NewTracker(g, cfg, testLogger(t))
 	if err != nil {
@@ -95,6 +101,23 @@ func (w *world) execFile(p lineage.ID, uid uint32, filename string, argv ...stri
 
 func (w *world) exit(p lineage.ID) []Action {
 	return w.observe(lineage.Event{Kind: lineage.KindExit, Time: w.next(), Proc: p})
+}
+
+// foldLoop runs another user's (uid 2000) fork-and-exit loop of n links
+// below init, each link forking the next and exiting (pids 200 on), and
+// fails the test unless the graph folded some of it: a graph made with a
+// small lineage.Config.MaxNodes then has folded whatever it may.
+func (w *world) foldLoop(n int) {
+	w.t.Helper()
+	p := w.fork(initID, 200, 2000)
+	for i := range n {
+		q := w.fork(p, uint32(201+i), 2000)
+		w.exit(p)
+		p = q
+	}
+	if w.g.Stats().Folded == 0 {
+		w.t.Fatal("nothing folded: the loop no longer reaches the graph's cap")
+	}
 }
 
 // spawn forks pid from creator and makes it exec argv.

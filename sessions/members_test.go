@@ -88,13 +88,7 @@ func TestListingNestedSessionsVisitsEachProcessOnce(t *testing.T) {
 // the session from; a graph that folds exited creators to stay within its
 // cap keeps it, and the member below it stays a member.
 func TestSessionRootIsNeverFoldedOutOfTheGraph(t *testing.T) {
-	g := lineage.New(lineage.Config{MaxNodes: 100})
-	g.Seed([]lineage.Snapshot{{ID: lineage.ID{PID: 1}, Comm: "systemd", Filename: "/usr/lib/systemd/systemd", Argv: []string{"/sbin/init"}}}, 1)
-	tr, err := NewTracker(g, Config{}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, g: g, tr: tr, clock: 1 * sec}
+	w := newWorldOf(t, lineage.Config{MaxNodes: 100}, Config{})
 	a := w.fork(initID, 100, 1000)
 	root := w.fork(a, 101, 1000)
 	w.exec(root, 1000, "mcptrace", "run", "--session", "s", "--", "sh")
@@ -103,20 +97,11 @@ func TestSessionRootIsNeverFoldedOutOfTheGraph(t *testing.T) {
 	wantEnded(t, w.exit(root), "s")
 	ended := w.session("s")
 
-	// Another user's fork-and-exit loop fills the graph past its cap.
-	p := w.fork(initID, 200, 2000)
-	for i := range 300 {
-		q := w.fork(p, uint32(201+i), 2000)
-		w.exit(p)
-		p = q
-	}
-	if g.Stats().Folded == 0 {
-		t.Fatal("nothing folded: the test no longer reaches the cap")
-	}
-	if _, ok := g.Get(root); !ok {
+	w.foldLoop(300) // another user's, past the graph's cap
+	if _, ok := w.g.Get(root); !ok {
 		t.Errorf("the ended session's root %v was folded out of the graph", root)
 	}
-	got := procIDs(tr.MembersOf(ended))
+	got := procIDs(w.tr.MembersOf(ended))
 	if len(got) != 2 || got[0] != root || got[1] != member {
 		t.Errorf("MembersOf(s) = %v, want [%v %v]", got, root, member)
 	}
@@ -128,30 +113,16 @@ func TestSessionRootIsNeverFoldedOutOfTheGraph(t *testing.T) {
 // folding to stay within its cap keeps it, and what it created may still
 // begin sessions.
 func TestWithinPIDScopeIsNeverFoldedOutOfTheGraph(t *testing.T) {
-	g := lineage.New(lineage.Config{MaxNodes: 100})
-	g.Seed([]lineage.Snapshot{{ID: lineage.ID{PID: 1}, Comm: "systemd", Filename: "/usr/lib/systemd/systemd", Argv: []string{"/sbin/init"}}}, 1)
-	tr, err := NewTracker(g, Config{WithinPID: 101}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, g: g, tr: tr, clock: 1 * sec}
+	w := newWorldOf(t, lineage.Config{MaxNodes: 100}, Config{WithinPID: 101})
 	a := w.fork(initID, 100, 1000)
 	scope := w.fork(a, 101, 1000)
 	child := w.spawn(scope, 103, 1000, "sh") // an exec: the tracker finds the scope's process, alive
 	w.exit(a)
 	w.exit(scope)
 
-	p := w.fork(initID, 200, 2000)
-	for i := range 300 {
-		q := w.fork(p, uint32(201+i), 2000)
-		w.exit(p)
-		p = q
-	}
-	if g.Stats().Folded == 0 {
-		t.Fatal("nothing folded: the test no longer reaches the cap")
-	}
+	w.foldLoop(300)
 	w.exec(child, 1000, "mcptrace", "run", "--session", "later", "--", "sh")
 	if _, ok := w.tr.Find("later"); !ok {
-		t.Errorf("a tag below the exited scope process began no session; scope process in the graph: %v", func() bool { _, ok := g.Get(scope); return ok }())
+		t.Errorf("a tag below the exited scope process began no session; scope process in the graph: %v", func() bool { _, ok := w.g.Get(scope); return ok }())
 	}
 }
