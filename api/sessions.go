@@ -136,9 +136,37 @@ func (s *Server) kills(c Caller, sess sessions.Session) []Kill {
 	return out
 }
 
+// outcome is what the enforcer recorded of one session, read so that its
+// parts agree: the reports of its endings first, then its kill records.
+// The enforcer stores an ending's records before the agent keeps its
+// report, so every report read here has its records among the kills read
+// after it (read the other way round, an ending that finished in between
+// showed "killed 1" beside no kill record).
+type outcome struct {
+	reports map[uint32]enforcer.Report // by generation; 0: the session's end
+	kills   []Kill                     // what the caller may see
+}
+
+func (s *Server) outcome(c Caller, sess sessions.Session) outcome {
+	o := outcome{reports: map[uint32]enforcer.Report{}}
+	if s.Report != nil {
+		gens := []uint32{0}
+		for _, m := range sess.Markers {
+			gens = append(gens, m.Ended)
+		}
+		for _, g := range gens {
+			if r, ok := s.Report(sessions.EndingKey(sess, g)); ok {
+				o.reports[g] = r
+			}
+		}
+	}
+	o.kills = s.kills(c, sess)
+	return o
+}
+
 // info is a session's summary with the counts of its members given and of
-// the kills given: callers pass only what the caller may see.
-func (s *Server) info(c Caller, sess sessions.Session, members, alive int, kills []Kill) SessionInfo {
+// the kills in o: callers pass only what the caller may see.
+func (s *Server) info(c Caller, sess sessions.Session, members, alive int, o outcome) SessionInfo {
 	sess.Markers = markersFor(c, sess.Markers)
 	if !c.Root() && sess.Parent != "" && sess.ParentOwner != c.UID {
 		// Nested in another owner's session (a tenant's tool under a
@@ -146,12 +174,12 @@ func (s *Server) info(c Caller, sess sessions.Session, members, alive int, kills
 		sess.Parent, sess.ParentOwner = "", 0
 	}
 	in := SessionInfo{Session: sess, Members: members, Alive: alive}
-	for _, k := range kills {
+	for _, k := range o.kills {
 		if k.Result == enforcer.ResultKilled {
 			in.Killed++
 		}
 	}
-	in.Enforcement = s.enforcement(c, sess, 0, kills)
+	in.Enforcement = enforcement(c, 0, o)
 	return in
 }
 
@@ -159,11 +187,8 @@ func (s *Server) info(c Caller, sess sessions.Session, members, alive int, kills
 // (0: the whole session; see sessions.EndingKey), nil while it runs. Root
 // gets the enforcer's counts; anyone else counts from the records it may
 // see (kills), so members of other uids are not counted either.
-func (s *Server) enforcement(c Caller, sess sessions.Session, gen uint32, kills []Kill) *Enforcement {
-	if s.Report == nil {
-		return nil
-	}
-	r, ok := s.Report(sessions.EndingKey(sess, gen))
+func enforcement(c Caller, gen uint32, o outcome) *Enforcement {
+	r, ok := o.reports[gen]
 	if !ok {
 		return nil
 	}
@@ -173,7 +198,7 @@ func (s *Server) enforcement(c Caller, sess sessions.Session, gen uint32, kills 
 		return out
 	}
 	*out = Enforcement{Empty: true, DurationMS: out.DurationMS}
-	for _, k := range kills {
+	for _, k := range o.kills {
 		if k.Generation != gen {
 			continue
 		}
@@ -210,14 +235,14 @@ func markersFor(c Caller, ms []sessions.Marker) []sessions.Marker {
 }
 
 // endings lists what each marker of sess ended, and the session's end.
-func (s *Server) endings(c Caller, sess sessions.Session, kills []Kill) []Ending {
+func endings(c Caller, sess sessions.Session, o outcome) []Ending {
 	var out []Ending
 	for _, m := range markersFor(c, sess.Markers) {
 		m := m
-		out = append(out, Ending{Generation: m.Ended, Marker: &m, Enforcement: s.enforcement(c, sess, m.Ended, kills)})
+		out = append(out, Ending{Generation: m.Ended, Marker: &m, Enforcement: enforcement(c, m.Ended, o)})
 	}
 	if sess.State == sessions.Ended {
-		out = append(out, Ending{Enforcement: s.enforcement(c, sess, 0, kills)})
+		out = append(out, Ending{Enforcement: enforcement(c, 0, o)})
 	}
 	return out
 }
@@ -235,7 +260,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 		func(sess sessions.Session) bool { return sessionVisible(c, sess) },
 		func(p lineage.Process) bool { return processVisible(c, p) })
 	for _, l := range listed {
-		out = append(out, s.info(c, l.Session, l.Members, l.Alive, s.kills(c, l.Session)))
+		out = append(out, s.info(c, l.Session, l.Members, l.Alive, s.outcome(c, l.Session)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -293,14 +318,14 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	// Members and kill records of other uids are neither shown nor
 	// counted to a caller other than root.
 	procs := visible(c, s.Sessions.Members(sess.Ref()))
-	kills := s.kills(c, sess)
+	o := s.outcome(c, sess)
 	alive := 0
 	for _, p := range procs {
 		if !p.Exited {
 			alive++
 		}
 	}
-	info := s.info(c, sess, len(procs), alive, kills)
+	info := s.info(c, sess, len(procs), alive, o)
 	present(c, wantsRaw(c, r), procs)
 	if s.Refresh != nil {
 		s.Refresh(procs)
@@ -310,8 +335,8 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		Session:     info,
 		Processes:   procs,
 		Generations: s.Sessions.Generations(sess.Ref(), procs),
-		Endings:     s.endings(c, sess, kills),
-		Kills:       kills,
+		Endings:     endings(c, sess, o),
+		Kills:       o.kills,
 	})
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -371,5 +372,64 @@ func TestBeginRefusalNamesNoSessionOfAnotherOwner(t *testing.T) {
 	code, body = w.request(Caller{UID: 0}, http.MethodPost, "/v1/sessions", `{"pid":300,"id":"mine"}`)
 	if code != http.StatusConflict || !strings.Contains(body, "root-private-name") {
 		t.Errorf("root's begin: %d %s; want 409 naming the session", code, body)
+	}
+}
+
+// An ending that finishes while a request is being answered never shows
+// its report without its kill records: the enforcer stores the records
+// before the agent keeps the report, and the API reads the reports first.
+// Here the ending finishes at the moment the report is first asked for.
+func TestAReportIsNeverShownWithoutItsRecords(t *testing.T) {
+	for _, path := range []string{"/v1/sessions/done", "/v1/sessions"} {
+		t.Run(path, func(t *testing.T) {
+			w := newWorld(t)
+			host := w.spawn(init1, 100, 0, "host")
+			sess := w.begin(host, "done")
+			server := w.spawn(host, 101, 0, "node", "server.js")
+			w.observe(lineage.Event{Kind: lineage.KindExit, Time: w.next(), Proc: host})
+			ended, ok := w.tr.Find("done")
+			if !ok || ended.State != sessions.Ended {
+				t.Fatalf("session done: %+v, want ended", ended)
+			}
+			enf := &enforcer.Enforcer{}
+			w.s.Enforcer = enf
+			finished := false
+			w.s.Report = func(key string) (enforcer.Report, bool) {
+				if key != sessions.EndingKey(ended, 0) {
+					return enforcer.Report{}, false
+				}
+				if !finished { // the ending finishes now: records, then the report
+					enf.AddRecords([]enforcer.KillRecord{{Session: sess.ID, Process: server, Comm: "node", Result: enforcer.ResultKilled, Signal: "SIGTERM"}})
+					finished = true
+				}
+				return enforcer.Report{Session: sess.ID, Killed: 1, Empty: true}, true
+			}
+			code, body := w.request(Caller{UID: 0}, http.MethodGet, path, "")
+			if code != http.StatusOK {
+				t.Fatalf("%d %s", code, body)
+			}
+			var info SessionInfo
+			records := 0
+			if path == "/v1/sessions" {
+				var list []SessionInfo
+				if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 1 {
+					t.Fatalf("%v: %s", err, body)
+				}
+				info = list[0]
+				records = info.Killed
+			} else {
+				var d SessionDetail
+				if err := json.Unmarshal([]byte(body), &d); err != nil {
+					t.Fatalf("%v: %s", err, body)
+				}
+				info, records = d.Session, len(d.Kills)
+			}
+			if info.Enforcement == nil || info.Enforcement.Killed != 1 {
+				t.Fatalf("no report in the answer: %s", body)
+			}
+			if records != 1 {
+				t.Errorf("the report (killed 1) is shown with %d kill records: %s", records, body)
+			}
+		})
 	}
 }
