@@ -1,6 +1,7 @@
 package enforcer
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -19,6 +20,10 @@ import (
 // shows the leader as a zombie ('Z'), yet the process lives on, and the
 // kernel reports no process exit until the last thread leaves.
 func leaderExits() {
+	if unix.Gettid() != unix.Getpid() {
+		fmt.Fprintln(os.Stderr, "leader-exits: the helper does not run on the thread-group leader")
+		os.Exit(3)
+	}
 	go func() {
 		for {
 			time.Sleep(time.Hour)
@@ -26,6 +31,17 @@ func leaderExits() {
 	}()
 	runtime.LockOSThread()
 	unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0)
+}
+
+// init keeps the main goroutine on the main thread (the thread-group
+// leader) in a process started as the leader-exits helper: only a lock
+// taken during init does (runtime.LockOSThread); without it, main may run
+// on another thread, and the helper's exit(2) would end that thread and
+// leave the leader running (seen once in a loaded 6.12 guest).
+func init() {
+	if os.Getenv(testenv.HelperVar) == "leader-exits" {
+		runtime.LockOSThread()
+	}
 }
 
 // TestZombieLeaderWithLiveThreadsIsKilled: the enforcer read any 'Z' as
