@@ -963,3 +963,43 @@ func BenchmarkRingNext(b *testing.B) {
 		}
 	})
 }
+
+// TestRingCoalescesWakeups proves what ringCoalesce is for: a reader that
+// reads each record at once and commits it is woken by the kernel for
+// every record (an interrupt the writer pays), one that lets records
+// gather for ringCoalesce after a wakeup is woken at most once per
+// ringCoalesce. The writer writes one record every 200 µs or so.
+func TestRingCoalescesWakeups(t *testing.T) {
+	const records = 500
+	run := func(coalesce time.Duration) (wakeups uint64, took time.Duration) {
+		w := newRingWriter(t, 1<<16)
+		r := openRing(t, w.m)
+		r.coalesce = coalesce
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := range records {
+				w.submit(t, uint64(i))
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+		start := time.Now()
+		for n := 0; n < records; n++ {
+			if _, err := r.Next(time.Now().Add(5 * time.Second)); err != nil {
+				t.Fatalf("coalesce %v: record %d: %v", coalesce, n, err)
+			}
+			r.Commit()
+		}
+		<-done
+		return r.wakeups, time.Since(start)
+	}
+	prompt, _ := run(0)
+	coalesced, took := run(ringCoalesce)
+	t.Logf("%d records: %d wakeups read at once, %d with %v coalescing over %v", records, prompt, coalesced, ringCoalesce, took)
+	if prompt < records/2 {
+		t.Errorf("a prompt reader was woken %d times for %d records: the kernel should wake it for most", prompt, records)
+	}
+	if most := uint64(took/ringCoalesce) + 2; coalesced > most {
+		t.Errorf("a coalescing reader was woken %d times in %v, want at most %d (one per %v)", coalesced, took, most, ringCoalesce)
+	}
+}
