@@ -76,6 +76,17 @@ struct event {
 	char comm[COMM_LEN];
 };
 
+/* An exec record is cut after the argv bytes read: it is
+ * offsetof(struct exec_event, args) + args_len bytes long, not
+ * sizeof(struct exec_event), so the ring buffer holds as many records as
+ * their argv allows (a 100-byte argv makes a 500-byte record, not 4.4 KB).
+ * Bump RECORD_FORMAT whenever what a record means changes without its
+ * layout changing too: sets of programs pinned by another build are read
+ * only when layout and format agree (sensor.recordLayout). */
+enum record_format {
+	RECORD_FORMAT = 2,
+};
+
 struct exec_event {
 	struct event base;
 	__u32 filename_len;        /* bytes in filename, NUL excluded */
@@ -83,7 +94,7 @@ struct exec_event {
 	__u32 args_size;           /* full size of argv in the new image */
 	__u32 _pad;
 	char filename[FILENAME_LEN];
-	char args[ARGS_LEN];
+	char args[ARGS_LEN];       /* cut: args_len bytes are in the record */
 };
 
 /* A barrier (kind EVENT_BARRIER), written by the program "ring_barrier", which

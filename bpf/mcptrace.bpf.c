@@ -38,6 +38,7 @@ const enum event_flags *unused_event_flags __attribute__((unused));
 const enum doom_kill *unused_doom_kill __attribute__((unused));
 const enum clock_tick *unused_clock_tick __attribute__((unused));
 const struct barrier_event *unused_barrier_event __attribute__((unused));
+const enum record_format *unused_record_format __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -95,6 +96,18 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } doom_kills SEC(".maps");
+
+/* Exec records are built here, then copied into the ring buffer cut
+ * after their argv (see struct exec_event): reserving the full 4.4 KB
+ * would cost the ring that much for every exec. One slot per program run
+ * (enum run) and CPU: the kernel never runs one program twice at once on
+ * a CPU (that is what makes it skip programs), and a run stays on its CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct exec_event);
+} exec_scratch SEC(".maps");
 
 /* Events the primary program handled, so the backup knows to stand down.
  * Keyed by task and event kind; an entry lives from the primary's run to
@@ -184,8 +197,8 @@ static __always_inline bool is_doomed(struct proc_ident *id)
 /* The process a task belongs to: tgid and its leader's start time. */
 static __always_inline void ident_of(struct proc_ident *id, struct task_struct *task)
 {
-	id->pid = BPF_CORE_READ(task, tgid);
-	id->start = BPF_CORE_READ(task, group_leader, start_boottime);
+	id->pid = task->tgid;
+	id->start = task->group_leader->start_boottime;
 }
 
 static __always_inline void fill_header(struct event *e, __u8 kind, struct task_struct *task)
@@ -197,10 +210,10 @@ static __always_inline void fill_header(struct event *e, __u8 kind, struct task_
 	e->uid = (__u32)bpf_get_current_uid_gid();
 	e->cgroup_id = bpf_get_current_cgroup_id();
 	ident_of(&e->proc, task);
-	ident_of(&e->parent, BPF_CORE_READ(task, real_parent));
+	ident_of(&e->parent, task->real_parent);
 	e->creator.pid = 0;
 	e->creator.start = 0;
-	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
+	struct task_struct *leader = task->group_leader;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), &leader->comm);
 }
 
@@ -229,10 +242,10 @@ static __always_inline void doom_fork(struct task_struct *parent, struct task_st
 static __always_inline int on_fork(enum run run, struct task_struct *parent, struct task_struct *child)
 {
 	/* clone(CLONE_THREAD) makes a thread, not a process. */
-	__u32 tid = BPF_CORE_READ(child, pid);
-	if (tid != BPF_CORE_READ(child, tgid))
+	__u32 tid = child->pid;
+	if (tid != child->tgid)
 		return 0;
-	if (!should_run(run, tid, EVENT_FORK, BPF_CORE_READ(child, start_boottime), 0))
+	if (!should_run(run, tid, EVENT_FORK, child->start_boottime, 0))
 		return 0;
 
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -260,7 +273,7 @@ static __always_inline bool exec_spared(struct task_struct *p)
 		return true;
 	/* Zero-padded: the key is all COMM_LEN bytes. */
 	char comm[COMM_LEN] = {};
-	struct task_struct *leader = BPF_CORE_READ(p, group_leader);
+	struct task_struct *leader = p->group_leader;
 	if (bpf_probe_read_kernel_str(comm, sizeof(comm), &leader->comm) < 0)
 		return false;
 	return bpf_map_lookup_elem(&spare_comms, comm) != NULL;
@@ -288,10 +301,10 @@ static __always_inline void doom_exec(struct task_struct *p)
 static __always_inline int on_exec(enum run run, struct task_struct *p, struct linux_binprm *bprm)
 {
 	/* self_exec_id counts the task's execs: one claim per exec. */
-	if (!should_run(run, BPF_CORE_READ(p, pid), EVENT_EXEC, BPF_CORE_READ(p, start_boottime),
-			BPF_CORE_READ(p, self_exec_id)))
+	if (!should_run(run, p->pid, EVENT_EXEC, p->start_boottime, p->self_exec_id))
 		return 0;
-	struct exec_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	__u32 slot = run;
+	struct exec_event *e = bpf_map_lookup_elem(&exec_scratch, &slot);
 	if (!e) {
 		count_lost(EVENT_EXEC);
 		doom_exec(p);
@@ -302,7 +315,7 @@ static __always_inline int on_exec(enum run run, struct task_struct *p, struct l
 	 * exec. */
 	fill_header(&e->base, EVENT_EXEC, p);
 
-	long n = bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
+	long n = bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
 	if (n < 0) {
 		e->filename[0] = 0;
 		n = 1;
@@ -315,9 +328,9 @@ static __always_inline int on_exec(enum run run, struct task_struct *p, struct l
 	 * arg_end, written by the exec moments ago, so it is resident. It is
 	 * read here because wrappers such as `sh -c` or `npm exec` may be gone
 	 * before user space could look at /proc. */
-	struct mm_struct *mm = BPF_CORE_READ(p, mm);
-	unsigned long start = BPF_CORE_READ(mm, arg_start);
-	unsigned long end = BPF_CORE_READ(mm, arg_end);
+	struct mm_struct *mm = p->mm;
+	unsigned long start = mm->arg_start;
+	unsigned long end = mm->arg_end;
 	__u64 size = end > start ? end - start : 0;
 	__u64 len = size;
 	if (len > ARGS_LEN - 1) {
@@ -331,7 +344,8 @@ static __always_inline int on_exec(enum run run, struct task_struct *p, struct l
 		e->base.flags |= EVENT_FLAG_ARGS_UNREADABLE;
 	}
 	e->args_len = len;
-	bpf_ringbuf_submit(e, 0);
+	if (bpf_ringbuf_output(&events, e, offsetof(struct exec_event, args) + (len & (ARGS_LEN - 1)), 0) < 0)
+		count_lost(EVENT_EXEC);
 	doom_exec(p);
 	return 0;
 }
@@ -341,11 +355,11 @@ static __always_inline int on_exit(enum run run, struct task_struct *p)
 	/* Claimed before the test below: another thread leaving meanwhile
 	 * could make the backup's reading of live differ from the
 	 * primary's. */
-	if (!should_run(run, BPF_CORE_READ(p, pid), EVENT_EXIT, BPF_CORE_READ(p, start_boottime), 0))
+	if (!should_run(run, p->pid, EVENT_EXIT, p->start_boottime, 0))
 		return 0;
 	/* Only the last thread of the group reports: signal->live reached
 	 * zero in do_exit before this tracepoint. */
-	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+	if (p->signal->live.counter != 0)
 		return 0;
 
 	struct proc_ident self;
@@ -359,11 +373,11 @@ static __always_inline int on_exit(enum run run, struct task_struct *p)
 		return 0;
 	}
 	fill_header(e, EVENT_EXIT, p);
-	unsigned int sflags = BPF_CORE_READ(p, signal, flags);
+	unsigned int sflags = p->signal->flags;
 	if (sflags & MCPTRACE_SIGNAL_GROUP_EXIT)
-		e->exit_code = BPF_CORE_READ(p, signal, group_exit_code);
+		e->exit_code = p->signal->group_exit_code;
 	else
-		e->exit_code = BPF_CORE_READ(p, exit_code);
+		e->exit_code = p->exit_code;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -107,6 +107,12 @@ type McptraceExecEvent struct {
 	Args        [4096]int8
 }
 
+type McptraceRecordFormat uint32
+
+const (
+	McptraceRecordFormatRECORD_FORMAT McptraceRecordFormat = 2
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -115,6 +121,7 @@ const (
 	McptraceMapDoomKills               = "doom_kills"
 	McptraceMapDoomed                  = "doomed"
 	McptraceMapEvents                  = "events"
+	McptraceMapExecScratch             = "exec_scratch"
 	McptraceMapLostEvents              = "lost_events"
 	McptraceMapRecovered               = "recovered"
 	McptraceMapSpareAll                = "spare_all"
@@ -133,6 +140,7 @@ const (
 	McptraceVarUnusedEventFlags        = "unused_event_flags"
 	McptraceVarUnusedEventKind         = "unused_event_kind"
 	McptraceVarUnusedExecEvent         = "unused_exec_event"
+	McptraceVarUnusedRecordFormat      = "unused_record_format"
 )
 
 // LoadMcptrace returns the embedded CollectionSpec for Mcptrace.
@@ -190,14 +198,15 @@ type McptraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceMapSpecs struct {
-	Claims     *ebpf.MapSpec `ebpf:"claims"`
-	DoomKills  *ebpf.MapSpec `ebpf:"doom_kills"`
-	Doomed     *ebpf.MapSpec `ebpf:"doomed"`
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	LostEvents *ebpf.MapSpec `ebpf:"lost_events"`
-	Recovered  *ebpf.MapSpec `ebpf:"recovered"`
-	SpareAll   *ebpf.MapSpec `ebpf:"spare_all"`
-	SpareComms *ebpf.MapSpec `ebpf:"spare_comms"`
+	Claims      *ebpf.MapSpec `ebpf:"claims"`
+	DoomKills   *ebpf.MapSpec `ebpf:"doom_kills"`
+	Doomed      *ebpf.MapSpec `ebpf:"doomed"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	ExecScratch *ebpf.MapSpec `ebpf:"exec_scratch"`
+	LostEvents  *ebpf.MapSpec `ebpf:"lost_events"`
+	Recovered   *ebpf.MapSpec `ebpf:"recovered"`
+	SpareAll    *ebpf.MapSpec `ebpf:"spare_all"`
+	SpareComms  *ebpf.MapSpec `ebpf:"spare_comms"`
 }
 
 // McptraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -211,6 +220,7 @@ type McptraceVariableSpecs struct {
 	UnusedEventFlags   *ebpf.VariableSpec `ebpf:"unused_event_flags"`
 	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
+	UnusedRecordFormat *ebpf.VariableSpec `ebpf:"unused_record_format"`
 }
 
 // McptraceObjects contains all objects after they have been loaded into the kernel.
@@ -233,14 +243,15 @@ func (o *McptraceObjects) Close() error {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptraceMaps struct {
-	Claims     *ebpf.Map `ebpf:"claims"`
-	DoomKills  *ebpf.Map `ebpf:"doom_kills"`
-	Doomed     *ebpf.Map `ebpf:"doomed"`
-	Events     *ebpf.Map `ebpf:"events"`
-	LostEvents *ebpf.Map `ebpf:"lost_events"`
-	Recovered  *ebpf.Map `ebpf:"recovered"`
-	SpareAll   *ebpf.Map `ebpf:"spare_all"`
-	SpareComms *ebpf.Map `ebpf:"spare_comms"`
+	Claims      *ebpf.Map `ebpf:"claims"`
+	DoomKills   *ebpf.Map `ebpf:"doom_kills"`
+	Doomed      *ebpf.Map `ebpf:"doomed"`
+	Events      *ebpf.Map `ebpf:"events"`
+	ExecScratch *ebpf.Map `ebpf:"exec_scratch"`
+	LostEvents  *ebpf.Map `ebpf:"lost_events"`
+	Recovered   *ebpf.Map `ebpf:"recovered"`
+	SpareAll    *ebpf.Map `ebpf:"spare_all"`
+	SpareComms  *ebpf.Map `ebpf:"spare_comms"`
 }
 
 func (m *McptraceMaps) Close() error {
@@ -249,6 +260,7 @@ func (m *McptraceMaps) Close() error {
 		m.DoomKills,
 		m.Doomed,
 		m.Events,
+		m.ExecScratch,
 		m.LostEvents,
 		m.Recovered,
 		m.SpareAll,
@@ -267,6 +279,7 @@ type McptraceVariables struct {
 	UnusedEventFlags   *ebpf.Variable `ebpf:"unused_event_flags"`
 	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
+	UnusedRecordFormat *ebpf.Variable `ebpf:"unused_record_format"`
 }
 
 // McptracePrograms contains all programs after they have been loaded into the kernel.

@@ -12,7 +12,11 @@ import (
 
 const (
 	headerSize  = int(unsafe.Sizeof(bpf.McptraceEvent{}))
-	execSize    = int(unsafe.Sizeof(bpf.McptraceExecEvent{}))
+	execSize    = int(unsafe.Sizeof(bpf.McptraceExecEvent{})) // the longest exec record
+	// execArgsOffset is where an exec record's argv starts and, for an
+	// exec without argv, where the record ends (bpf/events.h: exec records
+	// are cut after their args_len bytes of argv).
+	execArgsOffset = int(unsafe.Offsetof(bpf.McptraceExecEvent{}.Args))
 	barrierSize = int(unsafe.Sizeof(bpf.McptraceBarrierEvent{}))
 )
 
@@ -64,16 +68,18 @@ func Decode(raw []byte) (lineage.Event, error) {
 		ev.Signal = int(h.ExitCode & 0x7f)
 		ev.ExitCode = int(h.ExitCode>>8) & 0xff
 	case bpf.McptraceEventKindEVENT_EXEC:
-		if len(raw) < execSize {
+		if len(raw) < execArgsOffset {
 			return lineage.Event{}, fmt.Errorf("decode exec record of %d bytes: %w", len(raw), ErrShortRecord)
 		}
 		x := (*bpf.McptraceExecEvent)(unsafe.Pointer(&raw[0]))
+		if n := int(x.ArgsLen); n > len(raw)-execArgsOffset {
+			return lineage.Event{}, fmt.Errorf("decode exec record of %d bytes holding %d bytes of argv: %w", len(raw), n, ErrShortRecord)
+		}
 		ev.Kind = lineage.KindExec
 		ev.Filename = cString(x.Filename[:min(int(x.FilenameLen), len(x.Filename))])
 		flags := bpf.McptraceEventFlags(h.Flags)
 		ev.ArgvTruncated = flags&(bpf.McptraceEventFlagsEVENT_FLAG_ARGS_TRUNCATED|bpf.McptraceEventFlagsEVENT_FLAG_ARGS_UNREADABLE) != 0
-		args := x.Args[:min(int(x.ArgsLen), len(x.Args))]
-		ev.Argv = splitArgs(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(args))), len(args)))
+		ev.Argv = splitArgs(raw[execArgsOffset : execArgsOffset+int(x.ArgsLen)])
 	default:
 		return lineage.Event{}, fmt.Errorf("decode record: unknown kind %d", h.Kind)
 	}

@@ -20,12 +20,14 @@ func aligned(raw []byte) []byte {
 	return b
 }
 
-// record encodes a ring buffer record the way the BPF programs lay it out.
+// encodeRecord encodes a ring buffer record the way the BPF programs lay
+// it out: an exec record is cut after argsLen bytes of argv (at most the
+// field), as bpf_ringbuf_output sends it.
 func encodeRecord(kind bpf.McptraceEventKind, flags uint8, comm, filename string, argsLen uint32, args []byte) []byte {
 	size := headerSize
 	switch kind {
 	case bpf.McptraceEventKindEVENT_EXEC:
-		size = execSize
+		size = execArgsOffset + min(int(argsLen), execSize-execArgsOffset)
 	case bpf.McptraceEventKindEVENT_BARRIER:
 		size = barrierSize
 	}
@@ -41,7 +43,7 @@ func encodeRecord(kind bpf.McptraceEventKind, flags uint8, comm, filename string
 		x.FilenameLen = uint32(len(filename) + 1)
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&x.Filename[0])), len(x.Filename)), filename)
 		x.ArgsLen = argsLen
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&x.Args[0])), len(x.Args)), args)
+		copy(raw[execArgsOffset:], args)
 	}
 	if kind == bpf.McptraceEventKindEVENT_BARRIER {
 		(*bpf.McptraceBarrierEvent)(unsafe.Pointer(&raw[0])).Seq = 77
@@ -61,6 +63,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXIT, 0, "sleep", "", 0, nil))
 	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "node", "/usr/bin/node", uint32(len(argv)), argv))
 	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 1, strings.Repeat("c", 16), strings.Repeat("f", 300), 1<<31, bytes.Repeat([]byte{'a', 0}, 3000)))
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "true", "/bin/true", 0, nil))
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "x", "/x", 9, []byte("a\x00b\x00"))[:execArgsOffset+4])
 	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_BARRIER, 0, "", "", 0, nil))
 	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "x", "/x", 3, []byte("a\x00b"))[:headerSize+8])
 	f.Add([]byte{})
@@ -78,7 +82,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			short := errors.Is(err, ErrShortRecord)
 			switch {
-			case kind == bpf.McptraceEventKindEVENT_EXEC && len(raw) < execSize && short,
+			case kind == bpf.McptraceEventKindEVENT_EXEC && short &&
+				(len(raw) < execArgsOffset || int((*bpf.McptraceExecEvent)(unsafe.Pointer(&raw[0])).ArgsLen) > len(raw)-execArgsOffset),
 				kind == bpf.McptraceEventKindEVENT_BARRIER && len(raw) < barrierSize && short,
 				kind != bpf.McptraceEventKindEVENT_FORK && kind != bpf.McptraceEventKindEVENT_EXEC &&
 					kind != bpf.McptraceEventKindEVENT_EXIT && kind != bpf.McptraceEventKindEVENT_BARRIER && !short:
@@ -114,7 +119,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			if len(ev.Filename) >= len(x.Filename)+1 || strings.IndexByte(ev.Filename, 0) >= 0 {
 				t.Fatalf("filename of %d bytes past the field or holding a NUL", len(ev.Filename))
 			}
-			args := unsafe.Slice((*byte)(unsafe.Pointer(&x.Args[0])), len(x.Args))[:min(int(x.ArgsLen), len(x.Args))]
+			args := raw[execArgsOffset : execArgsOffset+int(x.ArgsLen)]
 			want := string(bytes.TrimSuffix(args, []byte{0}))
 			if got := strings.Join(ev.Argv, "\x00"); got != want {
 				t.Fatalf("argv %q does not join back to the record's %q", ev.Argv, want)

@@ -9,8 +9,9 @@ import (
 // config exposes them (bpf.*); Open applies the defaults to zero values.
 const (
 	// DefaultRingBufferSize is the kernel-to-agent ring buffer: about
-	// 1,900 exec records (each reserves its full size, ~4.4 KB) or
-	// ~100,000 fork and exit records between two reads.
+	// 80,000 fork and exit records (104 bytes) or 16,000 exec records of
+	// a 100-byte argv (an exec record holds the argv it read, up to
+	// 4.4 KB) between two reads.
 	DefaultRingBufferSize = 8 << 20
 	// MaxRingBufferSize bounds the ring buffer, which is locked kernel
 	// memory.

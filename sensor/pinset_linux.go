@@ -303,7 +303,8 @@ func (st *set) release() error {
 
 // recordLayout hashes what a reader of another build's pin set depends on:
 // the layouts of the ring buffer records and of the doomed map's key and
-// value, from the object's BTF.
+// value, from the object's BTF, and the records' format number
+// (RECORD_FORMAT in bpf/events.h) for what the layouts do not show.
 func recordLayout(spec *ebpf.CollectionSpec) (string, error) {
 	var b strings.Builder
 	for _, name := range []string{"event", "exec_event", "barrier_event"} {
@@ -315,6 +316,7 @@ func recordLayout(spec *ebpf.CollectionSpec) (string, error) {
 	}
 	d := spec.Maps[bpf.McptraceMapDoomed]
 	fmt.Fprintf(&b, "doomed %d %d %d;", d.KeySize, d.ValueSize, d.MaxEntries)
+	fmt.Fprintf(&b, "format %d;", bpf.McptraceRecordFormatRECORD_FORMAT)
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:4]), nil
 }
