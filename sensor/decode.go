@@ -11,13 +11,13 @@ import (
 )
 
 const (
-	headerSize  = int(unsafe.Sizeof(bpf.McptraceEvent{}))
-	execSize    = int(unsafe.Sizeof(bpf.McptraceExecEvent{})) // the longest exec record
+	headerSize = int(unsafe.Sizeof(bpf.McptraceEvent{}))
+	execSize   = int(unsafe.Sizeof(bpf.McptraceExecEvent{})) // the longest exec record
 	// execArgsOffset is where an exec record's argv starts and, for an
 	// exec without argv, where the record ends (bpf/events.h: exec records
 	// are cut after their args_len bytes of argv).
 	execArgsOffset = int(unsafe.Offsetof(bpf.McptraceExecEvent{}.Args))
-	barrierSize = int(unsafe.Sizeof(bpf.McptraceBarrierEvent{}))
+	barrierSize    = int(unsafe.Sizeof(bpf.McptraceBarrierEvent{}))
 )
 
 // record is one decoded ring buffer record: a process event or a barrier.

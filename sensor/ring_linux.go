@@ -98,7 +98,7 @@ type ring struct {
 	// wakeups counts the waits the kernel ended by a record. Only the
 	// reading goroutine touches it.
 	wakeups uint64
-	pollfd   [1]unix.PollFd // evfd alone, for the pauses
+	pollfd  [1]unix.PollFd // evfd alone, for the pauses
 
 	closeOnce sync.Once
 	closeErr  error
