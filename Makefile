@@ -6,7 +6,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test fuzz vmtest check clean
+.PHONY: all build run setup setup-test generate check-generate vet test bench-once fuzz vmtest check clean
 
 all: build
 
@@ -39,6 +39,12 @@ vet:
 test:
 	$(GO) test -count=1 -timeout 20m ./...
 
+# Every Go benchmark once (-benchtime 1x, -short scales the large ones
+# down), so none can rot: CI does not measure with them, a quiet machine
+# does (docs/benchmarks.md says how).
+bench-once:
+	$(GO) test -short -count=1 -run '^$$' -bench . -benchtime 1x -timeout 10m ./...
+
 # Every Go fuzz target in the repository (every func FuzzX in a _test.go
 # file, found by scripts/fuzz.sh), FUZZTIME each; the total is printed
 # before and after. `make fuzz FUZZTIME=5m` for a longer run.
@@ -46,9 +52,9 @@ FUZZTIME ?= 30s
 fuzz:
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
-# Everything CI runs: formatting, vet, generated code, host tests, fuzzing,
-# the VM kernel matrix.
-check: setup-test vet check-generate test fuzz vmtest
+# Everything CI runs: formatting, vet, generated code, host tests, every
+# benchmark once, fuzzing, the VM kernel matrix.
+check: setup-test vet check-generate test bench-once fuzz vmtest
 
 # VM kernel matrix: every package's tests in QEMU guests booted with real
 # Debian kernels (vmtests/README.md). `make vmtest KERNELS=6.1`,

@@ -75,7 +75,8 @@ func (b *benchTB) cleanup() {
 // a session of 10,000 live processes (each a member, with its argv), then
 // per round the agent stopped (SIGTERM, then SIGKILL, alternating) and
 // started again; and a 30 s outage under a fork/exec/exit storm, drained
-// by the next agent. Not part of CI (it starts 10,000 processes):
+// by the next agent. CI runs it with -short, at 300 processes, 2 rounds
+// and 2 s outages, so it cannot rot; the figures come from the full run:
 //
 //	go test -run '^$' -bench RestartWith10k -benchtime 1x -timeout 30m ./agent/
 //
@@ -85,7 +86,10 @@ func (b *benchTB) cleanup() {
 // lost-events and made-events (fork, exec and exit of every process the
 // load ran), for a busy node (about 50 processes/s) and a storm.
 func BenchmarkRestartWith10kProcesses(b *testing.B) {
-	const n, rounds = 10000, 6
+	n, rounds, outage := 10000, 6, 30
+	if testing.Short() {
+		n, rounds, outage = 300, 2, 2
+	}
 	ag := agenttest.StartProcess(b, "--lineage.retention=1h")
 	env := fmt.Sprintf("MCPTRACE_BENCH_RESTART=%d", os.Getpid())
 	host := exec.Command(ag.Bin, "run", "--session", "big", "--", "/bin/bash", "-c",
@@ -104,7 +108,7 @@ func BenchmarkRestartWith10kProcesses(b *testing.B) {
 	})
 	bufio.NewScanner(out).Scan()
 	c := ag.Client()
-	testenv.Eventually(b, "the agent to track the session's 10,000 members", func() (bool, string) {
+	testenv.Eventually(b, fmt.Sprintf("the agent to track the session's %d members", n), func() (bool, string) {
 		d, err := c.Session(context.Background(), "big", nil)
 		if err != nil {
 			return false, err.Error()
@@ -146,14 +150,14 @@ func BenchmarkRestartWith10kProcesses(b *testing.B) {
 	b.ReportMetric(float64(stateBytes), "state-bytes")
 	b.ReportMetric(float64(st.Tracked), "tracked")
 
-	// 30 s outages under load: events queue in the pinned ring buffer and
+	// Outages (30 s) under load: events queue in the pinned ring buffer and
 	// the next agent drains them; what does not fit is counted lost (and
 	// repaired from /proc). A busy node (processes started at about 50/s)
 	// and a storm (as fast as the machine forks and execs).
 	for _, load := range []struct{ name, script string }{
 		// read -t on a fifo nobody writes waits without a process of its own.
-		{"busy", `f=$(mktemp -u); mkfifo $f; exec 3<>$f; rm $f; end=$((SECONDS + 30)); n=0; while [ $SECONDS -lt $end ]; do /bin/true; n=$((n + 1)); read -t 0.02 -u 3; done; echo $n`},
-		{"storm", `end=$((SECONDS + 30)); n=0; while [ $SECONDS -lt $end ]; do /bin/true; n=$((n + 1)); done; echo $n`},
+		{"busy", fmt.Sprintf(`f=$(mktemp -u); mkfifo $f; exec 3<>$f; rm $f; end=$((SECONDS + %d)); n=0; while [ $SECONDS -lt $end ]; do /bin/true; n=$((n + 1)); read -t 0.02 -u 3; done; echo $n`, outage)},
+		{"storm", fmt.Sprintf(`end=$((SECONDS + %d)); n=0; while [ $SECONDS -lt $end ]; do /bin/true; n=$((n + 1)); done; echo $n`, outage)},
 	} {
 		before, err := c.Status(context.Background())
 		if err != nil {
