@@ -45,6 +45,8 @@ type agentProc struct {
 	serving time.Duration
 	// sessions are `mcptrace run` roots the bench started under it.
 	sessions []*exec.Cmd
+	// progIDs are the programs it attached, checked gone after close.
+	progIDs []uint32
 }
 
 // startAgent starts bin/mcptrace agent, narrowed to the bench's subtree,
@@ -84,6 +86,10 @@ func (b *bench) startAgent(ctx context.Context, dirs agentDirs, extra ...string)
 		cancel()
 		if err == nil {
 			a.serving = time.Since(a.started)
+			if a.progIDs, err = agentProgIDs(ctx, dirs.pinDir); err != nil {
+				a.close()
+				return nil, err
+			}
 			return a, nil
 		}
 		select {
@@ -155,7 +161,32 @@ func (a *agentProc) close() error {
 		}
 	}
 	a.sessions = nil
-	return errors.Join(err, a.b.uninstall(a.dirs))
+	if err := errors.Join(err, a.b.uninstall(a.dirs)); err != nil {
+		return err
+	}
+	// A program left attached would falsify every later baseline. The
+	// kernel frees a detached program once its last reference goes, which
+	// may take a moment.
+	var left []string
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ps, err := progs(context.Background())
+		if err != nil {
+			return err
+		}
+		left = left[:0]
+		for _, id := range a.progIDs {
+			if p, ok := ps[id]; ok {
+				left = append(left, fmt.Sprintf("%d %s", id, p.Name))
+			}
+		}
+		if len(left) == 0 || time.Now().After(end) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("programs of a stopped agent still loaded after mcptrace uninstall --bpf.pin-dir %s: %s", a.dirs.pinDir, strings.Join(left, ", "))
+	}
+	return nil
 }
 
 // uninstall detaches and unpins what an agent left under dirs.

@@ -37,7 +37,7 @@ func (b *bench) events(ctx context.Context) error {
 	}
 	for _, s := range steps {
 		b.progress("%s", s.name)
-		st0, err := a.settled(ctx)
+		st0, err := a.settled(ctx, api.Status{}, 0, 10*time.Second)
 		if err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ func (b *bench) events(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		st1, err := a.settled(ctx)
+		st1, err := a.settled(ctx, st0, uint64(3*r.children), 2*time.Minute)
 		if err != nil {
 			return err
 		}
@@ -62,10 +62,12 @@ func (b *bench) events(ctx context.Context) error {
 	return nil
 }
 
-// settled waits until the agent's event count stops moving (1 s without
-// change, at most 2 minutes) and returns its status.
-func (a *agentProc) settled(ctx context.Context) (api.Status, error) {
-	deadline := time.Now().Add(2 * time.Minute)
+// settled waits until the agent's event count has nearly stopped moving
+// and returns its status: under 200 events in a second, or, once it has
+// applied want events more than in before, under 200 + want/100 (the
+// node's own background goes on); at most limit.
+func (a *agentProc) settled(ctx context.Context, before api.Status, want uint64, limit time.Duration) (api.Status, error) {
+	deadline := time.Now().Add(limit)
 	st, err := a.status(ctx)
 	if err != nil {
 		return st, err
@@ -76,7 +78,9 @@ func (a *agentProc) settled(ctx context.Context) (api.Status, error) {
 		if err != nil {
 			return next, err
 		}
-		if sum(next.Events) == sum(st.Events) && sum(next.Lost) == sum(st.Lost) {
+		moved := sum(next.Events) - sum(st.Events) + sum(next.Lost) - sum(st.Lost)
+		done := sum(next.Events) + sum(next.Lost) - sum(before.Events) - sum(before.Lost)
+		if moved < 200 || (done >= want && moved < 200+want/100) {
 			return next, nil
 		}
 		st = next

@@ -78,10 +78,15 @@ func (b *bench) memory(ctx context.Context) error {
 		return err
 	}
 	b.progress("%s short-lived processes", count(short))
-	if _, err := b.tools.storm(ctx, 'f', 0, short/2, -1, 2); err != nil {
+	st0, err := a.status(ctx)
+	if err != nil {
 		return err
 	}
-	if _, err := a.settled(ctx); err != nil {
+	r, err := b.tools.storm(ctx, 'f', 0, short/2, -1, 2)
+	if err != nil {
+		return err
+	}
+	if _, err := a.settled(ctx, st0, uint64(2*r.children), 2*time.Minute); err != nil {
 		return err
 	}
 	return measure(fmt.Sprintf("after %s short-lived", count(short)), 0)
