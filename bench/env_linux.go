@@ -34,8 +34,15 @@ func readEnv(ctx context.Context, root, bin string) envInfo {
 		line := strings.SplitN(string(data), "\n", 2)[0]
 		e.memTotal = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
 	}
-	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
-		e.loadavg = strings.Join(strings.Fields(string(data))[:3], " ")
-	}
+	e.loadavg = loadavg()
 	return e
+}
+
+// loadavg returns the 1, 5 and 15 minute load averages.
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(data))[:3], " ")
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -94,6 +95,9 @@ func run(out, svg, sections string, quick bool, rounds int, secs float64, trials
 		b.res.command = os.Getenv("MAKE_BENCH_COMMAND")
 	}
 	b.res.env = readEnv(ctx, root, b.mcptrace)
+	if l1, _, _ := strings.Cut(b.res.env.loadavg, " "); atof(l1) > 0.5*float64(b.res.env.cpus) {
+		b.warn("the machine was not quiet: load average %s at the start, on %d CPUs", b.res.env.loadavg, b.res.env.cpus)
+	}
 	if b.tools, err = buildTools(ctx, tmp); err != nil {
 		return err
 	}
@@ -142,6 +146,7 @@ func run(out, svg, sections string, quick bool, rounds int, secs float64, trials
 		_ = setBPFStats(false)
 	}
 	b.res.took = time.Since(b.res.started)
+	b.res.env.loadEnd = loadavg()
 	b.res.sectionsRun = todo
 	if b.res.storms != nil && svg != "" {
 		if err := os.WriteFile(svg, []byte(plotRatios(b.res.storms)), 0o644); err != nil {
@@ -194,6 +199,11 @@ func setBPFStats(on bool) error {
 		return fmt.Errorf("sysctl kernel.bpf_stats_enabled=%s: %w", v, err)
 	}
 	return nil
+}
+
+func atof(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
 }
 
 func contains(xs []string, s string) bool {

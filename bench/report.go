@@ -86,7 +86,7 @@ func render(r *results, svg string) string {
 	p("| memory | %s |", r.env.memTotal)
 	p("| Go | %s |", r.env.goVersion)
 	p("| tracers | %s; %s |", r.env.bpftrace, r.env.forkstat)
-	p("| load average at start | %s |", r.env.loadavg)
+	p("| load average (1, 5, 15 min) | %s at the start, %s at the end |", r.env.loadavg, r.env.loadEnd)
 	p("")
 
 	p("### Targets")

@@ -37,7 +37,8 @@ type envInfo struct {
 	goVersion string
 	commit    string
 	dirty     bool
-	loadavg   string
+	loadavg   string // at the start
+	loadEnd   string // at the end
 	bpftrace  string
 	forkstat  string
 }
