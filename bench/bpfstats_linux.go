@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // bpfStats measures the in-kernel cost per program run of the agent and of
@@ -65,8 +66,24 @@ func (b *bench) bpfStats(ctx context.Context) error {
 		return fmt.Errorf("bpftrace's programs not found in bpftool prog show")
 	}
 	costs, err := measureProgs(ctx, "bpftrace", ids, work)
+	nameBpftrace(costs)
 	res.progs = append(res.progs, costs...)
 	return err
+}
+
+// nameBpftrace gives bpftrace's programs their tracepoints' full names:
+// the kernel keeps 15 bytes (sched_process_e is exec and exit), and
+// bpftrace loads them in the script's order, so by ascending id.
+func nameBpftrace(costs []progCost) {
+	if len(costs) != 3 {
+		return
+	}
+	sort.Slice(costs, func(i, j int) bool { return costs[i].id < costs[j].id })
+	for i, full := range []string{"sched_process_fork", "sched_process_exec", "sched_process_exit"} {
+		if strings.HasPrefix(full, costs[i].name) {
+			costs[i].name = full
+		}
+	}
 }
 
 // measureProgs returns the bpf_stats deltas of programs ids over work.

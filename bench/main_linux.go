@@ -29,6 +29,7 @@ type bench struct {
 	killTrials    int
 	agentLogLevel string
 	allowForeign  bool
+	foreignSeen   bool // checkNoTracer found programs not the bench's
 	agents        int
 	dirs          int
 	res           *results
@@ -172,8 +173,10 @@ func (b *bench) progress(format string, args ...any) {
 // warn records something suspicious for the report and prints it.
 func (b *bench) warn(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	b.res.warnings = append(b.res.warnings, msg)
 	fmt.Fprintln(os.Stderr, "bench: warning:", msg)
+	if !contains(b.res.warnings, msg) {
+		b.res.warnings = append(b.res.warnings, msg)
+	}
 }
 
 // tmpDir returns a fresh directory under the bench's scratch space.

@@ -305,6 +305,15 @@ func renderStorms(p printer, s *stormResults, svg string) {
 		p("- %s: %s", w.name, w.desc)
 	}
 	p("")
+	if len(s.foreignRounds) > 0 {
+		var rs []string
+		for _, r := range s.foreignRounds {
+			rs = append(rs, fmt.Sprint(r))
+		}
+		p("**The baseline of round %s ran with another tracer's sched_process_* programs", strings.Join(rs, ", "))
+		p("loaded** (see the warnings): those rounds compare tracers to a traced node.")
+		p("")
+	}
 	p("<details><summary>Raw rounds</summary>")
 	p("")
 	p("| workload | configuration | rounds |")
@@ -405,7 +414,9 @@ func renderMemory(p printer, m *memoryResults) {
 	p("the maps the agent's programs use, `bpftool map show -j`), with sleepers the")
 	p("bench started and after a fork storm of short-lived processes. The lineage")
 	p("keeps exited processes for `lineage.retention` (5 min), up to")
-	p("`lineage.max-nodes`.")
+	p("`lineage.max-nodes`. Tracked and alive count the whole node: processes other")
+	p("than the bench's that start or exit meanwhile move them too. The maps are")
+	p("preallocated, so their size does not move with the processes.")
 	p("")
 	p("| point | tracked | alive | RSS | maps | of which ring buffer |")
 	p("|---|---|---|---|---|---|")
@@ -417,8 +428,10 @@ func renderMemory(p printer, m *memoryResults) {
 		idle := m.points[0]
 		for _, pt := range m.points[1:] {
 			if pt.live > 0 {
-				p("- marginal per process, %s: %.0f B (RSS %.0f B, maps %.0f B)", pt.label, m.perProcess(idle, pt),
-					float64(pt.rss-idle.rss)/float64(pt.live), (float64(pt.kernel.total)-float64(idle.kernel.total))/float64(pt.live))
+				d := float64(pt.rss+int64(pt.kernel.total)) - float64(idle.rss+int64(idle.kernel.total))
+				p("- marginal per process, %s: %.0f B per sleeper started (RSS %.0f B, maps %.0f B); %.0f B per process the agent tracks more (%d)", pt.label, m.perProcess(idle, pt),
+					float64(pt.rss-idle.rss)/float64(pt.live), (float64(pt.kernel.total)-float64(idle.kernel.total))/float64(pt.live),
+					d/float64(pt.tracked-idle.tracked), pt.tracked-idle.tracked)
 			}
 		}
 		p("")

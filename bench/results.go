@@ -60,6 +60,9 @@ type stormResults struct {
 	raw       map[string]map[string][]float64
 	rounds    int
 	stormSecs float64
+	// foreignRounds are the rounds whose baseline ran with another
+	// tracer's sched_process_* programs loaded (-allow-foreign).
+	foreignRounds []int
 }
 
 func (s *stormResults) median(cfg, wl string) float64 { return median(s.raw[cfg][wl]) }

@@ -62,7 +62,11 @@ func (b *bench) storms(ctx context.Context) error {
 	for r := 1; r <= b.rounds; r++ {
 		for _, c := range cfgs {
 			b.progress("round %d/%d: %s", r, b.rounds, c.name)
+			b.foreignSeen = false
 			stop, err := c.start(ctx)
+			if b.foreignSeen && c.name == "baseline" {
+				res.foreignRounds = append(res.foreignRounds, r)
+			}
 			if err != nil {
 				return fmt.Errorf("round %d: start %s: %w", r, c.name, err)
 			}

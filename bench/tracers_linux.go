@@ -49,8 +49,9 @@ func (b *bench) checkNoTracer(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			msg := fmt.Sprintf("sched_process_* programs loaded during a baseline round (not the bench's: every tracer it started is stopped): %s", strings.Join(left, "; "))
+			msg := fmt.Sprintf("sched_process_* programs loaded during a baseline round (not the bench's: every tracer it started is stopped): %s; pinned under /sys/fs/bpf: %s", strings.Join(left, "; "), pinned())
 			if b.allowForeign {
+				b.foreignSeen = true
 				b.warn("%s", msg)
 				return nil
 			}
@@ -170,4 +171,23 @@ func stopProcess(cmd *exec.Cmd, sig syscall.Signal) error {
 		<-done
 		return fmt.Errorf("%s did not stop on %v within 10 s: killed", filepath.Base(cmd.Path), sig)
 	}
+}
+
+// pinned lists what is pinned at the top of /sys/fs/bpf, to tell whose
+// programs a baseline found.
+func pinned() string {
+	ents, err := os.ReadDir("/sys/fs/bpf")
+	if err != nil {
+		return err.Error()
+	}
+	var names []string
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".debug") {
+			names = append(names, e.Name())
+		}
+	}
+	if len(names) == 0 {
+		return "nothing"
+	}
+	return strings.Join(names, ", ")
 }
