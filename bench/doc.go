@@ -28,6 +28,13 @@
 // the bench signals only processes it started, by pidfd checked against
 // the recorded start time.
 //
+// Flags: -quick (everything tiny, a smoke test in about a minute),
+// -rounds, -storm-seconds, -kill-trials, -sections, -out, -svg. Before
+// every baseline round it checks that no sched_process_* program is
+// loaded and fails when one is (-allow-foreign: go on, and say in the
+// report which rounds were falsified). A run replaces the whole generated
+// part of the report, so a run of some sections leaves only those.
+//
 // It does not make the machine quiet: other load (and other tracers, which
 // it checks for before every baseline round) falsifies its numbers. It is
 // not part of CI, installs nothing itself (make bench runs
