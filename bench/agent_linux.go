@@ -95,11 +95,12 @@ func (b *bench) startAgent(ctx context.Context, dirs agentDirs, extra ...string)
 		select {
 		case werr := <-a.done:
 			a.done <- werr
+			_ = b.uninstall(dirs) // what it may have attached
 			return nil, fmt.Errorf("agent exited before serving (%v): %s", werr, tail(a.log, 10))
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			a.stop()
+			a.close()
 			return nil, fmt.Errorf("agent not serving after %s: %v: %s", time.Since(a.started).Round(time.Second), err, tail(a.log, 10))
 		}
 		time.Sleep(2 * time.Millisecond)

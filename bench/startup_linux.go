@@ -65,9 +65,13 @@ func (b *bench) startup(ctx context.Context) error {
 		if err := a.stop(); err != nil {
 			return err
 		}
-		if a, err = b.startAgent(ctx, dirs, info...); err != nil {
+		next, err := b.startAgent(ctx, dirs, info...)
+		if err != nil {
+			// Nothing runs on the pins: uninstall what the last one left.
+			a = &agentProc{b: b, dirs: dirs, cmd: &exec.Cmd{}}
 			return err
 		}
+		a = next
 		p, err := a.startPoint(ctx)
 		if err != nil {
 			return err
