@@ -56,7 +56,7 @@ func plotRatios(s *stormResults) string {
 	}
 	for v := 0.0; v <= ymax+1e-9; v += step {
 		p(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#e5e7eb"/>`, left, left+plotW, y(v), y(v))
-		p(`<text x="%.1f" y="%.1f" text-anchor="end" fill="#444">%.2g</text>`, left-6, y(v)+4, v)
+		p(`<text x="%.1f" y="%.1f" text-anchor="end" fill="#444">%g</text>`, left-6, y(v)+4, math.Round(v*100)/100)
 	}
 	p(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#111"/>`, left, left, top, top+plotH)
 	p(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#111"/>`, left, left+plotW, top+plotH, top+plotH)

@@ -36,7 +36,7 @@ func TestPlotRatiosIsWellFormed(t *testing.T) {
 		t.Errorf("%d bars, want 4 (2 workloads × 2 tracers)", bars)
 	}
 	// A ratio of 2.4 raises the axis above it.
-	if !strings.Contains(svg, ">2.5</text>") {
+	if !strings.Contains(svg, ">2.5</text>") || !strings.Contains(svg, ">1.5</text>") {
 		t.Errorf("y axis does not reach 2.5 for a ratio of 2.4")
 	}
 }
