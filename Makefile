@@ -6,7 +6,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test bench-once fuzz vmtest check clean
+.PHONY: all build run setup setup-test generate check-generate vet test bench-once fuzz vmtest check bench clean
 
 all: build
 
@@ -74,6 +74,17 @@ vmtest: setup-test build
 	MCPTRACE_BIN=$(CURDIR)/bin/mcptrace bin/vmmatrix -vmexec bin/vmexec \
 		-kernels "$(KERNELS)" -pkgs "$(PKGS)" -exclude "$(VMTEST_EXCLUDE)" \
 		-vmexec-flags "-file $(CURDIR)/bin/mcptrace"
+
+# Benchmarks on this machine, written into docs/benchmarks.md (between its
+# make bench markers) and docs/bench-ratios.svg: the agent against no
+# tracer, bpftrace and forkstat; see bench/doc.go. Not part of CI: it
+# needs a quiet machine and takes about 25 minutes.
+# `make bench BENCH_FLAGS=-quick` smoke-tests it in a few minutes;
+# `make bench BENCH_FLAGS='-sections storms,kill -rounds 3'` runs a part.
+BENCH_FLAGS ?=
+bench: build
+	scripts/setup.sh bench
+	MAKE_BENCH_COMMAND="make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(GO) run ./bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

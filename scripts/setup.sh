@@ -7,13 +7,18 @@
 #   scripts/setup.sh test    + clang-19/libbpf (make generate), qemu and
 #                            busybox (VM kernel matrix), Node.js and the
 #                            MCP host's npm packages (end-to-end test)
+#   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
+#                            compares against), gcc for its workloads,
+#                            bpftool, taskset; Node.js and the MCP host's
+#                            npm packages (the realistic mix runs npm exec)
 set -euo pipefail
 
 want=()
 case "${1:-test}" in
 agent) ;;
 test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps) ;;
-*) echo "usage: $0 [agent|test]" >&2; exit 2 ;;
+bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
+*) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
 esac
 
 if [ "$(id -u)" != 0 ]; then
@@ -33,6 +38,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ "${1:-test}" = test ]; then
 	"$(dirname "$0")/../vmtests/setup.sh"
+fi
+if [ "${1:-test}" = test ] || [ "${1:-test}" = bench ]; then
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 		echo "setup: installing nodejs npm" >&2
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null

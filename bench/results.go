@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"time"
+)
+
+// benchSessions is how many `mcptrace run` sessions are active while the
+// agent is measured.
+const benchSessions = 3
+
+// results is everything one run found, for the report.
+type results struct {
+	env         envInfo
+	command     string
+	started     time.Time
+	took        time.Duration
+	quick       bool
+	sectionsRun []string
+	warnings    []string
+	svg         string
+
+	storms   *stormResults
+	bpfstats *bpfStatsResults
+	events   *eventResults
+	kill     *killResults
+	memory   *memoryResults
+	startup  *startupResults
+}
+
+// envInfo is what the numbers were measured on.
+type envInfo struct {
+	kernel    string
+	cpuModel  string
+	cpus      int
+	memTotal  string
+	goVersion string
+	commit    string
+	dirty     bool
+	loadavg   string // at the start
+	loadEnd   string // at the end
+	bpftrace  string
+	forkstat  string
+}
+
+// A workload is measured as a rate (higher is better), so that every
+// ratio to the baseline reads the same way: 1.0 costs nothing.
+type workload struct {
+	name string
+	unit string
+	desc string
+	run  func(ctx context.Context) (float64, error)
+}
+
+// stormResults are the raw rounds of every configuration and workload.
+type stormResults struct {
+	configs   []string
+	workloads []workload
+	// raw[config][workload] holds one rate per round.
+	raw       map[string]map[string][]float64
+	rounds    int
+	stormSecs float64
+	// foreignRounds are the rounds whose baseline ran with another
+	// tracer's sched_process_* programs loaded (-allow-foreign).
+	foreignRounds []int
+}
+
+func (s *stormResults) median(cfg, wl string) float64 { return median(s.raw[cfg][wl]) }
+
+// ratio is median(cfg)/median(baseline) for a workload.
+func (s *stormResults) ratio(cfg, wl string) float64 {
+	return s.median(cfg, wl) / s.median("baseline", wl)
+}
+
+// progCost is one program's bpf_stats delta over the workload.
+type progCost struct {
+	tracer          string
+	name            string
+	id              uint32
+	runs            uint64
+	ns              uint64
+	recursionMisses uint64
+}
+
+// perRun is the mean time of one run in ns (NaN when it never ran).
+func (p progCost) perRun() float64 { return float64(p.ns) / float64(p.runs) }
+
+type bpfStatsResults struct {
+	workload string
+	progs    []progCost
+}
+
+// eventRun is the agent's counters over one load.
+type eventRun struct {
+	name      string
+	processes int64
+	seconds   float64
+	made      uint64 // 3 per process: fork, exec, exit
+	handled   uint64 // events_total delta (the node's other events too)
+	lost      uint64
+	recovered uint64
+	repairs   uint64
+	lostKinds map[string]uint64
+}
+
+type eventResults struct {
+	runs []eventRun
+}
+
+type killTrial struct {
+	members   int
+	latency   time.Duration // minus the grace for the graceful policy
+	survivors int           // members alive 30 s after the SIGKILL
+}
+
+type killPolicy struct {
+	name   string
+	minus  time.Duration
+	trials []killTrial
+}
+
+func (p killPolicy) latencies() []float64 {
+	var xs []float64
+	for _, t := range p.trials {
+		xs = append(xs, float64(t.latency)/float64(time.Millisecond))
+	}
+	return xs
+}
+
+type killResults struct {
+	size     int
+	grace    time.Duration
+	policies []killPolicy
+}
+
+type memPoint struct {
+	label   string
+	live    int // sleepers the bench started
+	tracked int // the agent's tracked processes (live and exited)
+	alive   int
+	rss     int64
+	kernel  mapMemory
+}
+
+type memoryResults struct {
+	points []memPoint
+}
+
+// mapMemory is the kernel memory of a set of maps.
+type mapMemory struct {
+	total   uint64
+	ringbuf uint64
+	maps    []bpfMap
+}
+
+// bpfMap is one entry of `bpftool map show -j`.
+type bpfMap struct {
+	ID           uint32 `json:"id"`
+	Type         string `json:"type"`
+	Name         string `json:"name"`
+	BytesMemlock uint64 `json:"bytes_memlock"`
+}
+
+type startPoint struct {
+	serving  time.Duration // exec to the first status answer, as the bench sees it
+	agentMS  float64       // the agent's own serving_after_ms
+	logged   string        // start_to_serving from the agent's log
+	tracked  int
+	restored bool
+}
+
+type startupResults struct {
+	processes int
+	seed      []startPoint
+	restart   []startPoint
+}

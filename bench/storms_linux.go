@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+func (b *bench) workloads() ([]workload, error) {
+	proj := b.tmpDir("cproject")
+	files, builds, npms := 40, 2, 5
+	if b.quick {
+		files, builds, npms = 10, 1, 1
+	}
+	if err := makeProject(proj, files); err != nil {
+		return nil, fmt.Errorf("write C project: %w", err)
+	}
+	host := filepath.Join(b.root, "e2e/testdata/mcphost")
+	t, secs := b.tools, b.stormSecs
+	storm := func(mode byte, cpu int) func(ctx context.Context) (float64, error) {
+		return func(ctx context.Context) (float64, error) {
+			r, err := t.storm(ctx, mode, secs, 0, cpu, 1)
+			return r.rate(), err
+		}
+	}
+	return []workload{
+		{"fork, CPU 0", "forks/s", fmt.Sprintf("`taskset -c 0 storm f %g`: fork, the child _exit(0)s, waitpid", secs), storm('f', 0)},
+		{"exec, CPU 0", "execs/s", fmt.Sprintf("`taskset -c 0 storm e %g`: fork, the child execv()s a static true, waitpid", secs), storm('e', 0)},
+		{"fork, unpinned", "forks/s", "the fork storm, one process, not pinned", storm('f', -1)},
+		{"exec, unpinned", "execs/s", "the exec storm, one process, not pinned", storm('e', -1)},
+		{"make -j2", "builds/s", fmt.Sprintf("%d clean builds (`make -j2`) of a generated C project of %d files", builds, files+1),
+			func(ctx context.Context) (float64, error) { return makeBuilds(ctx, proj, builds) }},
+		{"npm exec", "runs/s", fmt.Sprintf("%d× `npm exec --offline -- node-which node` in e2e/testdata/mcphost", npms),
+			func(ctx context.Context) (float64, error) { return npmExecs(ctx, host, npms) }},
+	}, nil
+}
+
+// storms runs every workload under every configuration, in interleaved
+// rounds: for each round, each configuration is started, runs every
+// workload, and is stopped.
+func (b *bench) storms(ctx context.Context) error {
+	wls, err := b.workloads()
+	if err != nil {
+		return err
+	}
+	cfgs := b.configs()
+	res := &stormResults{workloads: wls, raw: map[string]map[string][]float64{}, rounds: b.rounds, stormSecs: b.stormSecs}
+	for _, c := range cfgs {
+		res.configs = append(res.configs, c.name)
+		res.raw[c.name] = map[string][]float64{}
+	}
+	b.res.storms = res
+	// One run of every workload first, discarded: the first build and
+	// the first npm exec warm caches the rounds then share.
+	b.progress("warm-up")
+	for _, w := range wls {
+		if _, err := w.run(ctx); err != nil {
+			return fmt.Errorf("warm-up, %s: %w", w.name, err)
+		}
+	}
+	for r := 1; r <= b.rounds; r++ {
+		for _, c := range cfgs {
+			b.progress("round %d/%d: %s", r, b.rounds, c.name)
+			b.foreignSeen = false
+			stop, err := c.start(ctx)
+			if b.foreignSeen && c.name == "baseline" {
+				res.foreignRounds = append(res.foreignRounds, r)
+			}
+			if err != nil {
+				return fmt.Errorf("round %d: start %s: %w", r, c.name, err)
+			}
+			for _, w := range wls {
+				v, werr := w.run(ctx)
+				if werr != nil {
+					err = fmt.Errorf("round %d, %s, %s: %w", r, c.name, w.name, werr)
+					break
+				}
+				res.raw[c.name][w.name] = append(res.raw[c.name][w.name], v)
+			}
+			if serr := stop(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("round %d: stop %s: %w", r, c.name, serr))
+			}
+			if err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
