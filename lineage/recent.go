@@ -17,10 +17,10 @@ package lineage
 // is claimed (Graph.Claim: a session's root, whose record and enforcement
 // read the session's members, dead ones too), its exit came from the
 // kernel (an inferred exit may still be followed by a fork of it in the
-// ring), and its creator edge and every edge up the chain were named by
-// fork events or read from /proc (a stand-in creator, GapNoFork or
-// GapUnknownCreator anywhere on the chain, may yet turn out to be inside
-// a session). When its creator is then a dead leaf that passes the same
+// ring), and neither it nor a creator up its chain is a stand-in for a
+// process the graph never saw whose creator /proc did not give either
+// (GapNoFork, GapUnknownCreator: it may yet turn out to be inside a
+// session). When its creator is then a dead leaf that passes the same
 // test, it goes too, and so on up. Anything else stays for Retention.
 //
 // What it does not do: it decides on the edges the graph holds at that
@@ -65,22 +65,31 @@ func (g *Graph) Unclaim(id ID) {
 }
 
 // droppable reports whether n, by itself, may go as a recent exit: an
-// exit from the kernel, no children, not pinned or claimed, and its own
-// creator edge named by a fork event or /proc (not a stand-in).
+// exit from the kernel, no children, not pinned or claimed, and not a
+// stand-in.
 func (n *node) droppable() bool {
-	const guessed = GapNoFork | GapUnknownCreator
 	return !n.retired && n.p.Exited && n.exitFromEvent && len(n.children) == 0 &&
-		n.pins == 0 && n.claims == 0 && n.p.Gaps&guessed == 0
+		n.pins == 0 && n.claims == 0 && !n.standIn()
 }
 
-// unclaimed reports whether no creator of n up its chain is claimed and
-// every edge up the chain is proven (see droppable). A chain longer than
-// maxClaimWalk counts as claimed.
+// standIn reports whether the graph does not know where n comes from: it
+// stands in for a process whose fork it never saw and /proc did not give
+// it a creator either (GapNoFork), or it has no creator and should
+// (GapUnknownCreator). A process that forked while the agent started is
+// first a stand-in for its children's fork events, then the seed gives it
+// its PPID as creator: from then on it is known like any seeded process.
+func (n *node) standIn() bool {
+	return (n.p.Gaps&GapNoFork != 0 && !n.creatorFromSnap) ||
+		(n.creator == nil && n.p.Gaps&GapUnknownCreator != 0)
+}
+
+// unclaimed reports whether no creator of n up its chain is claimed or a
+// stand-in (see droppable). A chain longer than maxClaimWalk counts as
+// claimed.
 func (n *node) unclaimed() bool {
-	const guessed = GapNoFork | GapUnknownCreator
 	steps := 0
 	for a := n.creator; a != nil; a = a.creator {
-		if a.claims > 0 || a.p.Gaps&guessed != 0 {
+		if a.claims > 0 || a.standIn() {
 			return false
 		}
 		if steps++; steps > maxClaimWalk {

@@ -129,6 +129,11 @@ func TestRecentExitsKeepWhatTheyCannotProve(t *testing.T) {
 			apply(g, exitEv(3*sec, kid, 0))
 			return sh
 		}},
+		{"its fork named no creator", func(g *Graph) ID {
+			x := id(1600, 2*sec+1)
+			apply(g, Event{Kind: KindFork, Time: x.Start, Proc: x}, exitEv(2*sec+5, x, 0))
+			return x
+		}},
 		{"a creator up the chain stands in for one never seen", func(g *Graph) ID {
 			unseen, a, x := id(1700, 2*sec+1), id(1701, 2*sec+3), id(1702, 2*sec+5)
 			apply(g, forkEv(a, unseen), forkEv(x, a), exitEv(2*sec+7, x, 0))
@@ -170,6 +175,26 @@ func TestRecentExitsKeepWhatTheyCannotProve(t *testing.T) {
 			}
 			checkInvariants(t, g)
 		})
+	}
+}
+
+func TestStandInsReadFromProcDoNotKeepChurn(t *testing.T) {
+	// A shell forks while the agent starts: its child's fork event names
+	// it before the seed read it (a stand-in, GapNoFork). Once the seed
+	// gave it its PPID as creator, what it runs and exits goes as any
+	// other exit.
+	g := New(Config{RecentExits: 1})
+	g.Apply(execEv(host.Start+ms, host, "bash")) // host is a stand-in
+	first := id(1600, 2*sec+1)
+	apply(g, forkEv(first, host))
+	g.Seed([]Snapshot{{ID: coarse(initID), Comm: "systemd"}, snap(host, 1, "bash"), snap(first, host.PID, "bash")}, 2*sec+5)
+	if p := mustGet(t, g, host); p.Gaps&GapNoFork == 0 || p.Creator != coarse(initID) {
+		t.Fatalf("host = %+v, want a stand-in the seed linked to init", p)
+	}
+	apply(g, exitEv(2*sec+9, first, 0))
+	churn(g, host, 3*sec, 5)
+	if s := g.Stats(); s.Dropped != 5 || s.Tracked != 3 {
+		t.Errorf("dropped %d, tracked %d; want 5 (the oldest exits) and 3 (init, host, the last exit)", s.Dropped, s.Tracked)
 	}
 }
 
