@@ -58,7 +58,9 @@ const (
 // Config tunes a Graph. Zero values take the defaults.
 type Config struct {
 	// Retention is how long a fully dead branch stays after its last member
-	// exited. Default 5m.
+	// exited, when a claimed process (Claim: a session's root) is in it or
+	// above it, or the graph could not prove its lineage; other exited
+	// processes go sooner (RecentExits). Default 5m.
 	Retention time.Duration
 	// MaxNodes caps the nodes of the graph. When it is reached, the oldest
 	// entirely dead branches (a node and everything it created, all
