@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,6 +264,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.boot.ready = time.Since(loadStart)
+	// Start-up is the agent's peak: the kernel's BTF, the /proc scan and
+	// the state load are garbage now. Give their pages back once rather
+	// than hold them until the scavenger gets to them.
+	debug.FreeOSMemory()
 
 	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)
 	if err != nil {

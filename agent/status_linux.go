@@ -21,6 +21,7 @@ func (a *Agent) Status() api.Status {
 		ImagesDropped: gs.ImagesDropped,
 		Evicted:       gs.Evicted,
 		Folded:        gs.Folded,
+		Dropped:       gs.Dropped,
 		OverCap:       gs.OverCap,
 		ImageBytes:    gs.ImageBytes,
 		Events:        map[string]uint64{},

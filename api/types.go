@@ -29,8 +29,12 @@ type Status struct {
 	ImagesDropped uint64 `json:"dropped_images_total"`
 	Evicted       uint64 `json:"evicted_processes_total"`
 	Folded        uint64 `json:"folded_processes_total"`
-	OverCap       uint64 `json:"over_cap_processes_total"`
-	ImageBytes    int    `json:"image_bytes"`
+	// Dropped counts exited processes no session held that went once
+	// newer exits followed (lineage.Config.RecentExits) instead of
+	// staying for lineage.retention.
+	Dropped    uint64 `json:"dropped_processes_total"`
+	OverCap    uint64 `json:"over_cap_processes_total"`
+	ImageBytes int    `json:"image_bytes"`
 	// Events applied and events the kernel could not send, per kind.
 	Events map[string]uint64 `json:"events_total"`
 	Lost   map[string]uint64 `json:"lost_events_total"`

@@ -122,8 +122,10 @@ type BPF struct {
 
 // Lineage configures the process graph.
 type Lineage struct {
-	// Retention is how long exited processes stay in the graph
-	// (lineage.retention).
+	// Retention is how long exited processes of a session stay in the
+	// graph, and exited processes whose lineage the graph could not
+	// prove (lineage.retention); other exited processes go once
+	// lineage.DefaultRecentExits newer ones followed.
 	Retention time.Duration
 	// ProcRoot is the proc file system the graph is seeded and repaired
 	// from (lineage.proc-root).
@@ -225,7 +227,7 @@ func (c *Config) options() []option {
 			func() error { return absPath(c.BPF.TraceFS) }},
 		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; `mcptrace uninstall` removes them)", &c.BPF.PinDir,
 			func() error { return absPath(c.BPF.PinDir) }},
-		{"lineage.retention", "how long exited processes stay in the lineage graph", &c.Lineage.Retention,
+		{"lineage.retention", fmt.Sprintf("how long exited processes of a session (and those whose lineage is unproven) stay in the lineage graph; others go once %d newer ones exited", lineage.DefaultRecentExits), &c.Lineage.Retention,
 			func() error { return between(c.Lineage.Retention, time.Millisecond, maxRetention) }},
 		{"lineage.proc-root", "proc file system to seed and repair the lineage graph from", &c.Lineage.ProcRoot,
 			func() error { return absPath(c.Lineage.ProcRoot) }},

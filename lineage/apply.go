@@ -195,6 +195,7 @@ func (g *Graph) applyExit(ev *Event) {
 		n.markedAt = g.clock
 	}
 	g.settle(n, created, ev)
+	g.noteExit(n)
 }
 
 // eventNode returns the node an exec or exit is about, creating it (flagged

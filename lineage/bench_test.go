@@ -1,6 +1,7 @@
 package lineage
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -104,4 +105,70 @@ func BenchmarkForkExitAtNodeCap(b *testing.B) {
 	if s := g.Stats(); s.Tracked > DefaultMaxNodes || s.Evicted == 0 {
 		b.Fatalf("cap not held: %+v", s)
 	}
+}
+
+// BenchmarkForkExitDroppedUnderChurn measures a short-lived child's life
+// (fork, exec, exit) under a live shell that init created, where no
+// session holds anything: every exit past Config.RecentExits drops an
+// older one (recent.go), and Retire runs every 4096 children as the agent
+// calls it. It reports the nodes the graph holds at the end: bounded by
+// RecentExits, whatever b.N.
+//
+//	go test -run x -bench DroppedUnderChurn -benchtime 1000000x ./lineage/
+func BenchmarkForkExitDroppedUnderChurn(b *testing.B) {
+	g := New(Config{})
+	seedInit(g)
+	apply(g, forkEv(host, initID), execEv(host.Start+1, host, "bash"))
+	argv := []string{"sh", "-c", "true"}
+	now := 2 * sec
+	next := uint32(2000)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		now += 1000
+		child := id(next, now)
+		next = next%4_000_000 + 2000
+		g.Apply(Event{Kind: KindFork, Time: now, Proc: child, Creator: host, Parent: host, Comm: "bash"})
+		g.Apply(Event{Kind: KindExec, Time: now + 100, Proc: child, Filename: "/bin/sh", Argv: argv, Comm: "sh"})
+		g.Apply(Event{Kind: KindExit, Time: now + 500, Proc: child})
+		if i%4096 == 4095 {
+			g.Retire(now + 600)
+		}
+		i++
+	}
+	s := g.Stats()
+	b.ReportMetric(float64(s.Tracked), "nodes")
+	if s.Tracked > 2+DefaultRecentExits {
+		b.Fatalf("%d nodes after %d exits: churn kept", s.Tracked, b.N)
+	}
+}
+
+// BenchmarkLiveProcessBytes reports the heap a live process costs the
+// graph (B/process): 10,000 children of a shell, each forked and
+// exec'ing `sleep 3600` (the argv as the decoder hands it over, which the
+// graph keeps), heap measured after a GC before and after.
+func BenchmarkLiveProcessBytes(b *testing.B) {
+	const n = 10_000
+	var per float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		g := New(Config{})
+		seedInit(g)
+		apply(g, forkEv(host, initID), execEv(host.Start+1, host, "bash"))
+		for i := range n {
+			c := id(uint32(2000+i), 2*sec+uint64(i)*1000)
+			g.Apply(Event{Kind: KindFork, Time: c.Start, Proc: c, Creator: host, Parent: host, Comm: "bash", UID: 1000})
+			g.Apply(Event{Kind: KindExec, Time: c.Start + 100, Proc: c, Filename: "/usr/bin/sleep", Argv: []string{"sleep", "3600"}, Comm: "sleep", UID: 1000})
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if g.Stats().Alive != n+2 {
+			b.Fatalf("%d alive, want %d", g.Stats().Alive, n+2)
+		}
+		per = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(g)
+	}
+	b.ReportMetric(per, "B/process")
 }

@@ -84,6 +84,11 @@
 // nothing else is left, new processes are admitted over the cap and
 // counted (Stats.OverCap), bounded by the kernel's pid_max.
 //
+// Churn stays out of memory before any cap: an exited process that created
+// nothing the graph holds and that no session holds (Claim) goes once
+// Config.RecentExits newer exits followed, rather than after Retention
+// (recent.go, Stats.Dropped).
+//
 // # What it does not do
 //
 // The package performs no I/O and makes no system calls: it does not read

@@ -74,7 +74,7 @@ func (g *Graph) Unpin(id ID) {
 // event the ring held, which would find no node to attach its child to.
 func (n *node) foldable() bool {
 	const guessed = GapNoFork | GapUnknownCreator
-	if !n.p.Exited || !n.exitFromEvent || len(n.children) != 1 || n.pins > 0 || n.creatorFromSnap || n.p.Gaps&guessed != 0 {
+	if !n.p.Exited || !n.exitFromEvent || len(n.children) != 1 || n.pins > 0 || n.claims > 0 || n.creatorFromSnap || n.p.Gaps&guessed != 0 {
 		return false
 	}
 	c := n.children[0]

@@ -12,7 +12,9 @@ import (
 // odd length run with tiny caps (5 nodes, 2 images, 1200 bytes of images,
 // a few images' worth): the graph's byte accounting stays exact, no process keeps more
 // images than the cap, no live process is ever evicted, and the graph is
-// over its node cap only while nothing can be evicted.
+// over its node cap only while nothing can be evicted. Every graph keeps
+// only 2 recent exits and claims the first node of PID 3 it holds: no
+// process of a claimed subtree goes but by Retire or the caps.
 //
 //	go test -run x -fuzz FuzzApply -fuzztime 30s ./lineage/
 func FuzzApply(f *testing.F) {
@@ -21,21 +23,41 @@ func FuzzApply(f *testing.F) {
 	f.Add([]byte{5, 1, 0, 2, 0, 0, 0, 0, 0, 1, 1, 2, 1, 0, 1, 0, 6, 3, 2, 1, 0, 0, 9, 0, 7, 0, 0, 0, 0, 0, 200, 0})
 	f.Add([]byte{4, 2, 3, 0, 0, 0, 5, 1, 3, 2, 3, 0, 0, 2, 4, 2, 0, 2, 3, 1, 3, 1, 1, 3, 0, 1, 3, 2, 2, 0, 2, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg := Config{Retention: time.Millisecond * 50}
+		cfg := Config{Retention: time.Millisecond * 50, RecentExits: 2}
 		if len(data)%2 == 1 {
 			cfg.MaxNodes, cfg.MaxImages, cfg.MaxImageBytes = 5, 2, 1200
 		}
 		g := New(cfg)
 		exited := map[*node]bool{} // nodes seen exited: must never come back
 		ops, kinds := fuzzOps(data)
+		claimed := false
 		for i, o := range ops {
-			var alive []*node
+			var alive, held []*node
 			for _, n := range g.byID {
 				if !n.p.Exited {
 					alive = append(alive, n)
 				}
+				for a := n; a != nil; a = a.creator {
+					if a.claims > 0 {
+						held = append(held, n)
+						break
+					}
+				}
 			}
 			o(g)
+			if !claimed {
+				for _, n := range g.byPID[3] {
+					claimed = g.Claim(n.p.ID)
+					break
+				}
+			}
+			if kinds[i] != "retire" && !g.overCaps() && g.stats.evicted == 0 {
+				for _, n := range held {
+					if n.retired {
+						t.Fatalf("%v of a claimed subtree dropped by op %d (%s)", n.p.ID, i, kinds[i])
+					}
+				}
+			}
 			if err := invariants(g); err != nil {
 				t.Fatal(err)
 			}

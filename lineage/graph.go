@@ -47,12 +47,20 @@ const (
 	// configure.
 	MinMaxImageBytes = 16 << 20
 	MaxMaxImageBytes = 64 << 30
+
+	// DefaultRecentExits is how many exited processes that no session
+	// holds the graph keeps beyond the ones that hold a live process's
+	// chain (recent.go): the last few seconds of a busy node's churn for
+	// `tree`, a few MiB, whatever the fork rate.
+	DefaultRecentExits = 4096
 )
 
 // Config tunes a Graph. Zero values take the defaults.
 type Config struct {
 	// Retention is how long a fully dead branch stays after its last member
-	// exited. Default 5m.
+	// exited, when a claimed process (Claim: a session's root) is in it or
+	// above it, or the graph could not prove its lineage; other exited
+	// processes go sooner (RecentExits). Default 5m.
 	Retention time.Duration
 	// MaxNodes caps the nodes of the graph. When it is reached, the oldest
 	// entirely dead branches (a node and everything it created, all
@@ -75,6 +83,12 @@ type Config struct {
 	// graph's own accounting (Stats.ImageBytes): reaching it evicts like
 	// MaxNodes. Default DefaultMaxImageBytes.
 	MaxImageBytes int
+	// RecentExits is how many exited processes no session holds (see
+	// Claim) stay after their exit: the oldest beyond it go, with their
+	// creators that exited and connect nothing else (recent.go,
+	// Stats.Dropped). Retention applies to the rest. Default
+	// DefaultRecentExits.
+	RecentExits int
 }
 
 // Graph is the lineage graph of the processes of one node. The zero value
@@ -86,6 +100,7 @@ type Graph struct {
 	maxNodes  int
 	maxImages int
 	maxBytes  int
+	maxRecent int
 	// nextEvictAt and nextEvictBytes are 0, or while the caps cannot be
 	// met (nothing left to evict) the node count and image bytes at which
 	// eviction is tried again.
@@ -111,6 +126,12 @@ type Graph struct {
 	repairAt uint64
 	repaired map[uint32]uint64
 
+	// recent[recentHead:] are the exited processes no session held at
+	// their exit, oldest first, that go once maxRecent newer ones follow
+	// (recent.go).
+	recent     []*node
+	recentHead int
+
 	stats counters
 }
 
@@ -121,6 +142,7 @@ func New(cfg Config) *Graph {
 		maxNodes:  DefaultMaxNodes,
 		maxImages: DefaultMaxImages,
 		maxBytes:  DefaultMaxImageBytes,
+		maxRecent: DefaultRecentExits,
 		byID:      make(map[ID]*node),
 		byPID:     make(map[uint32][]*node),
 	}
@@ -135,6 +157,9 @@ func New(cfg Config) *Graph {
 	}
 	if cfg.MaxImageBytes > 0 {
 		g.maxBytes = cfg.MaxImageBytes
+	}
+	if cfg.RecentExits > 0 {
+		g.maxRecent = cfg.RecentExits
 	}
 	return g
 }
@@ -185,6 +210,11 @@ type node struct {
 	// pins counts Pin calls not yet undone: a pinned node is never
 	// folded out of a creator chain (fold.go).
 	pins int32
+	// claims counts Claim calls not yet undone: the exited processes of
+	// a claimed node's subtree stay for retention (recent.go).
+	claims int32
+	// recent: queued among the graph's recent exits.
+	recent bool
 }
 
 func (n *node) id() ID { return n.p.ID }

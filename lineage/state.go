@@ -57,7 +57,11 @@ type State struct {
 	Repaired map[uint32]uint64 `json:"repaired,omitempty"`
 	// Nodes are the processes in the graph, sorted by (start, PID).
 	Nodes []NodeState `json:"nodes"`
-	Stats StatsState  `json:"stats"`
+	// Recent are the exited processes queued to go once
+	// Config.RecentExits newer ones follow (recent.go), oldest first;
+	// each is one of Nodes, listed once.
+	Recent []ID       `json:"recent,omitempty"`
+	Stats  StatsState `json:"stats"`
 }
 
 // NodeState is one node of a State: the Process that Get returns for it
@@ -108,6 +112,7 @@ type StatsState struct {
 	Evicted        uint64 `json:"evicted,omitempty"`
 	OverCap        uint64 `json:"over_cap,omitempty"`
 	Folded         uint64 `json:"folded,omitempty"`
+	Dropped        uint64 `json:"dropped,omitempty"`
 	// Gaps counts, per gap flag named as by Gap.String, how many times the
 	// graph set it on a process; zero counts are left out.
 	Gaps map[string]uint64 `json:"gaps,omitempty"`
@@ -124,6 +129,11 @@ func (g *Graph) Dump() State {
 	}
 	if len(g.repaired) > 0 {
 		s.Repaired = maps.Clone(g.repaired)
+	}
+	for _, n := range g.recent[g.recentHead:] {
+		if !n.retired {
+			s.Recent = append(s.Recent, n.p.ID)
+		}
 	}
 	// One allocation for all images and one for all argv elements, instead
 	// of a few per node under the lock.
@@ -240,6 +250,7 @@ func (c *counters) dump() StatsState {
 		Evicted:        c.evicted,
 		OverCap:        c.overCap,
 		Folded:         c.folded,
+		Dropped:        c.dropped,
 	}
 	for i, gap := range allGaps {
 		if c.gaps[i] != 0 {
@@ -332,6 +343,17 @@ func Restore(cfg Config, s State) (*Graph, error) {
 		g.capImages(n) // a smaller Config.MaxImages than the saved graph's
 		g.account(n)
 	}
+	for _, x := range s.Recent {
+		n := g.byID[x]
+		switch {
+		case n == nil:
+			return nil, fmt.Errorf("%w: recent exit %v is not a node", ErrInvalidState, x)
+		case n.recent:
+			return nil, fmt.Errorf("%w: recent exit %v listed twice", ErrInvalidState, x)
+		}
+		n.recent = true
+		g.recent = append(g.recent, n)
+	}
 	// Evict, never fold: nothing is pinned yet (see Pin).
 	g.evict()
 	return g, nil
@@ -423,6 +445,7 @@ func (c *counters) restore(s *StatsState) error {
 	c.evicted = s.Evicted
 	c.overCap = s.OverCap
 	c.folded = s.Folded
+	c.dropped = s.Dropped
 	for _, name := range slices.Sorted(maps.Keys(s.Gaps)) {
 		v := s.Gaps[name]
 		i := slices.IndexFunc(allGaps[:], func(g Gap) bool { return g.String() == name })

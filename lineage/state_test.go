@@ -860,6 +860,7 @@ func TestStateFieldsArePinned(t *testing.T) {
 	for _, cases := range [][]pinCase{
 		pinnedSnapshotCreator, pinnedRepairScan, pinnedFieldTimes, pinnedProcImage,
 		pinnedMarkedAt, pinnedClock, pinnedExitFromEvent, pinnedParentLink,
+		pinnedRecent,
 	} {
 		for _, c := range cases {
 			pinned[c.pins] = true
@@ -890,6 +891,9 @@ func TestStateCoversEveryField(t *testing.T) {
 			"maxNodes":       "Config",
 			"maxImages":      "Config",
 			"maxBytes":       "Config",
+			"maxRecent":      "Config",
+			"recent":         "Recent",
+			"recentHead":     "derived: 0 after Restore, Recent holds the queue from it",
 			"nextEvictBytes": "derived: as nextEvictAt",
 			"imageBytes":     "derived: Restore accounts every node's images",
 			"nextEvictAt":    "derived: 0 after Restore, whose evict sets it again when the cap cannot be met",
@@ -918,6 +922,8 @@ func TestStateCoversEveryField(t *testing.T) {
 			"bytes":           "derived: Process.ImageBytes of NodeState.Process",
 			"retired":         "false for every node in the graph",
 			"pins":            "not state: whoever pinned pins again after Restore (Pin)",
+			"claims":          "not state: whoever claimed claims again after Restore (Claim)",
+			"recent":          "State.Recent lists it",
 		}},
 		{reflect.TypeFor[counters](), map[string]string{
 			"retired":        "Stats.Retired",
@@ -928,6 +934,7 @@ func TestStateCoversEveryField(t *testing.T) {
 			"evicted":        "Stats.Evicted",
 			"overCap":        "Stats.OverCap",
 			"folded":         "Stats.Folded",
+			"dropped":        "Stats.Dropped",
 			"gaps":           "Stats.Gaps",
 		}},
 	}
@@ -1271,7 +1278,7 @@ func TestDumpIsADeepCopy(t *testing.T) {
 	}
 }
 
-var fuzzConfig = Config{Retention: 50 * time.Millisecond}
+var fuzzConfig = Config{Retention: 50 * time.Millisecond, RecentExits: 2}
 
 // FuzzDumpRestore runs an arbitrary stream, restarts at an arbitrary point
 // (Dump, JSON, Restore) and continues the stream on both graphs: every

@@ -38,6 +38,10 @@ type Stats struct {
 	// (Process.CreatorsElided): by Retire past runs of 64, by the caps
 	// when no dead branch was left to evict.
 	Folded uint64
+	// Dropped counts exited processes no session held that went after
+	// Config.RecentExits newer ones (recent.go), with the creators that
+	// went with them.
+	Dropped uint64
 	// ImageBytes is the graph's accounting of the memory its images hold
 	// now (Process.ImageBytes, summed).
 	ImageBytes int
@@ -49,6 +53,7 @@ var allGaps = [...]Gap{GapSeeded, GapNoFork, GapUnknownCreator, GapNoExit, GapRe
 type counters struct {
 	retired, repairs, duplicateExits, ignored uint64
 	imagesDropped, evicted, overCap, folded   uint64
+	dropped                                   uint64
 	gaps                                      [len(allGaps)]uint64
 }
 
@@ -68,6 +73,7 @@ func (g *Graph) Stats() Stats {
 		Evicted:        g.stats.evicted,
 		OverCap:        g.stats.overCap,
 		Folded:         g.stats.folded,
+		Dropped:        g.stats.dropped,
 		ImageBytes:     g.imageBytes,
 		Gaps:           make(map[Gap]uint64, len(allGaps)),
 	}

@@ -7,9 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +28,9 @@ const pfKthread = 0x00200000
 // scan and is returned wrapped, with no snapshots, since a partial scan
 // would make Repair mark the missing processes exited. Snapshots are sorted
 // by PID.
+//
+// Processes are read by up to scanWorkers goroutines (no more than
+// GOMAXPROCS), each reusing one buffer for every file it reads.
 //
 // Take the graph's readAt (BootTimeNow) before calling Scan.
 func Scan(root string) ([]lineage.Snapshot, error) {
@@ -47,37 +53,88 @@ func Scan(root string) ([]lineage.Snapshot, error) {
 		}
 	}
 	slices.Sort(pids)
-	snaps := make([]lineage.Snapshot, 0, len(pids))
-	for _, pid := range pids {
-		s, err := Read(root, pid)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // exited since the listing
-		}
-		if err != nil {
-			return nil, err
-		}
-		snaps = append(snaps, s)
+
+	snaps := make([]lineage.Snapshot, len(pids))
+	read := make([]bool, len(pids))
+	var (
+		next    atomic.Int64
+		failed  atomic.Bool
+		errOnce sync.Once
+		first   error
+		wg      sync.WaitGroup
+	)
+	workers := max(1, min(scanWorkers, runtime.GOMAXPROCS(0), len(pids)))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var rd reader
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(pids) {
+					return
+				}
+				s, _, err := rd.read(root, pids[i])
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // exited since the listing
+				}
+				if err != nil {
+					errOnce.Do(func() { first = err })
+					failed.Store(true)
+					return
+				}
+				snaps[i], read[i] = s, true
+			}
+		}()
 	}
-	return snaps, nil
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	out := snaps[:0]
+	for i := range snaps {
+		if read[i] {
+			out = append(out, snaps[i])
+		}
+	}
+	clear(snaps[len(out):])
+	return out, nil
 }
+
+// scanWorkers bounds the goroutines of one Scan: reading /proc is system
+// calls, so more than the CPUs only adds contention.
+const scanWorkers = 4
 
 // Read reads one process. When the process does not exist or has exited
 // (including a zombie waiting to be reaped: its exit already happened), the
 // error wraps fs.ErrNotExist. A PID that names a thread rather than a
 // process is reported the same way.
 func Read(root string, pid uint32) (lineage.Snapshot, error) {
-	snap, _, err := ReadCreds(root, pid)
+	var rd reader
+	snap, _, err := rd.read(root, pid)
 	return snap, err
 }
 
 // ReadCreds is Read with the process's four user IDs, read through the
 // same handle: the API checks a socket peer's effective uid with it.
 func ReadCreds(root string, pid uint32) (lineage.Snapshot, UIDs, error) {
-	snap, ss, err := read(root, pid)
+	var rd reader
+	snap, ss, err := rd.read(root, pid)
 	return snap, ss.uids, err
 }
 
-func read(root string, pid uint32) (lineage.Snapshot, status, error) {
+// reader reads the files of /proc/PID with plain system calls into one
+// buffer it reuses; what it returns is copied out of the buffer. A reader
+// is not safe for concurrent use.
+type reader struct {
+	buf []byte
+}
+
+// readBufSize is a reader's first buffer: a stat or status file, or a
+// typical command line, in one read(2).
+const readBufSize = 4096
+
+func (rd *reader) read(root string, pid uint32) (lineage.Snapshot, status, error) {
 	if root == "" {
 		root = DefaultRoot
 	}
@@ -85,13 +142,13 @@ func read(root string, pid uint32) (lineage.Snapshot, status, error) {
 	// Every file is read through this one handle on the process directory:
 	// if the PID is recycled mid-read, reads fail instead of mixing two
 	// processes.
-	r, err := os.OpenRoot(dir)
+	dfd, err := openDir(dir)
 	if err != nil {
 		return lineage.Snapshot{}, status{}, readErr(pid, err)
 	}
-	defer r.Close()
+	defer unix.Close(dfd)
 
-	b, err := r.ReadFile("stat")
+	b, err := rd.file(dfd, "stat")
 	if err != nil {
 		return lineage.Snapshot{}, status{}, readErr(pid, err)
 	}
@@ -103,7 +160,7 @@ func read(root string, pid uint32) (lineage.Snapshot, status, error) {
 		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: %s/stat names pid %d", dir, st.PID)
 	}
 
-	b, err = r.ReadFile("status")
+	b, err = rd.file(dfd, "status")
 	if err != nil {
 		return lineage.Snapshot{}, status{}, readErr(pid, err)
 	}
@@ -123,16 +180,17 @@ func read(root string, pid uint32) (lineage.Snapshot, status, error) {
 		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: process %d has exited (state %c): %w", pid, st.State, fs.ErrNotExist)
 	}
 
-	b, err = r.ReadFile("cmdline")
+	b, err = rd.file(dfd, "cmdline")
 	if err != nil {
 		return lineage.Snapshot{}, status{}, readErr(pid, err)
 	}
+	argv := splitCmdline(b)
 	// exe is unreadable for kernel threads, exited mms and without ptrace
 	// access: not fatal. A file deleted (or replaced by an upgrade) since
 	// the exec reads with " (deleted)" appended; the name the process
 	// executed is without it, as the kernel reported it at exec, so rules
 	// see the same file whichever way the process became known.
-	exe, exeErr := r.Readlink("exe")
+	exe, exeErr := rd.link(dfd, "exe")
 	exe = strings.TrimSuffix(exe, " (deleted)")
 
 	return lineage.Snapshot{
@@ -141,9 +199,75 @@ func read(root string, pid uint32) (lineage.Snapshot, status, error) {
 		UID:      ss.uid,
 		Comm:     st.Comm,
 		Filename: exe,
-		Argv:     splitCmdline(b),
+		Argv:     argv,
 		Kernel:   isKernelThread(st, exeErr),
 	}, ss, nil
+}
+
+// openDir opens a process directory as a handle for openat.
+func openDir(dir string) (int, error) {
+	for {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// file reads the file name of the directory dfd whole into rd's buffer
+// and returns it; the bytes are valid until the next call.
+func (rd *reader) file(dfd int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	if rd.buf == nil {
+		rd.buf = make([]byte, readBufSize)
+	}
+	n := 0
+	for {
+		if n == len(rd.buf) {
+			rd.buf = slices.Grow(rd.buf, len(rd.buf))[:2*len(rd.buf)]
+		}
+		m, err := unix.Read(fd, rd.buf[n:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+		case m == 0:
+			return rd.buf[:n], nil
+		}
+		n += m
+	}
+}
+
+// link reads the symbolic link name of the directory dfd.
+func (rd *reader) link(dfd int, name string) (string, error) {
+	if rd.buf == nil {
+		rd.buf = make([]byte, readBufSize)
+	}
+	for {
+		n, err := unix.Readlinkat(dfd, name, rd.buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+		}
+		if n < len(rd.buf) {
+			return string(rd.buf[:n]), nil
+		}
+		rd.buf = make([]byte, 2*len(rd.buf)) // maybe cut: try a larger buffer
+	}
 }
 
 // BootTimeNow returns CLOCK_BOOTTIME in nanoseconds: the clock of the
@@ -225,29 +349,75 @@ func parseStat(b []byte) (Stat, error) {
 	st.PID = uint32(pid)
 	st.Comm = string(b[open+1 : end])
 	// Fields after comm, numbered from 3 (state) as in proc(5).
-	f := strings.Fields(string(b[end+1:]))
 	const (
-		fState = 3 - 3
-		fPPID  = 4 - 3
-		fFlags = 9 - 3
-		fStart = 22 - 3
+		fState = 3
+		fPPID  = 4
+		fFlags = 9
+		fStart = 22
 	)
-	if len(f) <= fStart || len(f[fState]) != 1 {
-		return st, fmt.Errorf("malformed: %d fields after comm", len(f))
+	var f [fStart + 1][]byte
+	nf := fState
+	for rest := b[end+1:]; nf <= fStart; nf++ {
+		var fld []byte
+		if fld, rest = nextField(rest); fld == nil {
+			break
+		}
+		f[nf] = fld
+	}
+	if nf <= fStart || len(f[fState]) != 1 {
+		return st, fmt.Errorf("malformed: %d fields after comm", nf-fState)
 	}
 	st.State = f[fState][0]
-	ppid, err := strconv.ParseUint(f[fPPID], 10, 32)
+	ppid, err := parseUint(f[fPPID], 32)
 	if err != nil {
 		return st, fmt.Errorf("malformed ppid: %w", err)
 	}
 	st.PPID = uint32(ppid)
-	if st.Flags, err = strconv.ParseUint(f[fFlags], 10, 64); err != nil {
+	if st.Flags, err = parseUint(f[fFlags], 64); err != nil {
 		return st, fmt.Errorf("malformed flags: %w", err)
 	}
-	if st.StartTicks, err = strconv.ParseUint(f[fStart], 10, 64); err != nil {
+	if st.StartTicks, err = parseUint(f[fStart], 64); err != nil {
 		return st, fmt.Errorf("malformed starttime: %w", err)
 	}
 	return st, nil
+}
+
+// nextField returns the first run of non-space bytes of b (nil when
+// there is none) and what follows it.
+func nextField(b []byte) (field, rest []byte) {
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	j := i
+	for j < len(b) && !isSpace(b[j]) {
+		j++
+	}
+	if i == j {
+		return nil, nil
+	}
+	return b[i:j], b[j:]
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// parseUint parses a decimal number of the given bit size without
+// converting b to a string.
+func parseUint(b []byte, bits int) (uint64, error) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, fmt.Errorf("not a %d-bit number: %q", bits, b)
+	}
+	var v uint64
+	for _, c := range b {
+		d := uint64(c - '0')
+		if c < '0' || c > '9' || v > (1<<uint(bits)-1-d)/10 {
+			return 0, fmt.Errorf("not a %d-bit number: %q", bits, b)
+		}
+		v = v*10 + d
+	}
+	return v, nil
 }
 
 type status struct {
@@ -287,42 +457,54 @@ func ReadUIDs(root string, pid uint32) (UIDs, error) {
 func parseStatus(b []byte) (status, error) {
 	var ss status
 	haveUID := false
-	for line := range strings.Lines(string(b)) {
-		key, val, ok := strings.Cut(line, ":")
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		key, val, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue
 		}
-		f := strings.Fields(val)
-		if len(f) == 0 {
+		first, rest := nextField(val)
+		if first == nil {
 			continue
 		}
-		switch key {
+		switch string(key) { // no allocation: compared, not kept
 		case "Uid":
-			if len(f) != 4 {
-				return ss, fmt.Errorf("malformed Uid: %d fields, want 4", len(f))
-			}
 			var ids [4]uint32
-			for i := range ids {
-				id, err := strconv.ParseUint(f[i], 10, 32)
+			n := 0
+			for f := first; f != nil; f, rest = nextField(rest) {
+				if n == len(ids) {
+					n++
+					break
+				}
+				id, err := parseUint(f, 32)
 				if err != nil {
 					return ss, fmt.Errorf("malformed Uid: %w", err)
 				}
-				ids[i] = uint32(id)
+				ids[n] = uint32(id)
+				n++
+			}
+			if n != len(ids) {
+				return ss, fmt.Errorf("malformed Uid: %d fields, want 4", n)
 			}
 			ss.uids = UIDs{Real: ids[0], Effective: ids[1], Saved: ids[2], FS: ids[3]}
 			ss.uid, haveUID = ids[0], true
 		case "Tgid":
-			tgid, err := strconv.ParseUint(f[0], 10, 32)
+			tgid, err := parseUint(first, 32)
 			if err != nil {
 				return ss, fmt.Errorf("malformed Tgid: %w", err)
 			}
 			ss.tgid = uint32(tgid)
 		case "Threads":
-			n, err := strconv.Atoi(f[0])
+			n, err := parseUint(first, 31)
 			if err != nil {
 				return ss, fmt.Errorf("malformed Threads: %w", err)
 			}
-			ss.threads = n
+			ss.threads = int(n)
 		}
 	}
 	if !haveUID {

@@ -125,6 +125,36 @@ func TestScanFakeTreeSkipsVanishedZombiesAndNonProcesses(t *testing.T) {
 	}
 }
 
+// TestScanReadsWhatReadReads: the scan's workers give every process as a
+// Read of it alone, in PID order.
+func TestScanReadsWhatReadReads(t *testing.T) {
+	snaps, err := Scan(fakeRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range snaps {
+		r, err := Read(fakeRoot, s.ID.PID)
+		if err != nil || !reflect.DeepEqual(r, s) {
+			t.Errorf("Scan gives %+v, Read gives %+v, %v", s, r, err)
+		}
+	}
+	// Real /proc: many processes, so several workers take part.
+	snaps, err = Scan("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.IsSortedFunc(snaps, func(a, b lineage.Snapshot) int { return int(a.ID.PID) - int(b.ID.PID) }) {
+		t.Errorf("snapshots of /proc not sorted by PID")
+	}
+	self := slices.IndexFunc(snaps, func(s lineage.Snapshot) bool { return s.ID.PID == uint32(os.Getpid()) })
+	if self < 0 {
+		t.Fatal("Scan misses this process")
+	}
+	if r, err := Read("", uint32(os.Getpid())); err != nil || !reflect.DeepEqual(r, snaps[self]) {
+		t.Errorf("Scan gives %+v for this process, Read gives %+v, %v", snaps[self], r, err)
+	}
+}
+
 func TestScanReturnsOtherErrorsWrapped(t *testing.T) {
 	snaps, err := Scan("testdata/broken/proc")
 	if err == nil || errors.Is(err, fs.ErrNotExist) || snaps != nil {

@@ -131,3 +131,22 @@ func BenchmarkSessionDetailOfADeepChain(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSessionOfWith10000Sessions measures the lookup the API makes
+// for a process (which session it belongs to) with 10,000 sessions active:
+// a member two levels below one of them.
+func BenchmarkSessionOfWith10000Sessions(b *testing.B) {
+	w := newBenchTracker(b, 10000, false)
+	root := w.begin(false)
+	member := w.fork(w.fork(root))
+	want, ok := w.tr.SessionOf(root)
+	if !ok {
+		b.Fatal("root has no session")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got, ok := w.tr.SessionOf(member); !ok || got != want {
+			b.Fatalf("SessionOf(member) = %q, %v; want %q", got, ok, want)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func (t *Tracker) drop(i int) {
 	} else {
 		t.byPID[s.Root.PID] = list
 	}
-	t.g.Unpin(s.Root)
+	t.g.Unclaim(s.Root)
 	t.st.dropped++
 }
 

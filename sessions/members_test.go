@@ -3,6 +3,7 @@ package sessions
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/mcptrace/mcptrace/lineage"
@@ -124,5 +125,37 @@ func TestWithinPIDScopeIsNeverFoldedOutOfTheGraph(t *testing.T) {
 	w.exec(child, 1000, "mcptrace", "run", "--session", "later", "--", "sh")
 	if _, ok := w.tr.Find("later"); !ok {
 		t.Errorf("a tag below the exited scope process began no session; scope process in the graph: %v", func() bool { _, ok := w.g.Get(scope); return ok }())
+	}
+}
+
+// TestSessionKeepsItsExitedMembersUnderChurn: a graph that lets exited
+// processes outside sessions go after a few newer exits (lineage's recent
+// exits) keeps every exited member of a session, active or ended, while
+// the tracker keeps the session: the session's root is claimed.
+func TestSessionKeepsItsExitedMembersUnderChurn(t *testing.T) {
+	w := newWorldOf(t, lineage.Config{RecentExits: 10}, Config{})
+	root := w.fork(initID, 100, 1000)
+	w.exec(root, 1000, "mcptrace", "run", "--session", "s", "--", "sh")
+	wrapper := w.spawn(root, 101, 1000, "npx", "server")
+	gone := w.spawn(wrapper, 102, 1000, "node", "server.js")
+	w.exit(gone)
+
+	churn := func(from uint32) {
+		for i := range uint32(100) {
+			w.exit(w.fork(initID, from+i, 2000)) // another user's short processes
+		}
+	}
+	churn(1000)
+	if got := procIDs(w.tr.Members(w.ref("s"))); !slices.Equal(got, []lineage.ID{root, wrapper, gone}) {
+		t.Errorf("active session's members after churn = %v, want [%v %v %v]", got, root, wrapper, gone)
+	}
+	w.exit(wrapper)
+	wantEnded(t, w.exit(root), "s")
+	churn(2000)
+	if got := procIDs(w.tr.MembersOf(w.session("s"))); !slices.Equal(got, []lineage.ID{root, wrapper, gone}) {
+		t.Errorf("ended session's members after churn = %v, want [%v %v %v]", got, root, wrapper, gone)
+	}
+	if s := w.g.Stats(); s.Dropped < 190 {
+		t.Errorf("only %d of the 200 exited processes outside the session dropped", s.Dropped)
 	}
 }

@@ -89,7 +89,7 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 		s := &session{Session: ss.Session, rule: ss.Rule}
 		s.Markers = slices.Clone(ss.Markers)
 		t.byPID[s.Root.PID] = append(t.byPID[s.Root.PID], s)
-		t.g.Pin(s.Root) // as start does; pins are not in the graph's state
+		t.g.Claim(s.Root) // as start does; claims are not in the graph's state
 		return s
 	}
 	var active []*session
