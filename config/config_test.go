@@ -98,7 +98,7 @@ api:
   socket: /file.sock
   socket-mode: "0600"
 bpf:
-  ring-buffer-size: 4194304
+  ring-buffer-size: 16777216
 lineage:
   retention: 1m
 log:
@@ -113,7 +113,7 @@ log:
 	}{
 		{"defaults alone", false, nil, nil, func(c *Config) {}},
 		{"file over defaults", true, nil, nil, func(c *Config) {
-			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format = "/file.sock", 0o600, 4<<20, time.Minute, "json"
+			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format = "/file.sock", 0o600, 16<<20, time.Minute, "json"
 		}},
 		{"env over file", true, map[string]string{
 			"MCPTRACE_LINEAGE_RETENTION":       "2m",
@@ -134,7 +134,7 @@ log:
 		{"flag left at its default does not override", true, map[string]string{
 			"MCPTRACE_LINEAGE_RETENTION": "2m",
 		}, []string{"--log.level=debug"}, func(c *Config) {
-			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format, c.Log.Level = "/file.sock", 0o600, 4<<20, 2*time.Minute, "json", "debug"
+			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format, c.Log.Level = "/file.sock", 0o600, 16<<20, 2*time.Minute, "json", "debug"
 		}},
 	}
 	for _, tt := range tests {
@@ -289,7 +289,7 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"api.socket-mode":             "0666",
 		"api.max-connections":         "128",
 		"api.max-connections-per-uid": "16",
-		"bpf.ring-buffer-size":        "8388608",
+		"bpf.ring-buffer-size":        "4194304",
 		"bpf.bpffs":                   "/sys/fs/bpf",
 		"bpf.tracefs":                 "/sys/kernel/tracing",
 		"bpf.pin-dir":                 "/sys/fs/bpf/mcptrace",

@@ -9,10 +9,13 @@ import (
 // config exposes them (bpf.*); Open applies the defaults to zero values.
 const (
 	// DefaultRingBufferSize is the kernel-to-agent ring buffer: about
-	// 80,000 fork and exit records (104 bytes) or 16,000 exec records of
-	// a 100-byte argv (an exec record holds the argv it read, up to
-	// 4.4 KB) between two reads.
-	DefaultRingBufferSize = 8 << 20
+	// 40,000 fork and exit records (104 bytes each with the ring's
+	// header) or 8,700 exec records of a 100-byte argv (an exec record
+	// holds the argv it read, up to 4.4 KB) between two reads, which
+	// is what queues while the agent restarts. It is kernel memory, and
+	// the reader's mapping of it counts twice in the agent's RSS once it
+	// has wrapped: 4 MiB keeps an idle agent near 23 MB.
+	DefaultRingBufferSize = 4 << 20
 	// MaxRingBufferSize bounds the ring buffer, which is locked kernel
 	// memory.
 	MaxRingBufferSize = 1 << 30
@@ -39,7 +42,7 @@ var MinRingBufferSize = func() int {
 // and the agent needs room for two exec records.
 func CheckRingBufferSize(n int) error {
 	if n < MinRingBufferSize || n > MaxRingBufferSize || n&(n-1) != 0 || n%os.Getpagesize() != 0 {
-		return fmt.Errorf("must be a power of two multiple of the page size (%d) from %d up to %d, such as %d (8 MiB), got %d",
+		return fmt.Errorf("must be a power of two multiple of the page size (%d) from %d up to %d, such as %d (4 MiB), got %d",
 			os.Getpagesize(), MinRingBufferSize, MaxRingBufferSize, DefaultRingBufferSize, n)
 	}
 	return nil

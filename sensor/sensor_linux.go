@@ -21,7 +21,7 @@ import (
 // Options configure Open. Zero values take the documented defaults.
 type Options struct {
 	// RingBufferSize in bytes: a power of two and a multiple of the page
-	// size. Default 8 MiB.
+	// size. Default 4 MiB.
 	RingBufferSize int
 	// TraceFS and BPFFS are mounted when missing. Defaults
 	// /sys/kernel/tracing and /sys/fs/bpf.
