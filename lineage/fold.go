@@ -112,12 +112,7 @@ func (g *Graph) fold(minRun int) int {
 		}
 		// n's creator is foldable, so dead: c takes n's place below it.
 		cr := n.creator
-		for i, m := range cr.children {
-			if m == n {
-				cr.children[i] = c
-				break
-			}
-		}
+		cr.replaceChild(n, c)
 		c.creator = cr
 		c.p.CreatorsElided += 1 + n.p.CreatorsElided
 		n.children = nil

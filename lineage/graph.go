@@ -175,8 +175,11 @@ type node struct {
 	// creatorFromSnap: creator was guessed from a snapshot's PPID (seed or
 	// repair); the node's own fork event may still correct it.
 	creatorFromSnap bool
-	// children are the nodes this one created, in no particular order.
+	// children are the nodes this one created, in no particular order;
+	// childIdx is this node's index in its creator's children, so that
+	// leaving them is O(1) (addChild, removeChild).
 	children []*node
+	childIdx int32
 
 	// parent is the current parent when it is in the graph; otherwise
 	// parentID is its identity as reported (zero when unknown).

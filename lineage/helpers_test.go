@@ -159,9 +159,12 @@ func invariants(g *Graph) error {
 				return fmt.Errorf("%v listed %d times among its creator's children", x, k)
 			}
 		}
-		for _, c := range n.children {
+		for i, c := range n.children {
 			if c.creator != n {
 				return fmt.Errorf("child %v of %v has creator %p", c.p.ID, x, c.creator)
+			}
+			if int(c.childIdx) != i {
+				return fmt.Errorf("child %v of %v at index %d says it is at %d", c.p.ID, x, i, c.childIdx)
 			}
 		}
 		steps := 0

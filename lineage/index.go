@@ -172,11 +172,43 @@ func (g *Graph) link(n, c *node) bool {
 		}
 	}
 	if old := n.creator; old != nil {
-		old.children = removeNode(old.children, n)
+		old.removeChild(n)
 	}
 	n.creator = c
-	c.children = append(c.children, n)
+	c.addChild(n)
 	return true
+}
+
+// addChild appends n to c's children.
+func (c *node) addChild(n *node) {
+	n.childIdx = int32(len(c.children))
+	c.children = append(c.children, n)
+}
+
+// removeChild takes n out of c's children in O(1): the last child takes
+// its place (children have no order).
+func (c *node) removeChild(n *node) {
+	i := int(n.childIdx)
+	if i >= len(c.children) || c.children[i] != n {
+		return // not c's child
+	}
+	last := len(c.children) - 1
+	if i != last {
+		m := c.children[last]
+		c.children[i] = m
+		m.childIdx = int32(i)
+	}
+	c.children[last] = nil
+	c.children = c.children[:last]
+}
+
+// replaceChild puts n in old's place among c's children.
+func (c *node) replaceChild(old, n *node) {
+	i := int(old.childIdx)
+	if i < len(c.children) && c.children[i] == old {
+		c.children[i] = n
+		n.childIdx = int32(i)
+	}
 }
 
 func removeNode(list []*node, n *node) []*node {

@@ -134,7 +134,7 @@ func (g *Graph) dropExited(n *node) {
 	for n != nil && n.droppable() {
 		cr := n.creator
 		if cr != nil {
-			cr.children = removeNode(cr.children, n)
+			cr.removeChild(n)
 		}
 		g.remove(n)
 		g.stats.dropped++

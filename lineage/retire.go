@@ -111,6 +111,7 @@ func (n *node) dropRetiredChildren() {
 	kids := n.children[:0]
 	for _, c := range n.children {
 		if !c.retired {
+			c.childIdx = int32(len(kids))
 			kids = append(kids, c)
 		}
 	}

@@ -316,7 +316,7 @@ func Restore(cfg Config, s State) (*Graph, error) {
 				return nil, fmt.Errorf("%w: node %v: creator %v is not a node", ErrInvalidState, ns.ID, ns.Creator)
 			}
 			n.creator = c
-			c.children = append(c.children, n)
+			c.addChild(n)
 		}
 		switch {
 		case ns.Parent.IsZero():

@@ -909,6 +909,7 @@ func TestStateCoversEveryField(t *testing.T) {
 			"creator":         "NodeState.Creator",
 			"creatorFromSnap": "NodeState.CreatorFromSnapshot",
 			"children":        "derived from Creator (order unused)",
+			"childIdx":        "derived: the index in the creator's children",
 			"parent":          "NodeState.Parent, ParentDetached false (true once retired)",
 			"parentID":        "NodeState.Parent, ParentDetached true",
 			"parentAt":        "NodeState.ParentAt",
