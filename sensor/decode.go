@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/mcptrace/mcptrace/bpf"
@@ -27,8 +28,35 @@ type record struct {
 	barrier   uint64 // the barrier's sequence number
 }
 
+// A decoder decodes records for one reader. It interns the strings records
+// repeat (comm and filename: a node runs the same few programs again and
+// again), so a storm of `sh` costs one "sh", not one per event, and the
+// graph's nodes share it. Not safe for concurrent use; the zero value is
+// ready.
+type decoder struct {
+	interned map[string]string
+}
+
+// maxInterned bounds the interned strings; the table starts again empty
+// when it is full (a process can pick any comm and filename it likes).
+const maxInterned = 4096
+
+// intern returns b as a string, the same string for the same bytes while
+// the table holds it.
+func (d *decoder) intern(b []byte) string {
+	if s, ok := d.interned[string(b)]; ok { // no allocation
+		return s
+	}
+	s := string(b)
+	if d.interned == nil || len(d.interned) >= maxInterned {
+		d.interned = make(map[string]string, 256)
+	}
+	d.interned[s] = s
+	return s
+}
+
 // decodeRecord decodes a process event (Decode) or a barrier record.
-func decodeRecord(raw []byte) (record, error) {
+func (d *decoder) decodeRecord(raw []byte) (record, error) {
 	if len(raw) >= headerSize && bpf.McptraceEventKind((*bpf.McptraceEvent)(unsafe.Pointer(&raw[0])).Kind) == bpf.McptraceEventKindEVENT_BARRIER {
 		if len(raw) < barrierSize {
 			return record{}, fmt.Errorf("decode barrier record of %d bytes: %w", len(raw), ErrShortRecord)
@@ -36,7 +64,7 @@ func decodeRecord(raw []byte) (record, error) {
 		b := (*bpf.McptraceBarrierEvent)(unsafe.Pointer(&raw[0]))
 		return record{isBarrier: true, barrier: b.Seq}, nil
 	}
-	ev, err := Decode(raw)
+	ev, err := d.decode(raw)
 	return record{ev: ev}, err
 }
 
@@ -46,6 +74,11 @@ var ErrShortRecord = errors.New("short record")
 // Decode turns one ring buffer record into an event. The record layouts are
 // the C structs of bpf/events.h, through the Go types bpf2go generated.
 func Decode(raw []byte) (lineage.Event, error) {
+	var d decoder
+	return d.decode(raw)
+}
+
+func (d *decoder) decode(raw []byte) (lineage.Event, error) {
 	if len(raw) < headerSize {
 		return lineage.Event{}, fmt.Errorf("decode record of %d bytes: %w", len(raw), ErrShortRecord)
 	}
@@ -56,7 +89,7 @@ func Decode(raw []byte) (lineage.Event, error) {
 		Parent:   lineage.ID{PID: h.Parent.Pid, Start: h.Parent.Start},
 		UID:      h.Uid,
 		CgroupID: h.CgroupId,
-		Comm:     cString(h.Comm[:]),
+		Comm:     d.intern(cBytes(h.Comm[:])),
 	}
 	switch bpf.McptraceEventKind(h.Kind) {
 	case bpf.McptraceEventKindEVENT_FORK:
@@ -76,7 +109,7 @@ func Decode(raw []byte) (lineage.Event, error) {
 			return lineage.Event{}, fmt.Errorf("decode exec record of %d bytes holding %d bytes of argv: %w", len(raw), n, ErrShortRecord)
 		}
 		ev.Kind = lineage.KindExec
-		ev.Filename = cString(x.Filename[:min(int(x.FilenameLen), len(x.Filename))])
+		ev.Filename = d.intern(cBytes(x.Filename[:min(int(x.FilenameLen), len(x.Filename))]))
 		flags := bpf.McptraceEventFlags(h.Flags)
 		ev.ArgvTruncated = flags&(bpf.McptraceEventFlagsEVENT_FLAG_ARGS_TRUNCATED|bpf.McptraceEventFlagsEVENT_FLAG_ARGS_UNREADABLE) != 0
 		ev.Argv = splitArgs(raw[execArgsOffset : execArgsOffset+int(x.ArgsLen)])
@@ -86,24 +119,31 @@ func Decode(raw []byte) (lineage.Event, error) {
 	return ev, nil
 }
 
-func cString(b []int8) string {
+// cBytes returns b up to its first NUL, as bytes.
+func cBytes(b []int8) []byte {
 	bs := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
 	if i := bytes.IndexByte(bs, 0); i >= 0 {
 		bs = bs[:i]
 	}
-	return string(bs)
+	return bs
 }
 
-// splitArgs splits a NUL-separated argv block as /proc/PID/cmdline holds it.
+// splitArgs splits a NUL-separated argv block as /proc/PID/cmdline holds
+// it. The arguments share one string: two allocations, not one per
+// argument.
 func splitArgs(b []byte) []string {
 	b = bytes.TrimSuffix(b, []byte{0})
 	if len(b) == 0 {
 		return nil
 	}
-	parts := bytes.Split(b, []byte{0})
-	argv := make([]string, len(parts))
-	for i, p := range parts {
-		argv[i] = string(p)
+	all := string(b)
+	argv := make([]string, 0, bytes.Count(b, []byte{0})+1)
+	for {
+		i := strings.IndexByte(all, 0)
+		if i < 0 {
+			return append(argv, all)
+		}
+		argv = append(argv, all[:i])
+		all = all[i+1:]
 	}
-	return argv
 }

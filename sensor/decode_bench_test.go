@@ -19,10 +19,11 @@ func BenchmarkDecode(b *testing.B) {
 		encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "node", "/usr/bin/node", uint32(len(argv)), argv),
 		encodeRecord(bpf.McptraceEventKindEVENT_EXIT, 0, "node", "", 0, nil),
 	}
+	var d decoder
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, raw := range recs {
-			if _, err := decodeRecord(raw); err != nil {
+			if _, err := d.decodeRecord(raw); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -35,6 +35,7 @@ type reader struct {
 	onRetire func(*set)
 	// last is the set the last batch came from, for Commit.
 	last *set
+	dec  decoder
 	// pending holds decoded events Read has not returned yet.
 	pending []lineage.Event
 	pendErr error
@@ -131,7 +132,7 @@ func (s *Sensor) readBatch(max int) (Batch, error) {
 }
 
 func (s *Sensor) decodeInto(b *Batch, raw []byte) {
-	rec, err := decodeRecord(raw)
+	rec, err := s.rd.dec.decodeRecord(raw)
 	switch {
 	case err != nil:
 		b.Undecodable++
