@@ -13,8 +13,8 @@ const (
 	// header) or 8,700 exec records of a 100-byte argv (an exec record
 	// holds the argv it read, up to 4.4 KB) between two reads, which
 	// is what queues while the agent restarts. It is kernel memory, and
-	// the reader's mapping of it counts twice in the agent's RSS once it
-	// has wrapped: 4 MiB keeps an idle agent near 23 MB.
+	// the reader's mapping of it is resident in the agent's RSS from the
+	// start (once: the ring maps the data once, see newRing).
 	DefaultRingBufferSize = 4 << 20
 	// MaxRingBufferSize bounds the ring buffer, which is locked kernel
 	// memory.

@@ -78,17 +78,29 @@ type ring struct {
 	// unmapped is set under mu once Close has released the mappings.
 	unmapped bool
 
-	cons, prod []byte   // the mappings: consumer page (rw); producer page and data twice (ro)
+	cons, prod []byte   // the mappings: consumer page (rw); producer page and data (ro)
 	consPos    *uintptr // the kernel's consumer_pos (unsigned long), first word of cons
 	prodPos    *uintptr // the kernel's producer_pos, first word of prod
-	data       []byte   // the data area mapped twice back to back: 2 × size bytes
+	data       []byte   // the data area, size bytes
 	mask       uintptr  // size - 1
 
 	// read is the private read position: the end of the last record Next
-	// returned or skipped. committed is the consumer position this ring
-	// last stored, or found at newRing. Only the reading goroutine touches
-	// them.
-	read, committed uintptr
+	// returned or skipped, and last its start. want is the position the
+	// caller last committed; committed is the consumer position this ring
+	// last stored, or found at newRing: want, or last while the ring
+	// holds the last record back (holdBack). Only the reading goroutine
+	// touches them.
+	read, last, want, committed uintptr
+	// holdBack: Commit keeps the consumer position at the start of the
+	// last record returned, so that the kernel, which wakes the reader
+	// only for a record submitted at the consumer position, raises no
+	// interrupt for the records that follow while the reader is busy;
+	// Next polls every coalesce instead, and releases the record and waits
+	// for the kernel once a whole coalesce brought nothing. The sensor's
+	// own ring holds back; a held record is read again by the next reader
+	// of the map only after a crash (a duplicate, which the graph applies
+	// once).
+	holdBack bool
 
 	epfd, evfd int                // epoll on the map fd and evfd; evfd is signalled by Close and never read
 	events     [2]unix.EpollEvent // epoll_wait's buffer
@@ -131,7 +143,7 @@ func newRing(m *ebpf.Map) (*ring, error) {
 	if r.cons, err = unix.Mmap(fd, 0, page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
 		return fail(fmt.Errorf("mmap ring consumer page: %w", err))
 	}
-	if r.prod, err = unix.Mmap(fd, int64(page), page+2*size, unix.PROT_READ, unix.MAP_SHARED); err != nil {
+	if r.prod, err = unix.Mmap(fd, int64(page), page+size, unix.PROT_READ, unix.MAP_SHARED); err != nil {
 		return fail(fmt.Errorf("mmap ring producer page and data: %w", err))
 	}
 	r.consPos = (*uintptr)(unsafe.Pointer(&r.cons[0]))
@@ -153,7 +165,7 @@ func newRing(m *ebpf.Map) (*ring, error) {
 	r.pollfd[0] = unix.PollFd{Fd: int32(r.evfd), Events: unix.POLLIN}
 
 	r.read = atomic.LoadUintptr(r.consPos)
-	r.committed = r.read
+	r.last, r.want, r.committed = r.read, r.read, r.read
 	return r, nil
 }
 
@@ -194,17 +206,39 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 				if size > prod-r.read {
 					return nil, fmt.Errorf("ring record at %d of %d bytes runs past the producer position %d", r.read, n, prod)
 				}
+				r.last = r.read
 				r.read += size
 				if hdr&ringDiscardBit != 0 {
 					idle = 0
 					continue
 				}
-				start := off + ringHeaderSize
-				return r.data[start : start+n : start+n], nil
+				start := (off + ringHeaderSize) & r.mask
+				if end := start + n; end <= uintptr(len(r.data)) {
+					return r.data[start:end:end], nil
+				}
+				// The record wraps: a copy of its two parts.
+				rec := make([]byte, n)
+				k := copy(rec, r.data[start:])
+				copy(rec[k:], r.data)
+				return rec, nil
 			}
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
 			return nil, os.ErrDeadlineExceeded
+		}
+		if !busy && r.read == r.want && r.committed != r.want {
+			// Caught up, with the last record held back (Commit): the
+			// kernel wakes nobody for what comes next, so look again after
+			// coalesce; when nothing came meanwhile, release the record and
+			// wait for the kernel below.
+			if err := r.sleep(r.coalesce, deadline); err != nil {
+				return nil, err
+			}
+			if atomic.LoadUintptr(r.prodPos) == r.read {
+				atomic.StoreUintptr(r.consPos, r.want)
+				r.committed = r.want
+			}
+			continue
 		}
 		if !busy && r.read == r.committed {
 			// Caught up and committed: the kernel wakes the epoll when the
@@ -301,27 +335,36 @@ func (r *ring) Buffered() bool {
 }
 
 // Commit stores the read position into the kernel's consumer position:
-// the records Next returned so far leave the buffer, the producer may
-// reuse their space, and the slices Next returned become invalid. After
-// Close it does nothing.
+// the records Next returned so far leave the buffer (but the last one, on
+// a ring that holds it back, until Next finds the ring quiet or Close),
+// the producer may reuse their space, and the slices Next returned become
+// invalid. After Close it does nothing.
 func (r *ring) Commit() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.unmapped || r.read == r.committed {
+	if r.unmapped {
+		return
+	}
+	r.want = r.read
+	pos := r.read
+	if r.holdBack && r.last != r.read {
+		pos = r.last
+	}
+	if pos == r.committed {
 		return
 	}
 	// Release: the reads of the records happen before the kernel may
 	// reuse their space (pairs with smp_load_acquire of consumer_pos in
 	// __bpf_ringbuf_reserve). Go's atomics are sequentially consistent.
-	atomic.StoreUintptr(r.consPos, r.read)
-	r.committed = r.read
+	atomic.StoreUintptr(r.consPos, pos)
+	r.committed = pos
 }
 
 // Uncommitted returns how many bytes of the buffer Next has read past the
-// consumer position (headers, padding and discarded records included):
-// what Commit would release.
+// position last committed (headers, padding and discarded records
+// included): what Commit would release.
 func (r *ring) Uncommitted() int {
-	return int(r.read - r.committed)
+	return int(r.read - r.want)
 }
 
 // wake makes a Next blocked in another goroutine, and every later Next,
@@ -357,6 +400,11 @@ func (r *ring) Close() error {
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if !r.unmapped && r.committed != r.want {
+			// The record held back was committed by the caller.
+			atomic.StoreUintptr(r.consPos, r.want)
+			r.committed = r.want
+		}
 		r.closeErr = errors.Join(werr, r.release())
 	})
 	return r.closeErr

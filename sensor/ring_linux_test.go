@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -1001,5 +1002,95 @@ func TestRingCoalescesWakeups(t *testing.T) {
 	}
 	if most := uint64(took/ringCoalesce) + 2; coalesced > most {
 		t.Errorf("a coalescing reader was woken %d times in %v, want at most %d (one per %v)", coalesced, took, most, ringCoalesce)
+	}
+}
+
+// TestRingHoldsTheLastRecordBackWhileBusy proves what holdBack is for and
+// that it keeps nothing longer than it should: while records keep coming,
+// every Commit leaves the kernel's consumer position at the start of the
+// last record read, so the kernel (which wakes the reader only for a
+// record submitted at the consumer position) raises no interrupt for the
+// records that follow; once a whole coalesce passes with nothing new,
+// Next releases the record and waits for the kernel again.
+func TestRingHoldsTheLastRecordBackWhileBusy(t *testing.T) {
+	const records = 1000
+	run := func(holdBack bool) (wakeups uint64) {
+		w := newRingWriter(t, 1<<16)
+		r := openRing(t, w.m)
+		r.coalesce, r.holdBack = ringCoalesce, holdBack
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := range records {
+				w.submit(t, uint64(i))
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+		for n := range records {
+			got, err := r.Next(time.Now().Add(5 * time.Second))
+			if err != nil {
+				t.Fatalf("holdBack %v: record %d: %v", holdBack, n, err)
+			}
+			if want := ringRecord(16, uint64(n)); !bytes.Equal(got, want) {
+				t.Fatalf("holdBack %v: record %x, want %x", holdBack, got, want)
+			}
+			r.Commit()
+			cons := atomic.LoadUintptr(r.consPos)
+			if want := map[bool]uintptr{true: r.last, false: r.read}[holdBack]; cons != want {
+				t.Fatalf("holdBack %v: record %d committed: consumer position %d, want %d (last record at %d, read %d)", holdBack, n, cons, want, r.last, r.read)
+			}
+		}
+		<-done
+		if holdBack {
+			// Quiet now: the next Next releases the record, then waits.
+			if _, err := r.Next(time.Now().Add(20 * time.Millisecond)); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("Next on a quiet ring: %v, want os.ErrDeadlineExceeded", err)
+			}
+			if cons := atomic.LoadUintptr(r.consPos); cons != r.read {
+				t.Fatalf("quiet for %v: consumer position %d, want the read position %d: the last record is still held", ringCoalesce, cons, r.read)
+			}
+		}
+		return r.wakeups
+	}
+	coalesced, held := run(false), run(true)
+	t.Logf("%d records one every 200 µs: %d wakeups coalescing, %d holding the last record back", records, coalesced, held)
+	if held > coalesced {
+		t.Errorf("a reader holding back was woken %d times, more than a coalescing one (%d)", held, coalesced)
+	}
+}
+
+// TestRingReleasesTheHeldRecordAtCloseAndOnlyACrashReadsItAgain: Close
+// commits the record the ring held back, so the next reader starts after
+// it; a reader that died without Close leaves exactly that one record to
+// be read again (a duplicate, which the graph applies once).
+func TestRingReleasesTheHeldRecordAtCloseAndOnlyACrashReadsItAgain(t *testing.T) {
+	for _, closed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "closed", false: "crashed"}[closed], func(t *testing.T) {
+			w := newRingWriter(t, os.Getpagesize())
+			for i := range 3 {
+				w.write(t, 24, uint64(i))
+			}
+			first, err := newRing(w.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first.coalesce, first.holdBack = ringCoalesce, true
+			for i := range 3 {
+				ringWant(t, first, ringRecord(24, uint64(i)))
+			}
+			first.Commit()
+			if closed {
+				if err := first.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				t.Cleanup(func() { first.Close() })
+			}
+			second := openRing(t, w.m)
+			if !closed {
+				ringWant(t, second, ringRecord(24, 2))
+			}
+			ringEmpty(t, second)
+		})
 	}
 }

@@ -175,7 +175,7 @@ func Open(opts Options) (*Sensor, error) {
 		s.abandon()
 		return nil, fmt.Errorf("open ring buffer reader: %w", err)
 	}
-	ownRing.coalesce = ringCoalesce
+	ownRing.coalesce, ownRing.holdBack = ringCoalesce, true
 	s.own.ring = ownRing
 	// The barrier (Barrier) needs BPF_PROG_TEST_RUN of raw_tp programs,
 	// Linux 5.10: find out now, not when a session ends. Barrier 0 is
