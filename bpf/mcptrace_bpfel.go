@@ -23,12 +23,8 @@ type McptraceClaim struct {
 	_     structs.HostLayout
 	Start uint64
 	Seq   uint64
-}
-
-type McptraceClaimKey struct {
-	_    structs.HostLayout
-	Tid  uint32
-	Kind uint32
+	Tid   uint32
+	Pad   uint32
 }
 
 type McptraceClockTick uint32
