@@ -10,8 +10,10 @@ export GOFLAGS ?= -mod=mod
 
 all: build
 
+# Static (no cgo): one file that runs on any Linux, and no libc mapped into
+# the agent.
 build:
-	$(GO) build -o bin/mcptrace ./cmd/mcptrace
+	CGO_ENABLED=0 $(GO) build -o bin/mcptrace ./cmd/mcptrace
 
 setup:
 	scripts/setup.sh agent
