@@ -22,13 +22,14 @@ type agentDirs struct {
 	socket   string
 }
 
-// newAgentDirs returns fresh private places under tmp, numbered n.
-func newAgentDirs(tmp string, n int) agentDirs {
-	d := filepath.Join(tmp, fmt.Sprintf("agent%d", n))
+// newAgentDirs returns fresh private places under tmp (the state under
+// shm, on tmpfs), numbered n.
+func newAgentDirs(tmp, shm string, n int) agentDirs {
+	name := fmt.Sprintf("agent%d", n)
 	return agentDirs{
 		pinDir:   fmt.Sprintf("/sys/fs/bpf/mcptrace-bench-%d-%d", os.Getpid(), n),
-		stateDir: filepath.Join(d, "state"),
-		socket:   filepath.Join(d, "api.sock"),
+		stateDir: filepath.Join(shm, name, "state"),
+		socket:   filepath.Join(tmp, name, "api.sock"),
 	}
 }
 

@@ -24,7 +24,9 @@
 // It measures the agent built from the tree it runs in (bin/mcptrace).
 // Every agent it starts is narrowed to the bench's own process subtree
 // (--sessions.within-pid, no default host rules) with a private pin
-// directory, state directory and socket, and is uninstalled when it stops;
+// directory, state directory (on tmpfs, /dev/shm, as the default
+// /run/mcptrace is where systemd runs) and socket, and is uninstalled
+// when it stops;
 // the bench signals only processes it started, by pidfd checked against
 // the recorded start time.
 //

@@ -19,9 +19,13 @@ var allSections = []string{"storms", "bpfstats", "events", "kill", "memory", "st
 
 // bench is one run: its settings, its scratch space and what it found.
 type bench struct {
-	root          string // the repository
-	mcptrace      string // bin/mcptrace, built by the caller
-	tmp           string
+	root     string // the repository
+	mcptrace string // bin/mcptrace, built by the caller
+	tmp      string
+	// shm is a private directory on tmpfs for the agents' state: the
+	// agent's default state.dir (/run/mcptrace) is on tmpfs where systemd
+	// runs, and a state on disk would measure the disk's writeback.
+	shm           string
 	tools         *tools
 	quick         bool
 	rounds        int
@@ -81,7 +85,12 @@ func run(out, svg, sections string, quick bool, rounds int, secs float64, trials
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	b := &bench{root: root, tmp: tmp, quick: quick, rounds: rounds, stormSecs: secs, killTrials: trials,
+	shm, err := os.MkdirTemp("/dev/shm", "mcpbench-")
+	if err != nil {
+		return fmt.Errorf("a directory on tmpfs for the agents' state: %w", err)
+	}
+	defer os.RemoveAll(shm)
+	b := &bench{root: root, tmp: tmp, shm: shm, quick: quick, rounds: rounds, stormSecs: secs, killTrials: trials,
 		agentLogLevel: "warn", allowForeign: allow}
 	if b.mcptrace, err = filepath.Abs(bin); err != nil {
 		return err
@@ -190,7 +199,7 @@ func (b *bench) tmpDir(name string) string {
 // agentDirs returns fresh private places for an agent.
 func (b *bench) agentDirs() agentDirs {
 	b.dirs++
-	return newAgentDirs(b.tmp, b.dirs)
+	return newAgentDirs(b.tmp, b.shm, b.dirs)
 }
 
 func setBPFStats(on bool) error {
