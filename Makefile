@@ -80,7 +80,7 @@ vmtest: setup-test build
 # Benchmarks on this machine, written into docs/benchmarks.md (between its
 # make bench markers) and docs/bench-ratios.svg: the agent against no
 # tracer, bpftrace and forkstat; see bench/doc.go. Not part of CI: it
-# needs a quiet machine and takes about 25 minutes.
+# needs a quiet machine and takes about 10 minutes.
 # `make bench BENCH_FLAGS=-quick` smoke-tests it in a few minutes;
 # `make bench BENCH_FLAGS='-sections storms,kill -rounds 3'` runs a part.
 BENCH_FLAGS ?=

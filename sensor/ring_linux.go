@@ -347,10 +347,13 @@ func (r *ring) Commit() {
 	}
 	r.want = r.read
 	pos := r.read
-	if r.holdBack && r.last != r.read {
+	if r.holdBack && r.last != r.read && r.last >= r.committed {
 		pos = r.last
 	}
-	if pos == r.committed {
+	if pos <= r.committed {
+		// Nothing new, or the held record was released already: the
+		// consumer position never moves back (the producer may have
+		// reused what lies behind it).
 		return
 	}
 	// Release: the reads of the records happen before the kernel may

@@ -1049,6 +1049,11 @@ func TestRingHoldsTheLastRecordBackWhileBusy(t *testing.T) {
 			if cons := atomic.LoadUintptr(r.consPos); cons != r.read {
 				t.Fatalf("quiet for %v: consumer position %d, want the read position %d: the last record is still held", ringCoalesce, cons, r.read)
 			}
+			// A Commit with nothing new read never moves it back.
+			r.Commit()
+			if cons := atomic.LoadUintptr(r.consPos); cons != r.read {
+				t.Fatalf("a second Commit moved the consumer position from %d to %d", r.read, cons)
+			}
 		}
 		return r.wakeups
 	}
