@@ -214,6 +214,20 @@ func (w *ringWriter) submit(tb testing.TB, seed uint64) {
 	}
 }
 
+// submitEvery submits records 16-byte records, seeds 0, 1, …, one every
+// gap, from another goroutine; the channel closes when it is done.
+func (w *ringWriter) submitEvery(tb testing.TB, records int, gap time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range records {
+			w.submit(tb, uint64(i))
+			time.Sleep(gap)
+		}
+	}()
+	return done
+}
+
 // ringRecord is the content the programs write: size bytes of the
 // little-endian u64s seed, seed+1, ….
 func ringRecord(size int, seed uint64) []byte {
@@ -976,14 +990,7 @@ func TestRingCoalescesWakeups(t *testing.T) {
 		w := newRingWriter(t, 1<<16)
 		r := openRing(t, w.m)
 		r.coalesce = coalesce
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for i := range records {
-				w.submit(t, uint64(i))
-				time.Sleep(200 * time.Microsecond)
-			}
-		}()
+		done := w.submitEvery(t, records, 200*time.Microsecond)
 		start := time.Now()
 		for n := 0; n < records; n++ {
 			if _, err := r.Next(time.Now().Add(5 * time.Second)); err != nil {
@@ -1018,14 +1025,7 @@ func TestRingHoldsTheLastRecordBackWhileBusy(t *testing.T) {
 		w := newRingWriter(t, 1<<16)
 		r := openRing(t, w.m)
 		r.coalesce, r.holdBack = ringCoalesce, holdBack
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for i := range records {
-				w.submit(t, uint64(i))
-				time.Sleep(200 * time.Microsecond)
-			}
-		}()
+		done := w.submitEvery(t, records, 200*time.Microsecond)
 		for n := range records {
 			got, err := r.Next(time.Now().Add(5 * time.Second))
 			if err != nil {
