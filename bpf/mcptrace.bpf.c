@@ -121,10 +121,12 @@ struct {
  * Two tasks whose tids share a slot and hit the same hook in the same
  * microseconds overwrite each other's claim: the backup then runs too,
  * the event comes twice (the graph applies it once) and counts as
- * recovered without a skip. That never loses an event; it can hide one
- * lost event from the count, only when a skip of both programs coincides
- * with such a collision. */
-#define CLAIM_SLOTS 16384
+ * recovered without a skip. That never loses an event, but user space
+ * counts losses as misses minus recovered, so each such duplicate can
+ * hide one later loss of both programs from the count (docs/SECURITY.md,
+ * "Known limits"). CLAIM_SLOTS is the kernel's default pid_max: where
+ * pid_max is not raised, live tids never share a slot. */
+#define CLAIM_SLOTS 32768
 
 struct claim {
 	__u64 start; /* the task's start_boottime: tids are reused */
