@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 	"unsafe"
 
 	"github.com/mcptrace/mcptrace/bpf"
@@ -129,21 +128,22 @@ func cBytes(b []int8) []byte {
 }
 
 // splitArgs splits a NUL-separated argv block as /proc/PID/cmdline holds
-// it. The arguments share one string: two allocations, not one per
-// argument.
+// it. Each argument is a string of its own, never a slice of one string
+// for the whole block: a record that keeps some words of a redacted argv
+// (a kill record, a session's ID) must not keep the redacted secret's
+// bytes reachable with them.
 func splitArgs(b []byte) []string {
 	b = bytes.TrimSuffix(b, []byte{0})
 	if len(b) == 0 {
 		return nil
 	}
-	all := string(b)
 	argv := make([]string, 0, bytes.Count(b, []byte{0})+1)
 	for {
-		i := strings.IndexByte(all, 0)
+		i := bytes.IndexByte(b, 0)
 		if i < 0 {
-			return append(argv, all)
+			return append(argv, string(b))
 		}
-		argv = append(argv, all[:i])
-		all = all[i+1:]
+		argv = append(argv, string(b[:i]))
+		b = b[i+1:]
 	}
 }
