@@ -1,0 +1,391 @@
+package roles
+
+import "github.com/mcptrace/mcptrace/lineage"
+
+// maxChain bounds Member.Chain: the wrappers nearest the host, then the
+// server's program.
+const maxChain = 8
+
+// Member is what Classify says of one process.
+type Member struct {
+	Role Role `json:"role"`
+	// Server is the identity of the server this process is, or wraps, or
+	// runs under (a descendant of a server); "" when none (the host,
+	// processes outside any server chain).
+	Server string `json:"server,omitempty"`
+	// Chain is the short names of the wrappers from the host down to this
+	// server, then the server's program, e.g. ["npx","sh","node"]: set on
+	// Role==Server only; at most 8 entries (the wrappers nearest the host
+	// are kept). A wrapper's short name is fixed ("npx", "npm exec",
+	// "docker run", "mcptrace exec"); the program's is a name like Server.
+	Chain []string `json:"chain,omitempty"`
+	// ServerID: for members below or at a server, the lineage.ID of that
+	// server process (zero otherwise); lets callers sum a server's subtree
+	// (memory of a server and its children).
+	ServerID lineage.ID `json:"server_id"`
+}
+
+// Classify classifies procs, the members of one session (any order; a
+// session's member list as sessions.Tracker.MembersOf returns it, root
+// included when present). root is the session's root. rootIsHost: the
+// root is an agent host (sessions that spare their root: host rules,
+// `mcptrace run`, `session begin`); false for `mcptrace exec`
+// sub-sessions, whose root IS the server. The result is parallel to procs.
+//
+// The root is the Host, or with !rootIsHost the Server. Below it, by
+// creator edge: a process whose current image is a wrapper (Identity) is a
+// Wrapper; the first process that is not, below the host and wrappers
+// only, is a Server; everything a server created, wrappers included, is
+// Other with that server's identity and ID. A process that never executed
+// anything of its own (a fork, whose image is inherited) is what its
+// creator's code makes it: a Wrapper below a wrapper, Other elsewhere. A
+// process whose creator is not in procs, or is such a fork of the host, is
+// read as if it were the host's child.
+//
+// A server's identity is the first one named by its own images, newest
+// first, then by the images of the wrappers above it, nearest first;
+// failing that, Name. A wrapper shows the identity of the server below it
+// when there is exactly one, else the identity its own images name.
+//
+// Classify costs O(len(procs)): each image is parsed at most once and
+// each chain walked once.
+func Classify(root lineage.ID, rootIsHost bool, procs []lineage.Process) []Member {
+	c := newClassifier(root, rootIsHost, procs)
+	for i := range procs {
+		c.resolve(i)
+	}
+	c.countServers()
+	out := make([]Member, len(procs))
+	for i := range procs {
+		out[i] = c.member(i)
+	}
+	return out
+}
+
+// kind is the classifier's view of a process; it maps to a Role.
+type kind uint8
+
+const (
+	kUnset   kind = iota
+	kHost         // the root, a host
+	kPlain        // outside any server chain: a host's fork → Other
+	kWrapper      // a wrapper above servers (or none yet)
+	kServer       // a server
+	kBelow        // below a server → Other
+)
+
+// Special creator indexes.
+const (
+	noCreator  = -1 // the creator is not in procs (or a cycle was cut)
+	absentRoot = -2 // the creator is the root, which is not in procs
+)
+
+type classifier struct {
+	procs      []lineage.Process
+	root       lineage.ID
+	rootIsHost bool
+
+	up   []int32 // creator's index, noCreator or absentRoot
+	kind []kind
+	srv  []int32 // kServer: itself; kBelow: its server (absentRoot: the root)
+	// order lists the processes as resolved: every one after its creator.
+	order []int32
+
+	parsed   []parsed // the current image's, when parsedOK
+	parsedOK []bool
+	own      []string // the identity a process's own images name
+	ownOK    []bool
+	upName   []string // a wrapper's own identity, else the one above it
+	upNameOK []bool
+	name     []string // a server's identity
+	nameOK   []bool
+	count    []uint8    // servers below a wrapper, up to 2
+	one      []int32    // a server below a wrapper
+	chain    [][]string // a wrapper's chain (wrapperChain), when chainOK
+	chainOK  []bool
+	walk     []int32 // scratch
+	state    []uint8 // 0 new, 1 on the stack, 2 resolved
+}
+
+func newClassifier(root lineage.ID, rootIsHost bool, procs []lineage.Process) *classifier {
+	n := len(procs)
+	c := &classifier{
+		procs: procs, root: root, rootIsHost: rootIsHost,
+		up: make([]int32, n), kind: make([]kind, n), srv: make([]int32, n),
+		order:  make([]int32, 0, n),
+		parsed: make([]parsed, n), parsedOK: make([]bool, n),
+		own: make([]string, n), ownOK: make([]bool, n),
+		upName: make([]string, n), upNameOK: make([]bool, n),
+		name: make([]string, n), nameOK: make([]bool, n),
+		count: make([]uint8, n), one: make([]int32, n),
+		chain: make([][]string, n), chainOK: make([]bool, n),
+		state: make([]uint8, n),
+	}
+	idx := make(map[lineage.ID]int32, n)
+	for i := range procs {
+		if _, dup := idx[procs[i].ID]; !dup {
+			idx[procs[i].ID] = int32(i)
+		}
+	}
+	for i := range procs {
+		cr := procs[i].Creator
+		switch u, ok := idx[cr]; {
+		case cr == root && !ok:
+			c.up[i] = absentRoot
+		case !ok || int(u) == i || cr.IsZero():
+			c.up[i] = noCreator
+		default:
+			c.up[i] = u
+		}
+	}
+	return c
+}
+
+// resolve decides the kind of process i and of its creators, creators
+// first, without recursion. A creator cycle (only bad input has one) is
+// cut where it is found.
+func (c *classifier) resolve(i int) {
+	if c.state[i] == 2 {
+		return
+	}
+	stack := append(c.walk[:0], int32(i))
+	c.state[i] = 1
+	for len(stack) > 0 {
+		t := stack[len(stack)-1]
+		if u := c.up[t]; u >= 0 && c.state[u] != 2 {
+			if c.state[u] == 1 {
+				c.up[t] = noCreator
+			} else {
+				c.state[u] = 1
+				stack = append(stack, u)
+				continue
+			}
+		}
+		c.kind[t], c.srv[t] = c.decide(int(t))
+		c.state[t] = 2
+		c.order = append(c.order, t)
+		stack = stack[:len(stack)-1]
+	}
+	c.walk = stack
+}
+
+// decide returns the kind of process t, whose creator is resolved.
+func (c *classifier) decide(t int) (kind, int32) {
+	p := &c.procs[t]
+	if p.ID == c.root {
+		if c.rootIsHost {
+			return kHost, -1
+		}
+		return kServer, int32(t)
+	}
+	pk, ps := kUnset, int32(-1)
+	switch u := c.up[t]; {
+	case u == absentRoot && c.rootIsHost:
+		pk = kHost
+	case u == absentRoot:
+		pk, ps = kServer, absentRoot
+	case u >= 0:
+		pk, ps = c.kind[u], c.srv[u]
+	}
+	switch {
+	case pk == kServer || pk == kBelow:
+		return kBelow, ps
+	case !executed(p):
+		if pk == kWrapper {
+			return kWrapper, -1
+		}
+		return kPlain, -1
+	case c.current(t).wrapper:
+		return kWrapper, -1
+	}
+	return kServer, int32(t)
+}
+
+// executed reports whether p runs an image of its own, not its creator's.
+func executed(p *lineage.Process) bool {
+	return len(p.Images) > 0 && p.Images[len(p.Images)-1].Source != lineage.SourceInherited
+}
+
+// current returns what process t's current image says.
+func (c *classifier) current(t int) *parsed {
+	if !c.parsedOK[t] {
+		c.parsed[t] = parseImage(c.procs[t].Current())
+		c.parsedOK[t] = true
+	}
+	return &c.parsed[t]
+}
+
+// ownIdentity returns the first identity t's own images name, newest first.
+func (c *classifier) ownIdentity(t int) string {
+	if c.ownOK[t] {
+		return c.own[t]
+	}
+	c.ownOK[t] = true
+	ims := c.procs[t].Images
+	for k := len(ims) - 1; k >= 0; k-- {
+		if ims[k].Source == lineage.SourceInherited {
+			continue
+		}
+		var n string
+		if k == len(ims)-1 {
+			n = c.current(t).id.safe()
+		} else {
+			n, _ = Identity(ims[k])
+		}
+		if n != "" {
+			c.own[t] = n
+			break
+		}
+	}
+	return c.own[t]
+}
+
+// wrapperAbove returns t's creator when it is a wrapper, else -1.
+func (c *classifier) wrapperAbove(t int) int {
+	if u := c.up[t]; u >= 0 && c.kind[u] == kWrapper {
+		return int(u)
+	}
+	return -1
+}
+
+// nearestIdentity returns the identity wrapper w names, or failing that
+// the nearest wrapper above it; each wrapper is looked at once.
+func (c *classifier) nearestIdentity(w int) string {
+	path := c.walk[:0]
+	found := ""
+	for x := w; x >= 0; x = c.wrapperAbove(x) {
+		if c.upNameOK[x] {
+			found = c.upName[x]
+			break
+		}
+		path = append(path, int32(x))
+		if n := c.ownIdentity(x); n != "" {
+			found = n
+			break
+		}
+	}
+	for _, x := range path {
+		c.upName[x], c.upNameOK[x] = found, true
+	}
+	c.walk = path
+	return found
+}
+
+// serverName returns server t's identity.
+func (c *classifier) serverName(t int) string {
+	if c.nameOK[t] {
+		return c.name[t]
+	}
+	n := c.ownIdentity(t)
+	if n == "" && c.procs[t].ID != c.root {
+		if w := c.wrapperAbove(t); w >= 0 {
+			n = c.nearestIdentity(w)
+		}
+	}
+	if n == "" {
+		n = Name(c.procs[t])
+	}
+	c.name[t], c.nameOK[t] = n, true
+	return n
+}
+
+// countServers counts the servers below each wrapper (up to 2) and keeps
+// one of them, children before their creators.
+func (c *classifier) countServers() {
+	for k := len(c.order) - 1; k >= 0; k-- {
+		t := int(c.order[k])
+		var add uint8
+		var one int32
+		switch c.kind[t] {
+		case kServer:
+			if c.procs[t].ID == c.root {
+				continue
+			}
+			add, one = 1, int32(t)
+		case kWrapper:
+			add, one = c.count[t], c.one[t]
+		}
+		if add == 0 {
+			continue
+		}
+		if w := c.wrapperAbove(t); w >= 0 {
+			if c.count[w] == 0 {
+				c.one[w] = one
+			}
+			c.count[w] = min(c.count[w]+add, 2)
+		}
+	}
+}
+
+// wrapperChain returns the short names of the wrappers from the host down
+// to wrapper w (the first maxChain-1), creators before children.
+func (c *classifier) wrapperChain(w int) []string {
+	if w < 0 {
+		return nil
+	}
+	if c.chainOK[w] {
+		return c.chain[w]
+	}
+	path := c.walk[:0]
+	for x := w; x >= 0 && !c.chainOK[x]; x = c.wrapperAbove(x) {
+		path = append(path, int32(x))
+	}
+	for k := len(path) - 1; k >= 0; k-- {
+		x := int(path[k])
+		var above []string
+		if u := c.wrapperAbove(x); u >= 0 {
+			above = c.chain[u]
+		}
+		ch := above
+		if executed(&c.procs[x]) && len(above) < maxChain-1 {
+			ch = make([]string, len(above)+1)
+			copy(ch, above)
+			ch[len(above)] = c.current(x).prog
+		}
+		c.chain[x], c.chainOK[x] = ch, true
+	}
+	c.walk = path
+	return c.chain[w]
+}
+
+// program returns the short name of server t's program: the basename of
+// its argv[0] (or filename), else its comm.
+func (c *classifier) program(t int) string {
+	var n string
+	if top := c.current(t).top; top != nil {
+		n = cand{basename(top.argv[0]), top, 0}.safe()
+	}
+	if n == "" {
+		n = cand{c.procs[t].Comm, nil, -1}.safe()
+	}
+	return n
+}
+
+func (c *classifier) member(t int) Member {
+	switch c.kind[t] {
+	case kHost:
+		return Member{Role: Host}
+	case kWrapper:
+		if c.count[t] == 1 {
+			return Member{Role: Wrapper, Server: c.serverName(int(c.one[t]))}
+		}
+		return Member{Role: Wrapper, Server: c.ownIdentity(t)}
+	case kServer:
+		above := c.wrapperChain(c.wrapperAbove(t))
+		chain := make([]string, len(above), len(above)+1)
+		copy(chain, above)
+		if pr := c.program(t); pr != "" {
+			chain = append(chain, pr)
+		}
+		if len(chain) == 0 {
+			chain = nil
+		}
+		return Member{Role: Server, Server: c.serverName(t), Chain: chain, ServerID: c.procs[t].ID}
+	case kBelow:
+		if s := c.srv[t]; s >= 0 {
+			return Member{Role: Other, Server: c.serverName(int(s)), ServerID: c.procs[s].ID}
+		}
+		return Member{Role: Other, ServerID: c.root}
+	}
+	return Member{Role: Other}
+}

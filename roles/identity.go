@@ -1,0 +1,170 @@
+package roles
+
+import (
+	"strings"
+
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/redact"
+)
+
+// maxName bounds the length in bytes of every name the package returns.
+const maxName = 128
+
+// Identity returns the server identity an image names, and whether the
+// image is a wrapper (a program that only starts another: npx, npm exec,
+// bunx, pnpm dlx, yarn dlx, uvx, uv run, uv tool run, pipx run,
+// sh/bash/dash -c, cmd /c, env, node/python running a known wrapper's bin
+// shim such as npx-cli.js or npm-cli.js, `docker run` / `podman run`
+// clients, `mcptrace run|exec ... --`). name is "" when the image names no
+// identity of its own: a plain program ("node server.js",
+// "mcp-server-filesystem /tmp") names none, Name gives one for it.
+//
+// The program is argv[0]'s basename (the filename's when argv is empty),
+// or for `node X`, `env node X` and `python X` the script's. Wrappers are
+// followed into the command they run (env → sh -c → npx …) at most four
+// programs deep. The last argv element of a truncated argv names nothing.
+func Identity(im lineage.Image) (name string, wrapper bool) {
+	p := parseImage(im)
+	return p.id.safe(), p.wrapper
+}
+
+// Name returns the identity to show for a server process whose own
+// images name none: the npm package when the script (or binary) path is
+// under node_modules/(@scope/)pkg, the python module of `python -m mod`,
+// else the script's or binary's basename without .js/.mjs/.cjs/.py/.exe.
+// It reads the newest image the process executed itself (an inherited
+// one only when there is no other), and falls back to the comm.
+func Name(p lineage.Process) string {
+	im, ok := ownImage(&p)
+	if !ok && len(p.Images) > 0 {
+		im, ok = p.Current(), true
+	}
+	if ok {
+		if n := parseImage(im).base.safe(); n != "" {
+			return n
+		}
+	}
+	return cand{s: p.Comm, i: -1}.safe()
+}
+
+// ownImage returns the newest image p executed itself (not inherited
+// from its creator).
+func ownImage(p *lineage.Process) (lineage.Image, bool) {
+	for k := len(p.Images) - 1; k >= 0; k-- {
+		if p.Images[k].Source != lineage.SourceInherited {
+			return p.Images[k], true
+		}
+	}
+	return lineage.Image{}, false
+}
+
+// level is one argv a name may come from: an image's, or the words of a
+// script in it (sh -c, cmd /c, env -S). up is the level the script is an
+// element of.
+type level struct {
+	argv []string
+	// truncated: the last element may have been cut short.
+	truncated bool
+	up        *level
+	red       []string // redact.Argv(argv), on first use
+}
+
+func (lv *level) redacted() []string {
+	if lv.red == nil {
+		lv.red = redact.Argv(lv.argv)
+		if lv.red == nil {
+			lv.red = []string{}
+		}
+	}
+	return lv.red
+}
+
+// cand is a candidate name, not yet made safe: s was taken from element i
+// of lv's argv (i is -1 when it comes from no argv: a comm).
+type cand struct {
+	s  string
+	lv *level
+	i  int
+}
+
+// safe returns the name to show for c: "" for none; redact.Marker when
+// redact would hide the name, hides the argv element it came from, or
+// hides an element of its argv (or of the argv its script is in) that the
+// name contains; else the name in the package's charset, cut to maxName.
+func (c cand) safe() string {
+	if c.s == "" {
+		return ""
+	}
+	if c.lv != nil && c.lv.truncated && c.i == len(c.lv.argv)-1 {
+		return "" // may be cut short: a partial name, or a partial secret
+	}
+	s := sanitize(c.s)
+	if s == "" {
+		return ""
+	}
+	for lv := c.lv; lv != nil; lv = lv.up {
+		red := lv.redacted()
+		for k, a := range lv.argv {
+			if a == "" || red[k] == a {
+				continue
+			}
+			if (lv == c.lv && k == c.i) || strings.Contains(c.s, a) || strings.Contains(s, a) {
+				return redact.Marker
+			}
+		}
+	}
+	if redactOne(c.s) != c.s || redactOne(s) != s {
+		return redact.Marker
+	}
+	return s
+}
+
+func redactOne(s string) string { return redact.Argv([]string{s})[0] }
+
+// sanitize returns s cut to maxName bytes with every byte outside
+// [A-Za-z0-9@/._:+-_] replaced by '_', or "" when no letter or digit is
+// left (".", "/", "___").
+func sanitize(s string) string {
+	if len(s) > maxName {
+		s = s[:maxName]
+	}
+	alnum := false
+	clean := true
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if isAlnum(b) {
+			alnum = true
+		} else if !nameByte(b) {
+			clean = false
+		}
+	}
+	if !alnum {
+		return ""
+	}
+	if clean {
+		return s
+	}
+	out := []byte(s)
+	for i, b := range out {
+		if !nameByte(b) {
+			out[i] = '_'
+		}
+	}
+	return string(out)
+}
+
+func isAlnum(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
+}
+
+// nameByte reports whether b may appear in a name.
+func nameByte(b byte) bool {
+	if isAlnum(b) {
+		return true
+	}
+	switch b {
+	case '@', '/', '.', '_', ':', '+', '-':
+		return true
+	}
+	return false
+}
