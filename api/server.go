@@ -60,6 +60,10 @@ type Server struct {
 	fdLimit  uint64 // RLIMIT_NOFILE
 	oversize atomic.Uint64
 	gone     atomic.Uint64 // requests refused: the peer process is gone
+	// requests counts requests by route pattern (fixed when the handler
+	// is built; read-only afterwards).
+	requests     map[string]*atomic.Uint64
+	requestsOnce sync.Once
 }
 
 // Caller is who sent a request, from the socket's peer credentials.
@@ -114,16 +118,47 @@ func Listen(path string, mode os.FileMode) (net.Listener, error) {
 // authenticate) and its body bounded.
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/processes", s.handleProcesses)
-	mux.HandleFunc("GET /v1/tree/{pid}", s.handleRelatives((*lineage.Graph).Descendants))
-	mux.HandleFunc("GET /v1/ancestors/{pid}", s.handleRelatives((*lineage.Graph).Ancestors))
-	mux.HandleFunc("GET /v1/status", s.handleStatus)
-	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
-	mux.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
-	mux.HandleFunc("POST /v1/sessions", s.handleBegin)
-	mux.HandleFunc("POST /v1/sessions/{id}/end", s.handleEnd)
-	mux.HandleFunc("POST /v1/mark", s.handleMark)
-	return http.MaxBytesHandler(s.authenticate(mux), maxBody)
+	routes := []struct {
+		pattern string
+		h       http.HandlerFunc
+	}{
+		{"GET /v1/processes", s.handleProcesses},
+		{"GET /v1/tree/{pid}", s.handleRelatives((*lineage.Graph).Descendants)},
+		{"GET /v1/ancestors/{pid}", s.handleRelatives((*lineage.Graph).Ancestors)},
+		{"GET /v1/status", s.handleStatus},
+		{"GET /v1/sessions", s.handleSessions},
+		{"GET /v1/sessions/{id}", s.handleSession},
+		{"POST /v1/sessions", s.handleBegin},
+		{"POST /v1/sessions/{id}/end", s.handleEnd},
+		{"POST /v1/mark", s.handleMark},
+	}
+	s.requestsOnce.Do(func() {
+		s.requests = make(map[string]*atomic.Uint64, len(routes)+1)
+		s.requests[otherRoute] = new(atomic.Uint64)
+		for _, r := range routes {
+			s.requests[r.pattern] = new(atomic.Uint64)
+		}
+	})
+	for _, r := range routes {
+		mux.HandleFunc(r.pattern, r.h)
+	}
+	return http.MaxBytesHandler(s.authenticate(s.count(mux)), maxBody)
+}
+
+// otherRoute counts requests that matched no endpoint.
+const otherRoute = "other"
+
+// count counts each request under the pattern of the endpoint that
+// served it (a fixed set: the paths callers send are never keys).
+func (s *Server) count(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r)
+		c, ok := s.requests[r.Pattern]
+		if !ok {
+			c = s.requests[otherRoute]
+		}
+		c.Add(1)
+	})
 }
 
 // What a caller can make the API log (refusals, begins): a burst of
@@ -248,17 +283,26 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (Caller, bool) {
 	return c, ok
 }
 
+// APIStatus reports the API's own counters: what the agent's metrics
+// show. Call it once Serve has started.
+func (s *Server) APIStatus() APIStatus { return s.apiStatus() }
+
 // apiStatus reports the API's own counters.
 func (s *Server) apiStatus() APIStatus {
 	id := "start-time"
 	if s.pidfd {
 		id = "pidfd"
 	}
+	requests := make(map[string]uint64, len(s.requests))
+	for route, n := range s.requests {
+		requests[route] = n.Load()
+	}
 	return APIStatus{
 		Connections: s.adm.open(), MaxConnections: s.adm.maxTotal, MaxConnectionsPerUID: s.adm.maxPerUID,
 		RefusedTotalCap: s.adm.refused.overTotal.Load(), RefusedUIDCap: s.adm.refused.overUID.Load(),
 		RefusedIdentity: s.adm.refused.identity.Load(), RefusedGone: s.gone.Load(),
 		Oversize: s.oversize.Load(), FDLimit: s.fdLimit, PeerIdentity: id,
+		Requests: requests,
 	}
 }
 

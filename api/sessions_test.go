@@ -433,3 +433,24 @@ func TestAReportIsNeverShownWithoutItsRecords(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestsAreCountedByEndpointNeverByPath(t *testing.T) {
+	w := newWorld(t)
+	c := callerOf(lineage.ID{PID: 4242, Start: 1}, 1000)
+	w.request(c, "GET", "/v1/sessions", "")
+	w.request(c, "GET", "/v1/sessions/secret-token-abc", "")
+	w.request(c, "GET", "/v1/tree/77", "")
+	w.request(c, "GET", "/v1/no/such/path/ghp_0123456789", "")
+	got := w.s.APIStatus().Requests
+	want := map[string]uint64{"GET /v1/sessions": 1, "GET /v1/sessions/{id}": 1, "GET /v1/tree/{pid}": 1, otherRoute: 1}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("requests[%q] = %d, want %d (all: %v)", k, got[k], n, got)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "secret") || strings.Contains(k, "ghp_") || strings.Contains(k, "77") {
+			t.Errorf("a request path became a key: %q", k)
+		}
+	}
+}

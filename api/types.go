@@ -86,6 +86,9 @@ type APIStatus struct {
 	// PeerIdentity says how a connection is bound to its process:
 	// "pidfd" (SO_PEERPIDFD, kernel 6.5+) or "start-time".
 	PeerIdentity string `json:"peer_identity"`
+	// Requests counts the requests served, by endpoint pattern ("GET
+	// /v1/sessions"; "other" for paths no endpoint matched).
+	Requests map[string]uint64 `json:"requests_total,omitempty"`
 }
 
 // EnforcerStatus are the enforcer's counters (enforcer.Stats) and the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -308,6 +310,30 @@ func (s *Stats) Add(r Report) {
 	if r.Survivors > 0 {
 		s.Timeouts++
 	}
+	if s.Kills == nil {
+		s.Kills = map[string]uint64{}
+	}
+	for _, c := range []struct {
+		class string
+		n     int
+	}{
+		{ClassKilled, r.Killed}, {ClassExitedBeforeSignal, r.ExitedBeforeSignal}, {ClassSpared, r.Spared - r.SparedPrivilege},
+		{ClassSparedPrivilege, r.SparedPrivilege}, {ClassWouldKill, r.WouldKill}, {ClassRefused, r.Refused},
+		{ClassFailed, r.Failed}, {ClassSurvivor, r.Survivors},
+	} {
+		if c.n > 0 {
+			s.Kills[KillKey(r.Reason, c.class)] += uint64(c.n)
+		}
+	}
+	var last time.Duration
+	for _, rec := range r.Records {
+		if rec.Result == ResultKilled || rec.Result == ResultExitedBeforeSignal {
+			last = max(last, rec.Latency)
+		}
+	}
+	if last > 0 {
+		s.Endings.observe(last.Seconds())
+	}
 }
 
 // Stats are cumulative counters, for the exporter.
@@ -324,6 +350,67 @@ type Stats struct {
 	Escalated          uint64 // SIGKILL sent after the SIGTERM grace ran out
 	Timeouts           uint64 // sessions that ended with survivors
 	DoomErrors         uint64
+	// Kills counts records by the ending's reason and the record's
+	// result class, keyed KillKey(reason, class): what metrics show as
+	// kills by reason and result. Stats saved before it existed read nil.
+	Kills map[string]uint64 `json:",omitempty"`
+	// Endings is the histogram of the time from an ending's start (the
+	// session's or generation's end) to the observed death of its last
+	// member, over EndingBuckets; endings that killed nothing are not in
+	// it. Counts are per bucket (not cumulative), the last one above
+	// every bound.
+	Endings Histogram `json:",omitzero"`
+}
+
+// Histogram counts observations into the upper bounds EndingBuckets.
+type Histogram struct {
+	Counts []uint64 `json:",omitempty"`
+	Count  uint64
+	Sum    float64 // seconds
+}
+
+// EndingBuckets are the upper bounds, in seconds, of Stats.Endings: from
+// an immediate SIGKILL (milliseconds) to a long grace period.
+var EndingBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
+func (h *Histogram) observe(seconds float64) {
+	if len(h.Counts) != len(EndingBuckets)+1 {
+		h.Counts = make([]uint64, len(EndingBuckets)+1)
+	}
+	i := len(EndingBuckets)
+	for j, b := range EndingBuckets {
+		if seconds <= b {
+			i = j
+			break
+		}
+	}
+	h.Counts[i]++
+	h.Count++
+	h.Sum += seconds
+}
+
+// Result classes of Stats.Kills: a record's result without its detail.
+const (
+	ClassKilled             = "killed"
+	ClassExitedBeforeSignal = "exited-before-signal"
+	ClassSpared             = "spared"
+	ClassSparedPrivilege    = "spared-privilege"
+	ClassWouldKill          = "would-kill"
+	ClassRefused            = "refused"
+	ClassFailed             = "failed"
+	// ClassSurvivor counts members still alive when the ending gave up
+	// (they are counted under their record's class too).
+	ClassSurvivor = "survivor"
+)
+
+// KillKey is the key of Stats.Kills: reason and class joined by '/'.
+func KillKey(reason, class string) string { return reason + "/" + class }
+
+// Clone returns s with maps and slices of its own.
+func (s Stats) Clone() Stats {
+	s.Kills = maps.Clone(s.Kills)
+	s.Endings.Counts = slices.Clone(s.Endings.Counts)
+	return s
 }
 
 // Enforcer ends sessions. Safe for concurrent use; End may run
@@ -450,7 +537,7 @@ func (e *Enforcer) store(recs []KillRecord) {
 func (e *Enforcer) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.stats
+	return e.stats.Clone()
 }
 
 // finish counts a report, stores its records and logs its summary.

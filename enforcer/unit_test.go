@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +124,33 @@ func TestRecordLogsCarryNoArgv(t *testing.T) {
 	}
 	if !strings.Contains(out, "pid=42") || !strings.Contains(out, "comm=node") {
 		t.Errorf("log line does not name the process: %s", out)
+	}
+}
+
+func TestStatsCountKillsByReasonAndClassAndTimeToTheLastDeath(t *testing.T) {
+	var s Stats
+	s.Add(Report{Reason: "root-exit", Killed: 2, Spared: 3, SparedPrivilege: 1, Survivors: 1, Records: []KillRecord{
+		{Result: ResultKilled, Latency: 30 * time.Millisecond},
+		{Result: ResultKilled, Latency: 700 * time.Millisecond},
+		{Result: ResultSpared, Latency: time.Hour}, // not a death
+	}})
+	s.Add(Report{Reason: "marker", WouldKill: 4})
+	want := map[string]uint64{
+		KillKey("root-exit", ClassKilled): 2, KillKey("root-exit", ClassSpared): 2,
+		KillKey("root-exit", ClassSparedPrivilege): 1, KillKey("root-exit", ClassSurvivor): 1,
+		KillKey("marker", ClassWouldKill): 4,
+	}
+	if !maps.Equal(s.Kills, want) {
+		t.Fatalf("Kills = %v, want %v", s.Kills, want)
+	}
+	// One ending killed something: its last death came 700ms after its start.
+	if s.Endings.Count != 1 || s.Endings.Sum != 0.7 || s.Endings.Counts[slices.Index(EndingBuckets, 1)] != 1 {
+		t.Fatalf("Endings = %+v, want one observation of 0.7s in the 1s bucket", s.Endings)
+	}
+	c := s.Clone()
+	c.Kills["x"] = 1
+	c.Endings.Counts[0] = 9
+	if _, ok := s.Kills["x"]; ok || s.Endings.Counts[0] == 9 {
+		t.Fatal("Clone shares its maps or slices with the original")
 	}
 }

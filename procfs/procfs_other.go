@@ -34,3 +34,15 @@ func ReadUIDs(root string, pid uint32) (UIDs, error) { return UIDs{}, errUnsuppo
 
 // BootTimeNow returns 0: there is no CLOCK_BOOTTIME on this OS.
 func BootTimeNow() uint64 { return 0 }
+
+// Usage is what a process has used so far (see the Linux version).
+type Usage struct{ RSSBytes, CPUTicks, IOBytes uint64 }
+
+// CPUSeconds is CPUTicks in seconds.
+func (u Usage) CPUSeconds() float64 { return float64(u.CPUTicks*lineage.TickNS) / 1e9 }
+
+// UsageReader is not supported on this OS.
+type UsageReader struct{ Root string }
+
+// Read is not supported on this OS.
+func (u *UsageReader) Read(id lineage.ID) (Usage, error) { return Usage{}, errUnsupported }

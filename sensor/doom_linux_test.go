@@ -190,3 +190,35 @@ func drain(s *sensor.Sensor) {
 		}
 	}
 }
+
+func TestMapUsageCountsTheDoomedProcesses(t *testing.T) {
+	s := openSensor(t, sensor.Options{})
+	go drain(s)
+	doomed := func() sensor.MapUsage {
+		t.Helper()
+		us, err := s.MapUsage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range us {
+			if u.Name == "doomed" {
+				return u
+			}
+		}
+		t.Fatalf("no doomed map in %+v", us)
+		return sensor.MapUsage{}
+	}
+	before := doomed()
+	if before.Max != 65536 {
+		t.Errorf("doomed holds %d entries at most, want 65536", before.Max)
+	}
+	cmd, in, id := startBlocked(t, "exec sleep 100")
+	if err := s.Doom(id); err != nil {
+		t.Fatal(err)
+	}
+	if got := doomed(); got.Entries != before.Entries+1 {
+		t.Errorf("doomed entries %d → %d after dooming one process, want +1", before.Entries, got.Entries)
+	}
+	io.WriteString(in, "go\n")
+	killedBySIGKILL(t, cmd)
+}

@@ -120,7 +120,11 @@ func (t *Tracker) Sweep(now uint64) []Action {
 	if now > t.retention {
 		cutoff := now - t.retention
 		for i := 0; i < len(t.ended); {
-			if t.ended[i].EndedAt < cutoff {
+			// An ended session a member of which still lives stays: it
+			// is a leak (audit mode, a privilege boundary, a survivor)
+			// that metrics report and `mcptrace tree --session` shows
+			// until it ends. The per-owner quotas still bound them.
+			if t.ended[i].EndedAt < cutoff && !t.hasLiveMember(t.ended[i]) {
 				t.drop(i)
 				continue
 			}
@@ -128,6 +132,22 @@ func (t *Tracker) Sweep(now uint64) []Action {
 		}
 	}
 	return acts
+}
+
+// hasLiveMember reports whether a member of s other than its root is
+// alive (Members' rules: nothing below a process of unknown creator).
+func (t *Tracker) hasLiveMember(s *session) bool {
+	live := false
+	t.g.WalkDescendants(s.Root, func(p lineage.Process) bool {
+		if live || p.Gaps&lineage.GapUnknownCreator != 0 {
+			return false
+		}
+		if p.ID != s.Root && !p.Exited {
+			live = true
+		}
+		return !live
+	})
+	return live
 }
 
 func (t *Tracker) sweepRoots(at uint64, acts []Action) []Action {

@@ -853,3 +853,23 @@ func TestWithinPIDIgnoresEverythingOutsideItsSubtree(t *testing.T) {
 		}
 	})
 }
+
+func TestEndedSessionWithALiveMemberOutlivesItsRetention(t *testing.T) {
+	w := newWorld(t, Config{Retention: time.Minute})
+	leaky := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "leaky", "--", "x")
+	orphan := w.spawn(leaky, 601, alice, "node", "server.js")
+	clean := w.spawn(initID, 610, alice, "mcptrace", "run", "--session", "clean", "--", "x")
+	gone := w.spawn(clean, 611, alice, "node", "server.js")
+	w.exit(gone)
+	w.exit(clean)
+	w.exit(leaky)
+	wantEnded(t, w.tr.Sweep(w.clock+61*sec))
+	if got := sessionIDs(w.tr.Sessions()); !slices.Equal(got, []string{"leaky"}) {
+		t.Fatalf("after the retention: sessions %v, want only leaky (its member %v lives)", got, orphan)
+	}
+	w.exit(orphan)
+	wantEnded(t, w.tr.Sweep(w.clock+61*sec))
+	if got := sessionIDs(w.tr.Sessions()); len(got) != 0 {
+		t.Fatalf("once its last member exited: sessions %v, want none", got)
+	}
+}
