@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/internal/quota"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
@@ -55,7 +57,21 @@ type Options struct {
 	// Enforcer says what happens to the members of ended sessions. Its
 	// Sync is the agent's own.
 	Enforcer enforcer.Config
-	Logger   *slog.Logger
+	// MetricsAddress is where /metrics is served; "" (the zero value)
+	// serves none. cmd/mcptrace passes metrics.listen-address.
+	MetricsAddress string
+	// SampleInterval is how often the metrics' picture of sessions,
+	// roles and usage is sampled (exporter.DefaultSampleInterval);
+	// IdleAfter, how long a server does no I/O to count as idle
+	// (exporter.DefaultIdleAfter).
+	SampleInterval, IdleAfter time.Duration
+	// ReapSupersededAfter, when not 0, ends an MCP server that its host
+	// started again (a newer instance of the same server lives in the
+	// same session) once the older one did no I/O for this long; it is
+	// checked at every sample (enforcer.reap-superseded-after). 0, the
+	// default, never reaps.
+	ReapSupersededAfter time.Duration
+	Logger              *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -82,6 +98,12 @@ func (o *Options) defaults() {
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = state.DefaultCheckpointInterval
+	}
+	if o.SampleInterval == 0 {
+		o.SampleInterval = exporter.DefaultSampleInterval
+	}
+	if o.IdleAfter == 0 {
+		o.IdleAfter = exporter.DefaultIdleAfter
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -127,6 +149,10 @@ type Agent struct {
 
 	barrier barrierState
 	hold    holdGate
+
+	sampler     sampler
+	api         atomic.Pointer[api.Server]
+	metricsAddr string // set before ready closes
 
 	// endCtx bounds enforcement; the agent cancels it when it stops,
 	// and what was under way resumes at the next start.
@@ -175,6 +201,13 @@ func (a *Agent) Sessions() *sessions.Tracker { return a.tracker }
 
 // Enforcer is the enforcer; nil before Run.
 func (a *Agent) Enforcer() *enforcer.Enforcer { return a.enf }
+
+// MetricsAddress is the address /metrics is served on, once Ready is
+// closed ("" when the agent serves no metrics).
+func (a *Agent) MetricsAddress() string { return a.metricsAddr }
+
+// apiServer is the API server once Run serves it, else nil.
+func (a *Agent) apiServer() *api.Server { return a.api.Load() }
 
 // Socket is the API socket path.
 func (a *Agent) Socket() string { return a.opts.Socket }
@@ -246,7 +279,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.endCtx, a.endCancel = context.WithCancel(context.Background())
 	defer a.endCancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 
 	// The sensor buffers from Open on; consume before scanning /proc so a
 	// process forked during the scan is seen by one or the other (or both,
@@ -269,8 +302,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	// than hold them until the scavenger gets to them.
 	debug.FreeOSMemory()
 
+	var ml net.Listener
+	if a.opts.MetricsAddress != "" {
+		if ml, err = exporter.Listen(a.opts.MetricsAddress); err != nil {
+			cancel()
+			s.Close()
+			wg.Wait()
+			return err
+		}
+	}
 	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)
 	if err != nil {
+		if ml != nil {
+			ml.Close()
+		}
 		cancel()
 		s.Close()
 		wg.Wait()
@@ -291,6 +336,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		MaxConnections:       a.opts.APIMaxConnections,
 		MaxConnectionsPerUID: a.opts.APIMaxConnectionsPerUID,
 	}
+	a.api.Store(srv)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -300,6 +346,23 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.maintain(ctx)
 	}()
+	if ml != nil || a.opts.ReapSupersededAfter > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.sample(ctx)
+		}()
+	}
+	if ml != nil {
+		reg := exporter.NewRegistry(func() (exporter.Picture, exporter.Health) { return a.Picture(), a.Health() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- exporter.Serve(ctx, ml, exporter.Handler(reg, a.opts.Logger.With("component", "exporter")))
+		}()
+		a.metricsAddr = ml.Addr().String()
+		a.log.Info("serving metrics", "address", a.metricsAddr, "path", "/metrics", "sample_interval", a.opts.SampleInterval)
+	}
 	a.log.Info("serving", "socket", a.opts.Socket, "mode", fmt.Sprintf("%#o", a.opts.SocketMode),
 		"start_to_serving", a.boot.ready.Round(time.Millisecond))
 	close(a.ready)

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 	testenv.RunHelper(map[string]func(){
 		"threads-exec": agenttest.ThreadsThenExec,
 		"api-flood":    floodHelper,
+		"chain":        chainHelper,
 		"own-pgroup": func() {
 			// A member that moved to its own process group.
 			syscall.Setpgid(0, 0)

@@ -70,6 +70,8 @@ func (b *bench) startAgent(ctx context.Context, dirs agentDirs, extra ...string)
 		"--state.dir", dirs.stateDir,
 		"--api.socket", dirs.socket,
 		"--log.level", b.agentLogLevel,
+		// Metrics on, as by default, on a port of their own.
+		"--metrics.listen-address", "127.0.0.1:0",
 	}
 	args = append(args, extra...)
 	a.cmd = exec.Command(b.mcptrace, args...)

@@ -3,8 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"github.com/mcptrace/mcptrace/exporter"
 )
 
 func absPath(p string) error {
@@ -55,3 +59,19 @@ func pid(n int) error {
 
 // maxActivePerUID is the largest sessions.max-active-per-uid accepted.
 const maxActivePerUID = 1 << 16
+
+// listenAddress accepts "" (off) or host:port with a numeric port; port 0
+// takes a free port, which the agent logs.
+func listenAddress(s string) error {
+	if s == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("must be host:port (e.g. %s) or empty for no metrics, got %q", exporter.DefaultListenAddress, s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port must be a number from 0 (any free port) to 65535, got %q", port)
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/procmatch"
@@ -32,7 +33,21 @@ type Config struct {
 	Sessions Sessions
 	Enforcer Enforcer
 	State    State
+	Metrics  Metrics
 	Log      Log
+}
+
+// Metrics configures the Prometheus metrics the agent serves.
+type Metrics struct {
+	// ListenAddress is where /metrics is served (metrics.listen-address),
+	// loopback by default; "" serves no metrics.
+	ListenAddress string
+	// SampleInterval is how often sessions, roles and the usage of their
+	// members are sampled for the metrics (metrics.sample-interval).
+	SampleInterval time.Duration
+	// IdleAfter is how long a server must do no read or write to count as
+	// idle (metrics.idle-after).
+	IdleAfter time.Duration
 }
 
 // State configures the agent's memory across restarts.
@@ -88,6 +103,10 @@ type Enforcer struct {
 	// owner could not signal itself (enforcer.cross-uid); off, they are
 	// spared across the privilege boundary.
 	CrossUID bool
+	// ReapSupersededAfter, when not 0, ends an MCP server whose host
+	// started a newer instance of it once the older one did no I/O for
+	// this long (enforcer.reap-superseded-after); 0 never does.
+	ReapSupersededAfter time.Duration
 }
 
 // API configures the local API socket.
@@ -189,6 +208,11 @@ func Default() Config {
 			Policy:      string(enforcer.PolicyGraceful),
 			GracePeriod: enforcer.DefaultGrace,
 		},
+		Metrics: Metrics{
+			ListenAddress:  exporter.DefaultListenAddress,
+			SampleInterval: exporter.DefaultSampleInterval,
+			IdleAfter:      exporter.DefaultIdleAfter,
+		},
 		State: State{
 			Dir:                state.DefaultDir,
 			CheckpointInterval: state.DefaultCheckpointInterval,
@@ -261,12 +285,25 @@ func (c *Config) options() []option {
 			func() error { return between(c.Enforcer.GracePeriod, time.Millisecond, enforcer.MaxGrace) }},
 		{"enforcer.cross-uid", "a session owned by a non-root user also ends members that user could not signal itself (other uids, setuid programs); off: they are spared and counted", &c.Enforcer.CrossUID,
 			func() error { return nil }},
+		{"enforcer.reap-superseded-after", "end an MCP server its host started again (a newer instance of the same server lives in the same session) once the older one did no read or write for this long; 0 never does", &c.Enforcer.ReapSupersededAfter,
+			func() error {
+				if c.Enforcer.ReapSupersededAfter == 0 {
+					return nil
+				}
+				return between(c.Enforcer.ReapSupersededAfter, time.Second, maxRetention)
+			}},
 		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv, not}, each field a pattern or a list, every field given must match (configuration file only)", &c.Enforcer.Spare,
 			func() error { _, err := procmatch.CompileAll(c.Enforcer.Spare, procmatch.All); return err }},
 		{"state.dir", "where the agent keeps its memory across restarts: sessions, lineage, pending kills (tmpfs by default)", &c.State.Dir,
 			func() error { return absPath(c.State.Dir) }},
 		{"state.checkpoint-interval", "how often the whole state is written and the journal started anew", &c.State.CheckpointInterval,
 			func() error { return between(c.State.CheckpointInterval, time.Second, time.Hour) }},
+		{"metrics.listen-address", "host:port where the agent serves Prometheus metrics on /metrics (loopback by default); empty: no metrics", &c.Metrics.ListenAddress,
+			func() error { return listenAddress(c.Metrics.ListenAddress) }},
+		{"metrics.sample-interval", "how often sessions, server roles and their memory, CPU and I/O are sampled for the metrics", &c.Metrics.SampleInterval,
+			func() error { return between(c.Metrics.SampleInterval, 100*time.Millisecond, 10*time.Minute) }},
+		{"metrics.idle-after", "how long an MCP server of a live host must do no read or write to count as idle", &c.Metrics.IdleAfter,
+			func() error { return between(c.Metrics.IdleAfter, time.Second, maxRetention) }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,

@@ -195,6 +195,12 @@ func TestLoadRejects(t *testing.T) {
 		{"relative socket", "api:\n  socket: mcptrace.sock\n", nil, nil, []string{"api.socket (", "must be an absolute path"}},
 		{"socket path too long", "", map[string]string{"MCPTRACE_API_SOCKET": "/" + strings.Repeat("s", 200)}, nil,
 			[]string{"api.socket (MCPTRACE_API_SOCKET): must be at most 107 bytes"}},
+		{"metrics address without a port", "", nil, []string{"--metrics.listen-address=127.0.0.1"},
+			[]string{"metrics.listen-address (flag --metrics.listen-address): must be host:port", "or empty for no metrics"}},
+		{"metrics port out of range", "metrics:\n  listen-address: \":99999\"\n", nil, nil,
+			[]string{"metrics.listen-address (", "port must be a number from 0 (any free port) to 65535"}},
+		{"sampling too often", "", nil, []string{"--metrics.sample-interval=1ms"},
+			[]string{"metrics.sample-interval (flag --metrics.sample-interval): must be between 100ms and 10m0s"}},
 		{"no active session per uid", "", nil, []string{"--sessions.max-active-per-uid=0"},
 			[]string{"sessions.max-active-per-uid (flag --sessions.max-active-per-uid): must be between 1 and 65536", "got 0"}},
 		{"more ended sessions per uid than the node keeps", "", nil, []string{"--sessions.max-ended-per-uid=1001"},
@@ -273,6 +279,8 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 		case "sessions.default-rules", // false is valid
 			"enforcer.cross-uid",               // false is valid
 			"sessions.within-pid",              // 0 (the whole node) is valid
+			"metrics.listen-address",           // "" (no metrics) is valid
+			"enforcer.reap-superseded-after",   // 0 (never) is valid
 			"sessions.rules", "enforcer.spare": // no rules is valid
 			continue
 		}
@@ -285,33 +293,37 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 	fs := flagSet(t)
 	want := map[string]string{
-		"api.socket":                  "/run/mcptrace/mcptrace.sock",
-		"api.socket-mode":             "0666",
-		"api.max-connections":         "128",
-		"api.max-connections-per-uid": "16",
-		"bpf.ring-buffer-size":        "4194304",
-		"bpf.bpffs":                   "/sys/fs/bpf",
-		"bpf.tracefs":                 "/sys/kernel/tracing",
-		"bpf.pin-dir":                 "/sys/fs/bpf/mcptrace",
-		"state.dir":                   "/run/mcptrace/state",
-		"state.checkpoint-interval":   "30s",
-		"lineage.retention":           "5m0s",
-		"lineage.proc-root":           "/proc",
-		"lineage.repair-interval":     "1s",
-		"lineage.max-nodes":           "200000",
-		"lineage.max-images":          "8",
-		"lineage.max-image-bytes":     "536870912",
-		"log.level":                   "info",
-		"log.format":                  "text",
-		"sessions.default-rules":      "true",
-		"sessions.retention":          "15m0s",
-		"sessions.within-pid":         "0",
-		"sessions.max-active-per-uid": "1024",
-		"sessions.max-ended-per-uid":  "200",
-		"enforcer.mode":               "enforce",
-		"enforcer.policy":             "graceful",
-		"enforcer.grace-period":       "2s",
-		"enforcer.cross-uid":          "false",
+		"api.socket":                     "/run/mcptrace/mcptrace.sock",
+		"api.socket-mode":                "0666",
+		"api.max-connections":            "128",
+		"api.max-connections-per-uid":    "16",
+		"bpf.ring-buffer-size":           "4194304",
+		"bpf.bpffs":                      "/sys/fs/bpf",
+		"bpf.tracefs":                    "/sys/kernel/tracing",
+		"bpf.pin-dir":                    "/sys/fs/bpf/mcptrace",
+		"state.dir":                      "/run/mcptrace/state",
+		"state.checkpoint-interval":      "30s",
+		"lineage.retention":              "5m0s",
+		"lineage.proc-root":              "/proc",
+		"lineage.repair-interval":        "1s",
+		"lineage.max-nodes":              "200000",
+		"lineage.max-images":             "8",
+		"lineage.max-image-bytes":        "536870912",
+		"log.level":                      "info",
+		"log.format":                     "text",
+		"sessions.default-rules":         "true",
+		"sessions.retention":             "15m0s",
+		"sessions.within-pid":            "0",
+		"sessions.max-active-per-uid":    "1024",
+		"sessions.max-ended-per-uid":     "200",
+		"enforcer.mode":                  "enforce",
+		"enforcer.policy":                "graceful",
+		"enforcer.grace-period":          "2s",
+		"enforcer.cross-uid":             "false",
+		"metrics.listen-address":         "127.0.0.1:9467",
+		"enforcer.reap-superseded-after": "0s",
+		"metrics.sample-interval":        "15s",
+		"metrics.idle-after":             "30m0s",
 	}
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {

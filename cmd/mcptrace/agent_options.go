@@ -34,6 +34,10 @@ func agentOptions(cfg config.Config, log *slog.Logger) (agent.Options, error) {
 		RepairInterval:          cfg.Lineage.RepairInterval,
 		Sessions:                cfg.SessionsConfig(),
 		Enforcer:                ec,
+		MetricsAddress:          cfg.Metrics.ListenAddress,
+		SampleInterval:          cfg.Metrics.SampleInterval,
+		IdleAfter:               cfg.Metrics.IdleAfter,
+		ReapSupersededAfter:     cfg.Enforcer.ReapSupersededAfter,
 		Logger:                  log,
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"syscall"
 	"testing"
@@ -72,7 +73,7 @@ func (p *Process) Start() time.Duration {
 		p.t.Fatal("agent already running")
 	}
 	args := append([]string{"agent", "--api.socket", p.Socket, "--bpf.pin-dir", p.PinDir, "--state.dir", p.StateDir,
-		"--sessions.default-rules=false", WithinFlag()}, p.Args...)
+		"--sessions.default-rules=false", WithinFlag(), "--metrics.listen-address", "127.0.0.1:0"}, p.Args...)
 	cmd := exec.Command(p.Bin, args...)
 	cmd.Stderr = &p.logs
 	start := time.Now()
@@ -98,6 +99,19 @@ func (p *Process) Start() time.Duration {
 		}
 	}
 }
+
+// MetricsURL is the URL of the agent's /metrics: test agents listen on
+// a free loopback port, which the agent logs when it starts serving.
+func (p *Process) MetricsURL() string {
+	p.t.Helper()
+	m := metricsAddr.FindStringSubmatch(p.Logs())
+	if m == nil {
+		p.t.Fatalf("the agent logged no metrics address:\n%s", p.Logs())
+	}
+	return "http://" + m[1] + "/metrics"
+}
+
+var metricsAddr = regexp.MustCompile(`msg="serving metrics" .*address=(\S+)`)
 
 // Stop sends sig and, unless it is SIGSTOP, waits for the agent to exit.
 func (p *Process) Stop(sig syscall.Signal) {

@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/exporter"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/roles"
+	"github.com/mcptrace/mcptrace/sessions"
+)
+
+// sampler keeps what the metrics show between samples: the last picture,
+// and for each live server the I/O it had done and when that last moved.
+type sampler struct {
+	mu   sync.Mutex // one sample at a time; guards the fields below
+	last exporter.Picture
+	io   map[lineage.ID]ioSeen
+	seq  uint64
+	rd   procfs.UsageReader
+	// reaping are the superseded servers ended (or being ended), until
+	// they are no longer live servers.
+	reaping map[lineage.ID]bool
+}
+
+type ioSeen struct {
+	bytes   uint64
+	changed time.Time
+	seq     uint64 // the sample that last saw the process
+}
+
+// Picture returns the last sampled picture of the node.
+func (a *Agent) Picture() exporter.Picture {
+	a.sampler.mu.Lock()
+	defer a.sampler.mu.Unlock()
+	return a.sampler.last
+}
+
+// Sample samples the node now (sessions, roles, /proc) and keeps the
+// result as the picture the metrics show; the agent does it every
+// SampleInterval. It returns the picture.
+func (a *Agent) Sample() exporter.Picture {
+	sm := &a.sampler
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	start := time.Now()
+	sm.seq++
+	if sm.io == nil {
+		sm.io = map[lineage.ID]ioSeen{}
+	}
+	sm.rd.Root = a.opts.ProcRoot
+	all := a.tracker.Sessions()
+
+	// Live members of ended sessions at any depth are orphans; a
+	// top-level session's view counts them once, where they are.
+	orphans := map[lineage.ID]bool{}
+	for _, s := range all {
+		if s.State == sessions.Ended && s.Parent != "" {
+			for _, p := range a.tracker.MembersOf(s) {
+				if !p.Exited {
+					orphans[p.ID] = true
+				}
+			}
+		}
+	}
+	var views []exporter.SessionView
+	var servers []serverSeen
+	for _, s := range all {
+		if s.Parent != "" {
+			continue
+		}
+		procs := a.tracker.MembersOf(s)
+		var gens []uint32
+		active := s.State == sessions.Active
+		if active && s.Generation > 1 && s.SparesRoot() {
+			gens = a.tracker.Generations(s.Ref(), procs)
+		}
+		ms := roles.Classify(s.Root, s.SparesRoot(), procs)
+		v := exporter.SessionView{Active: active, HostKind: HostKind(s.Origin), Members: make([]exporter.MemberView, len(procs))}
+		for i, p := range procs {
+			m := exporter.MemberView{ID: p.ID, Role: ms[i].Role, Server: ms[i].Server, Alive: !p.Exited}
+			m.Orphaned = m.Alive && (!active || orphans[p.ID] || gens != nil && p.ID != s.Root && gens[i] != 0 && gens[i] < s.Generation)
+			if m.Alive && (m.Orphaned || m.Server != "" && m.Role != roles.Host) {
+				u, err := sm.rd.Read(p.ID)
+				switch {
+				case errors.Is(err, fs.ErrNotExist):
+					m.Alive = false // exited since the graph was read
+				case err != nil:
+					a.log.Debug("read the usage of a session member", "pid", p.ID.PID, "err", err)
+				default:
+					m.RSSBytes, m.CPUSeconds = u.RSSBytes, u.CPUSeconds()
+					if m.Role == roles.Server && !m.Orphaned {
+						idleFor := sm.idleFor(p.ID, u.IOBytes, start)
+						m.Idle = idleFor >= a.opts.IdleAfter
+						if active && p.ID != s.Root {
+							servers = append(servers, serverSeen{session: s, name: m.Server, id: p.ID, idleFor: idleFor})
+						}
+					}
+				}
+			}
+			v.Members[i] = m
+		}
+		views = append(views, v)
+	}
+	for id, seen := range sm.io {
+		if seen.seq != sm.seq {
+			delete(sm.io, id)
+		}
+	}
+	a.reapSuperseded(servers, a.opts.ReapSupersededAfter)
+	pic := exporter.Build(views)
+	pic.At, pic.Took = start, time.Since(start)
+	sm.last = pic
+	return pic
+}
+
+// idleFor notes the I/O a server has done by now and returns for how long
+// it did none. A server seen for the first time counts from now: after
+// an agent restart too.
+func (sm *sampler) idleFor(id lineage.ID, ioBytes uint64, now time.Time) time.Duration {
+	seen, ok := sm.io[id]
+	if !ok || seen.bytes != ioBytes {
+		seen = ioSeen{bytes: ioBytes, changed: now}
+	}
+	seen.seq = sm.seq
+	sm.io[id] = seen
+	return now.Sub(seen.changed)
+}
+
+// HostKind is the host_kind label of a session's origin: the host rule's
+// name, or how the session was declared ("run", "exec", "api").
+func HostKind(origin string) string { return strings.TrimPrefix(origin, sessions.OriginRule) }
+
+// sample samples the node every SampleInterval until ctx ends.
+func (a *Agent) sample(ctx context.Context) {
+	a.Sample()
+	t := time.NewTicker(a.opts.SampleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.Sample()
+		}
+	}
+}
+
+// Health is the agent's own state as the metrics show it.
+func (a *Agent) Health() exporter.Health {
+	st := a.Status()
+	h := exporter.Health{
+		AliveProcesses: st.Alive, ExitedProcesses: st.Exited, ImageBytes: st.ImageBytes, Repairs: st.Repairs,
+		Gaps: st.Gaps, Events: st.Events, Lost: st.Lost, Recovered: st.Recovered,
+		Removed:        map[string]uint64{"retired": st.Retired, "evicted": st.Evicted, "folded": st.Folded, "dropped": st.Dropped},
+		PendingEndings: st.PendingEndings, JournalErrors: st.State.JournalErrors,
+		Kills: map[exporter.KillKey]uint64{},
+	}
+	if srv := a.apiServer(); srv != nil {
+		as := srv.APIStatus()
+		h.Requests = as.Requests
+		h.Refused = map[string]uint64{"total-cap": as.RefusedTotalCap, "uid-cap": as.RefusedUIDCap,
+			"identity": as.RefusedIdentity, "gone": as.RefusedGone, "oversize": as.Oversize}
+	}
+	// The failures the alerts watch exist from the start at 0, so the
+	// first one is an increase Prometheus sees.
+	for _, reason := range []string{sessions.ReasonRootExit, sessions.ReasonRootGone, sessions.ReasonMarker,
+		sessions.ReasonSessionEnd, sessions.ReasonParentEnded, ReasonSuperseded} {
+		for _, class := range []string{enforcer.ClassFailed, enforcer.ClassSurvivor, enforcer.ClassRefused} {
+			h.Kills[exporter.KillKey{Reason: reason, Result: class}] = 0
+		}
+	}
+	if a.enf != nil {
+		es := a.enf.Stats()
+		for k, n := range es.Kills {
+			reason, class, _ := strings.Cut(k, "/")
+			h.Kills[exporter.KillKey{Reason: reason, Result: class}] = n
+		}
+		h.Endings = exporter.Histogram{Bounds: enforcer.EndingBuckets, Counts: es.Endings.Counts, Count: es.Endings.Count, Sum: es.Endings.Sum}
+	}
+	if a.sensor != nil {
+		if us, err := a.sensor.MapUsage(); err == nil {
+			for _, u := range us {
+				h.Maps = append(h.Maps, exporter.MapUsage{Name: u.Name, Entries: u.Entries, Max: u.Max})
+			}
+		} else {
+			a.log.Warn("count the entries of the BPF maps for the metrics", "err", err)
+		}
+	}
+	return h
+}

@@ -1,0 +1,247 @@
+package exporter
+
+import (
+	"cmp"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const namespace = "mcptrace"
+
+// Label bounds: at most this many server names and host kinds per scrape;
+// the rest fold into OtherLabel.
+const (
+	MaxServerNames = 100
+	MaxHostKinds   = 32
+	OtherLabel     = "other"
+)
+
+// Source gives the collector what a scrape shows: the last sampled
+// Picture and the agent's Health now. It is called once per scrape.
+type Source func() (Picture, Health)
+
+func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, name), help, labels, nil)
+}
+
+var (
+	descSessions        = desc("", "sessions", "Sessions the agent tracks, by state (ended ones while they stay listed) and the kind of host they run under.", "state", "host_kind")
+	descMembers         = desc("session", "members", "Live members of active sessions by role (host, wrapper, server, container, other).", "host_kind", "role")
+	descServers         = desc("", "servers", "Live MCP server processes of active sessions, by host kind and server.", "host_kind", "server")
+	descServerRSS       = desc("server", "resident_memory_bytes", "Resident memory of live MCP servers of active sessions and of every live member running for them (wrappers, what the server started).", "host_kind", "server")
+	descServerCPU       = desc("server", "cpu_seconds", "CPU time (user and system) used so far by the live MCP servers of active sessions and the members running for them; it drops when they exit.", "host_kind", "server")
+	descOrphaned        = desc("", "orphaned_processes", "Live processes of ended sessions and ended generations: what the enforcer could not, may not (audit mode, privilege boundary) or did not yet end. server is the server they are or run for, empty for none.", "host_kind", "server")
+	descOrphanedRSS     = desc("", "orphaned_resident_memory_bytes", "Resident memory of the orphaned processes.", "host_kind", "server")
+	descDuplicates      = desc("", "duplicate_servers", "Live MCP servers started again by a live host while an earlier instance of the same server lives: instances beyond the first per session, summed.", "host_kind", "server")
+	descIdle            = desc("", "idle_servers", "Live MCP servers of active sessions that did no read or write for metrics.idle-after.", "host_kind", "server")
+	descSampleDuration  = desc("exporter", "sample_duration_seconds", "How long the last sample of sessions, roles and /proc took.")
+	descSampleTimestamp = desc("exporter", "last_sample_timestamp_seconds", "Unix time of the last sample.")
+	descFolded          = desc("exporter", "folded_label_values", "Label values of the last sample summed under \"other\" to bound the series (server, host_kind).", "label")
+
+	descProcesses  = desc("lineage", "processes", "Processes in the lineage graph, alive or exited (exited ones are kept while something they created lives, or for lineage.retention).", "state")
+	descImageBytes = desc("lineage", "image_bytes", "Bytes the exec images (file names and command lines) of the lineage graph hold, by the graph's own accounting.")
+	descRepairs    = desc("lineage", "repairs_total", "Repairs of the lineage graph from /proc after lost events.")
+	descGaps       = desc("lineage", "gaps_total", "What the lineage graph had to fill in, by kind of gap.", "gap")
+	descRemoved    = desc("lineage", "removed_processes_total", "Exited processes the lineage graph let go, by why: retired, evicted (over a cap), folded (out of a chain of exited creators), dropped (no session held them).", "why")
+	descEvents     = desc("bpf", "events_total", "Kernel events applied to the lineage graph, by kind.", "kind")
+	descLost       = desc("bpf", "lost_events_total", "Kernel events the BPF programs could not send, by kind (each loss is repaired from /proc).", "kind")
+	descRecovered  = desc("bpf", "recovered_events_total", "Kernel events the primary BPF program missed and a backup program delivered, by kind.", "kind")
+	descMapEntries = desc("bpf", "map_entries", "Entries in a BPF map.", "map")
+	descMapMax     = desc("bpf", "map_max_entries", "Capacity of a BPF map.", "map")
+	descRequests   = desc("api", "requests_total", "API requests served, by endpoint.", "route")
+	descRefused    = desc("api", "refused_total", "API connections and requests refused, by reason.", "reason")
+	descKills      = desc("enforcer", "kills_total", "Members of ended sessions and generations, by why they ended and what the enforcer did to each.", "reason", "result")
+	descEndings    = desc("enforcer", "ending_duration_seconds", "Time from a session's (or generation's) end to the death of its last member that the enforcer ended.")
+	descPending    = desc("enforcer", "pending_endings", "Endings of sessions and generations the enforcer is still working on.")
+	descJournal    = desc("state", "journal_errors_total", "Appends to the state journal that failed (the agent checkpoints instead).")
+	descBuildInfo  = desc("", "build_info", "Always 1; the labels say which build of mcptrace runs.", "version", "revision", "goversion")
+)
+
+// collector turns a Source into metrics.
+type collector struct {
+	src   Source
+	build [3]string
+}
+
+func newCollector(src Source) *collector {
+	c := &collector{src: src, build: [3]string{"unknown", "unknown", "unknown"}}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		c.build[0], c.build[2] = bi.Main.Version, bi.GoVersion
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				c.build[1] = s.Value
+			}
+		}
+	}
+	return c
+}
+
+// Describe sends every descriptor.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSessions, descMembers, descServers, descServerRSS, descServerCPU, descOrphaned,
+		descOrphanedRSS, descDuplicates, descIdle, descSampleDuration, descSampleTimestamp, descFolded, descProcesses,
+		descImageBytes, descRepairs, descGaps, descRemoved, descEvents, descLost, descRecovered, descMapEntries, descMapMax,
+		descRequests, descRefused, descKills, descEndings, descPending, descJournal, descBuildInfo} {
+		ch <- d
+	}
+}
+
+// Collect sends the metrics of one scrape.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	pic, h := c.src()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	folded := c.collectPicture(pic, gauge)
+	gauge(descFolded, float64(folded.servers), "server")
+	gauge(descFolded, float64(folded.hostKinds), "host_kind")
+
+	gauge(descProcesses, float64(h.AliveProcesses), "alive")
+	gauge(descProcesses, float64(h.ExitedProcesses), "exited")
+	gauge(descImageBytes, float64(h.ImageBytes))
+	counter(descRepairs, float64(h.Repairs))
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v map[string]uint64
+	}{{descGaps, h.Gaps}, {descRemoved, h.Removed}, {descEvents, h.Events}, {descLost, h.Lost}, {descRecovered, h.Recovered},
+		{descRequests, h.Requests}, {descRefused, h.Refused}} {
+		for k, v := range m.v {
+			counter(m.d, float64(v), k)
+		}
+	}
+	for _, m := range h.Maps {
+		gauge(descMapEntries, float64(m.Entries), m.Name)
+		gauge(descMapMax, float64(m.Max), m.Name)
+	}
+	for k, v := range h.Kills {
+		counter(descKills, float64(v), k.Reason, k.Result)
+	}
+	if hist := h.Endings; len(hist.Counts) == len(hist.Bounds)+1 {
+		buckets := make(map[float64]uint64, len(hist.Bounds))
+		var cum uint64
+		for i, b := range hist.Bounds {
+			cum += hist.Counts[i]
+			buckets[b] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(descEndings, hist.Count, hist.Sum, buckets)
+	} else {
+		ch <- prometheus.MustNewConstHistogram(descEndings, 0, 0, nil)
+	}
+	gauge(descPending, float64(h.PendingEndings))
+	counter(descJournal, float64(h.JournalErrors))
+	gauge(descBuildInfo, 1, c.build[:]...)
+}
+
+type foldCounts struct{ servers, hostKinds int }
+
+// collectPicture sends the picture's metrics with server names and host
+// kinds bounded: the busiest keep their names, the rest are summed under
+// OtherLabel.
+func (c *collector) collectPicture(pic Picture, gauge func(*prometheus.Desc, float64, ...string)) foldCounts {
+	var fc foldCounts
+	hostKinds := map[string]int{}
+	for k, n := range pic.Sessions {
+		hostKinds[k.HostKind] += n
+	}
+	for k, s := range pic.Servers {
+		hostKinds[k.HostKind] += s.Live + s.Orphaned
+	}
+	keepHost := keepBusiest(hostKinds, MaxHostKinds)
+	fc.hostKinds = len(hostKinds) - len(keepHost)
+	host := func(h string) string {
+		if keepHost[h] {
+			return h
+		}
+		return OtherLabel
+	}
+	names := map[string]int{}
+	for k, s := range pic.Servers {
+		names[k.Server] += s.Live + s.Orphaned + 1
+	}
+	keepName := keepBusiest(names, MaxServerNames)
+	fc.servers = len(names) - len(keepName)
+
+	sessions := map[SessionKey]int{}
+	for k, n := range pic.Sessions {
+		sessions[SessionKey{k.Active, host(k.HostKind)}] += n
+	}
+	for k, n := range sessions {
+		state := "ended"
+		if k.Active {
+			state = "active"
+		}
+		gauge(descSessions, float64(n), state, k.HostKind)
+	}
+	members := map[MemberKey]int{}
+	for k, n := range pic.Members {
+		members[MemberKey{host(k.HostKind), k.Role}] += n
+	}
+	for k, n := range members {
+		gauge(descMembers, float64(n), k.HostKind, k.Role.String())
+	}
+	servers := map[ServerKey]*ServerStats{}
+	for k, s := range pic.Servers {
+		fk := ServerKey{host(k.HostKind), k.Server}
+		if !keepName[k.Server] {
+			fk.Server = OtherLabel
+		}
+		t := servers[fk]
+		if t == nil {
+			t = &ServerStats{}
+			servers[fk] = t
+		}
+		t.Live += s.Live
+		t.RSSBytes += s.RSSBytes
+		t.CPUSeconds += s.CPUSeconds
+		t.Orphaned += s.Orphaned
+		t.OrphanedRSS += s.OrphanedRSS
+		t.Duplicates += s.Duplicates
+		t.Idle += s.Idle
+	}
+	for k, s := range servers {
+		if s.Live > 0 || s.RSSBytes > 0 {
+			gauge(descServers, float64(s.Live), k.HostKind, k.Server)
+			gauge(descServerRSS, float64(s.RSSBytes), k.HostKind, k.Server)
+			gauge(descServerCPU, s.CPUSeconds, k.HostKind, k.Server)
+			gauge(descDuplicates, float64(s.Duplicates), k.HostKind, k.Server)
+			gauge(descIdle, float64(s.Idle), k.HostKind, k.Server)
+		}
+		if s.Orphaned > 0 {
+			gauge(descOrphaned, float64(s.Orphaned), k.HostKind, k.Server)
+			gauge(descOrphanedRSS, float64(s.OrphanedRSS), k.HostKind, k.Server)
+		}
+	}
+	if !pic.At.IsZero() {
+		gauge(descSampleDuration, pic.Took.Seconds())
+		gauge(descSampleTimestamp, float64(pic.At.UnixNano())/1e9)
+	}
+	return fc
+}
+
+// keepBusiest returns the keys of counts to keep by name: the max with
+// the highest counts (ties by name), and "" always (it is no name).
+func keepBusiest(counts map[string]int, max int) map[string]bool {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	keep := make(map[string]bool, min(len(keys), max))
+	for _, k := range keys {
+		if k == "" || len(keep) < max {
+			keep[k] = true
+		}
+	}
+	return keep
+}
