@@ -15,6 +15,7 @@ import (
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/roles"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -50,6 +51,10 @@ type SessionDetail struct {
 	// belongs to: 0 for the root, else 1 plus the number of destroy
 	// markers before its branch of the root began (sessions.Marker).
 	Generations []uint32 `json:"generations"`
+	// Roles gives, for each of Processes, what it is in the session
+	// (host, wrapper, server…) and the server it is, wraps or runs for
+	// (package roles), from what the caller may see of the members.
+	Roles []roles.Member `json:"roles"`
 	// Endings are what the enforcer did for each marker that ended a
 	// generation, and for the end of the session, oldest first.
 	Endings []Ending `json:"endings,omitempty"`
@@ -335,6 +340,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		Session:     info,
 		Processes:   procs,
 		Generations: s.Sessions.Generations(sess.Ref(), procs),
+		Roles:       roles.Classify(sess.Root, sess.SparesRoot(), procs),
 		Endings:     endings(c, sess, o),
 		Kills:       o.kills,
 	})

@@ -19,6 +19,8 @@ const (
 	minArgvWidth = 24 // room a command line keeps however deep the tree
 	minImage     = 8  // room each image of a shortened exec chain keeps
 	maxImages    = 4  // longer exec chains show the first and the last ones
+	// maxArgvRunes bounds a command line shown whole (Options.FullArgv).
+	maxArgvRunes = 1 << 16
 )
 
 // ANSI SGR parameters. Segments set a foreground colour and restore the
@@ -29,6 +31,7 @@ const (
 	sgrRed     = "31"
 	sgrGreen   = "32"
 	sgrYellow  = "33"
+	sgrCyan    = "36"
 	sgrDefault = "39"
 )
 
@@ -66,7 +69,11 @@ func (r *renderer) line(p *lineage.Process, lead string) {
 	if r.err != nil {
 		return
 	}
-	head := []segment{{strconv.FormatUint(uint64(p.ID.PID), 10), ""}}
+	var head []segment
+	if l := r.opts.Labels[p.ID]; l != "" {
+		head = append(head, segment{printable(l), sgrCyan})
+	}
+	head = append(head, segment{strconv.FormatUint(uint64(p.ID.PID), 10), ""})
 	st := segment{state(p), sgrGreen}
 	if p.Exited {
 		st.sgr = ""
@@ -94,6 +101,9 @@ func (r *renderer) line(p *lineage.Process, lead string) {
 		used += 1 + runes(s.text)
 	}
 	room := max(r.opts.Width-used, minArgvWidth)
+	if r.opts.FullArgv {
+		room = maxArgvRunes
+	}
 	segs := append(head, segment{r.command(p, room), ""})
 	segs = append(segs, marks...)
 

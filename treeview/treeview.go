@@ -34,6 +34,13 @@ type Options struct {
 	// the marks, e.g. what the enforcer did to it ("killed by mcptrace
 	// SIGTERM after 12ms").
 	Notes map[lineage.ID]string
+	// Labels puts a label first on the line of each process it names,
+	// before its PID: what the process is in its session, e.g. "server
+	// @modelcontextprotocol/server-filesystem gen 1 (npx → sh → node)".
+	Labels map[lineage.ID]string
+	// FullArgv shows command lines and exec chains whole instead of
+	// shortened to Width.
+	FullArgv bool
 }
 
 // Tree writes the forest of nodes along creator edges (Process.Creator): a

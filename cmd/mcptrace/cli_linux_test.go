@@ -166,7 +166,7 @@ func TestAgentWithoutPrivilegeNamesWhatItNeeds(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "agent", "--api.socket", filepath.Join(dir, "nobody.sock"),
 		"--bpf.pin-dir", filepath.Join(dir, "pins"), "--state.dir", filepath.Join(dir, "state"),
-		"--sessions.default-rules=false", agenttest.WithinFlag())
+		"--sessions.default-rules=false", agenttest.WithinFlag(), "--metrics.listen-address", "")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err == nil {
@@ -265,7 +265,8 @@ func TestTreeSessionShowsGenerationsAndWhatEachMarkerEnded(t *testing.T) {
 			strings.Contains(o, "ended generation 1: killed 1") && strings.Contains(o, "active in generation 2"), o
 	})
 	t.Logf("\n%s", out)
-	for _, want := range []string{"root", "gen 1, killed by mcptrace SIGTERM"} {
+	for _, want := range []string{"host root " + strconv.Itoa(host.Process.Pid), "server sleep gen 1 " + strconv.Itoa(first),
+		"server sleep gen 2 " + strconv.Itoa(second), "[killed by mcptrace SIGTERM"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tree --session lacks %q", want)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/redact"
+	"github.com/mcptrace/mcptrace/roles"
 	"github.com/mcptrace/mcptrace/sessions"
 	"github.com/mcptrace/mcptrace/treeview"
 )
@@ -31,6 +33,7 @@ func newTreeCmd() *cobra.Command {
 		showSecret bool
 		raw        bool
 		width      int
+		verbose    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tree [PID]",
@@ -66,7 +69,7 @@ uid. Root may ask for raw command lines with --raw.`,
 			showSecret = showSecret || raw
 			ctx := cmd.Context()
 			var list api.ProcessList
-			var notes map[lineage.ID]string
+			var notes, labels map[lineage.ID]string
 			var detail *api.SessionDetail
 			selectors := len(args)
 			for _, f := range []string{"ancestors", "session"} {
@@ -82,6 +85,7 @@ uid. Root may ask for raw command lines with --raw.`,
 				d, err = c.Session(ctx, session, ownerOf(cmd, owner))
 				list = api.ProcessList{Now: d.Now, Processes: d.Processes}
 				notes = sessionNotes(d)
+				labels = sessionLabels(d)
 				detail = &d
 				if asJSON && err == nil {
 					if !showSecret {
@@ -119,7 +123,8 @@ uid. Root may ask for raw command lines with --raw.`,
 					}
 				}
 			}
-			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel, Notes: notes}
+			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel, Notes: notes,
+				Labels: labels, FullArgv: verbose}
 			if cmd.Flags().Changed("ancestors") {
 				return treeview.Chain(out, list.Processes, opts)
 			}
@@ -142,6 +147,7 @@ uid. Root may ask for raw command lines with --raw.`,
 	f.BoolVar(&showSecret, "show-secrets", false, "do not redact command lines here (the agent redacts them for every user but root; root gets them raw)")
 	f.BoolVar(&raw, "raw", false, "root only: ask the agent for unredacted command lines (with --json; they can hold tokens)")
 	f.IntVar(&width, "width", 0, "line width (default: the terminal's, or 120)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "show command lines whole instead of shortened to the line width")
 	bindSocketFlag(cmd)
 	return cmd
 }
@@ -166,21 +172,37 @@ func writeJSON(cmd *cobra.Command, v any) error {
 	return enc.Encode(v)
 }
 
-// sessionNotes marks each member of a session with its generation ("root"
-// for the root) and what the enforcer did to it.
-func sessionNotes(d api.SessionDetail) map[lineage.ID]string {
-	notes := killNotes(d.Kills)
+// sessionNotes marks each member of a session with what the enforcer did
+// to it.
+func sessionNotes(d api.SessionDetail) map[lineage.ID]string { return killNotes(d.Kills) }
+
+// sessionLabels labels each member of a session with its role, the
+// server it is or runs for, and its generation, shown first on its line:
+// "host gen root", "wrapper @scope/pkg gen 1", "server @scope/pkg gen 1
+// (npx → sh → node)".
+func sessionLabels(d api.SessionDetail) map[lineage.ID]string {
+	labels := make(map[lineage.ID]string, len(d.Processes))
 	for i, p := range d.Processes {
-		gen := "root"
-		if i < len(d.Generations) && p.ID != d.Session.Root {
-			gen = fmt.Sprintf("gen %d", d.Generations[i])
+		var m roles.Member
+		if i < len(d.Roles) {
+			m = d.Roles[i]
 		}
-		if n := notes[p.ID]; n != "" {
-			gen += ", " + n
+		l := m.Role.String()
+		if m.Server != "" {
+			l += " " + m.Server
 		}
-		notes[p.ID] = gen
+		switch {
+		case p.ID == d.Session.Root:
+			l += " root"
+		case i < len(d.Generations):
+			l += fmt.Sprintf(" gen %d", d.Generations[i])
+		}
+		if len(m.Chain) > 1 { // a chain of wrappers, not the server alone
+			l += " (" + strings.Join(m.Chain, " → ") + ")"
+		}
+		labels[p.ID] = l
 	}
-	return notes
+	return labels
 }
 
 // printEndings lists the markers of a session and what each ended, and
