@@ -6,7 +6,9 @@
 #   scripts/setup.sh agent   what `make run` needs (nothing beyond Go today)
 #   scripts/setup.sh test    + clang-19/libbpf (make generate), qemu and
 #                            busybox (VM kernel matrix), Node.js and the
-#                            MCP host's npm packages (end-to-end test)
+#                            MCP host's npm packages (end-to-end test),
+#                            prometheus (promtool for deploy/, the server
+#                            the end-to-end test starts)
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
 #                            compares against), gcc for its workloads,
 #                            bpftool, taskset; Node.js and the MCP host's
@@ -16,7 +18,7 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
-test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus) ;;
 bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
 *) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
 esac
@@ -34,7 +36,22 @@ if [ ${#missing[@]} -gt 0 ]; then
 	echo "setup: installing ${missing[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
+	# Debian's prometheus starts a system Prometheus on :9090 from its
+	# postinst where there is an init system; the tests only run its
+	# binaries. A policy-rc.d that exits 101 forbids service starts for the
+	# length of the install. One that exists already is left as it is.
+	policy=
+	if [[ " ${missing[*]} " == *" prometheus "* ]] && [ ! -e /usr/sbin/policy-rc.d ]; then
+		policy=/usr/sbin/policy-rc.d
+		trap 'rm -f "$policy"' EXIT
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+	fi
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	if [ -n "$policy" ]; then
+		rm -f "$policy"
+		trap - EXIT
+	fi
 fi
 if [ "${1:-test}" = test ]; then
 	"$(dirname "$0")/../vmtests/setup.sh"

@@ -1,0 +1,15 @@
+// Package deploy holds what mcptrace ships for monitoring its agents, and
+// the tests that keep it working:
+//
+//   - prometheus/mcptrace.rules.yml: the alerting rules (group mcptrace),
+//     with their promtool unit tests in mcptrace.rules.test.yml;
+//   - prometheus/prometheus.yml: an example configuration that scrapes an
+//     agent in job mcptrace and loads the rules;
+//   - grafana/mcptrace.json: a Grafana dashboard over the same metrics.
+//
+// The tests run the real promtool (Debian package prometheus; skipped when
+// it is missing, failed when MCPTRACE_REQUIRE_ALL=1) and check that the
+// rules and the dashboard query only metrics the agent serves.
+//
+// The package has no Go code of its own and the agent does not import it.
+package deploy
