@@ -52,6 +52,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 		rm -f "$policy"
 		trap - EXIT
 	fi
+	# Nor enabled at boot: the postinst enables the unit under systemd.
+	if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+		systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi
 fi
 if [ "${1:-test}" = test ]; then
 	"$(dirname "$0")/../vmtests/setup.sh"

@@ -445,3 +445,27 @@ func TestTreeShowsNotesFirstAmongMarks(t *testing.T) {
 	}
 	t.Errorf("no line for %d:\n%s", victim.ID.PID, b.String())
 }
+
+func TestTreeShowsLabelsFirstAndCommandLinesWholeWhenAsked(t *testing.T) {
+	host := proc(100, 1*ms, lineage.ID{}, 1000, []string{"node", "host.mjs"})
+	long := "/home/u/.npm/_npx/0123456789abcdef/node_modules/.bin/mcp-server-filesystem " + strings.Repeat("/very/long/allowed/dir ", 8)
+	server := proc(101, 2*ms, host.ID, 1000, strings.Fields("node "+long))
+	labels := map[lineage.ID]string{host.ID: "host root", server.ID: "server @modelcontextprotocol/server-filesystem gen 1 (npx → sh → node)"}
+	var short, whole bytes.Buffer
+	if err := Tree(&short, []lineage.Process{host, server}, Options{Now: now, Width: 100, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Tree(&whole, []lineage.Process{host, server}, Options{Now: now, Width: 100, Labels: labels, FullArgv: true}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(short.String(), "\n")
+	if !strings.HasPrefix(lines[0], "host root 100 ") || !strings.HasPrefix(lines[1], "└─ server @modelcontextprotocol/server-filesystem gen 1 (npx → sh → node) 101 ") {
+		t.Errorf("labels are not first on their lines:\n%s", short.String())
+	}
+	if strings.Contains(short.String(), strings.TrimSpace(long)) {
+		t.Errorf("the command line is whole at width 100:\n%s", short.String())
+	}
+	if !strings.Contains(whole.String(), strings.TrimSpace(long)) {
+		t.Errorf("FullArgv shortened the command line:\n%s", whole.String())
+	}
+}
