@@ -15,7 +15,7 @@ import (
 )
 
 // sections in the order they run.
-var allSections = []string{"storms", "bpfstats", "events", "kill", "memory", "startup"}
+var allSections = []string{"storms", "bpfstats", "events", "kill", "memory", "startup", "metrics"}
 
 // bench is one run: its settings, its scratch space and what it found.
 type bench struct {
@@ -137,6 +137,7 @@ func run(out, svg, sections string, quick bool, rounds int, secs float64, trials
 		"kill":     b.kill,
 		"memory":   b.memory,
 		"startup":  b.startup,
+		"metrics":  b.metrics,
 	}
 	var failed []string
 	b.sectionsTotal = len(todo)

@@ -123,6 +123,9 @@ func render(r *results, svg string) string {
 	if r.startup != nil {
 		renderStartup(p, r.startup)
 	}
+	if r.metrics != nil {
+		renderMetrics(p, r.metrics)
+	}
 	return b.String()
 }
 
@@ -223,8 +226,47 @@ func targets(r *results) []target {
 		tSeed.measured = fmt.Sprintf("%.0f ms median with %s processes", med, count(int64(s.processes)))
 		tSeed.pass = ptr(med <= 200 && s.processes >= 10_000)
 	}
-	return append(ts, tIdle, tPer, tFlat, tLost, tKill, tSeed)
+	// Metrics.
+	tScrape := target{goal: "GET /metrics ≤ 50 ms with 10k processes in 1k sessions (p99)"}
+	tConsume := target{goal: "sampling every 1 s slows no event consumption: exec storm ≥ 0.97 of no metrics, 0 lost"}
+	if m := r.metrics; m != nil && len(m.scrapeMS) > 0 {
+		p99 := percentile(m.scrapeMS, 99)
+		tScrape.measured = fmt.Sprintf("median %.1f ms, p99 %.1f ms, with %s processes in %s sessions", median(m.scrapeMS), p99, count(int64(m.processes)), count(int64(m.sessions)))
+		tScrape.pass = ptr(p99 <= 50 && m.processes >= 10_000)
+		ratio := median(m.rates[variantSampling]) / median(m.rates[variantNoMetrics])
+		lost := m.lost[variantSampling] + m.lost[variantNoMetrics]
+		tConsume.measured = fmt.Sprintf("ratio %.3f, lost %d", ratio, lost)
+		tConsume.pass = ptr(ratio >= 0.97 && lost == 0)
+	}
+	return append(ts, tIdle, tPer, tFlat, tLost, tKill, tSeed, tScrape, tConsume)
 }
+
+func renderMetrics(p printer, m *metricsResults) {
+	p("## Metrics")
+	p("")
+	p("%s sessions of %d live processes each (%s processes), matched by a host rule. GET /metrics on an agent", count(int64(m.sessions)), m.processes/max(m.sessions, 1), count(int64(m.processes)))
+	p("that samples every second: a scrape serves the last sample, so its cost does not grow with the node; the")
+	p("sample (sessions, roles, /proc of servers) is what does. Then, in interleaved rounds of that agent and one")
+	p("serving no metrics, an exec storm (2 workers, unpinned) and the events each agent lost.")
+	p("")
+	p("| | median | p99 | n |")
+	p("|---|---|---|---|")
+	p("| GET /metrics (%s) | %.1f ms | %.1f ms | %d |", bytesText(m.bytes), median(m.scrapeMS), percentile(m.scrapeMS, 99), len(m.scrapeMS))
+	p("| sample duration | %.1f ms | %.1f ms | %d |", median(m.sampleMS), percentile(m.sampleMS, 99), len(m.sampleMS))
+	p("")
+	p("| agent | exec storm, processes/s (rounds) | median | lost events |")
+	p("|---|---|---|---|")
+	for _, v := range []string{variantNoMetrics, variantSampling} {
+		var rs []string
+		for _, x := range m.rates[v] {
+			rs = append(rs, fmt.Sprintf("%.0f", x))
+		}
+		p("| %s | %s | %.0f | %d |", v, strings.Join(rs, ", "), median(m.rates[v]), m.lost[v])
+	}
+	p("")
+}
+
+func bytesText(n int) string { return fmt.Sprintf("%.0f KiB", float64(n)/1024) }
 
 func medianDur(ps []startPoint) float64 {
 	var xs []float64

@@ -26,6 +26,18 @@ type results struct {
 	kill     *killResults
 	memory   *memoryResults
 	startup  *startupResults
+	metrics  *metricsResults
+}
+
+// metricsResults are the metrics section's: scrape latencies and sample
+// durations with sessions × processes live, and per variant the exec
+// storm's rate in each round and the events lost.
+type metricsResults struct {
+	sessions, processes int
+	scrapeMS, sampleMS  []float64
+	bytes               int
+	rates               map[string][]float64
+	lost                map[string]uint64
 }
 
 // envInfo is what the numbers were measured on.
