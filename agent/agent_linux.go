@@ -152,7 +152,7 @@ type Agent struct {
 
 	sampler     sampler
 	api         atomic.Pointer[api.Server]
-	metricsAddr string // set before ready closes
+	metricsAddr string // set before the API serves and ready closes
 
 	// endCtx bounds enforcement; the agent cancels it when it stops,
 	// and what was under way resumes at the next start.
@@ -310,6 +310,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			wg.Wait()
 			return err
 		}
+		a.metricsAddr = ml.Addr().String() // before anything may read it
 	}
 	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)
 	if err != nil {
@@ -360,7 +361,6 @@ func (a *Agent) Run(ctx context.Context) error {
 			defer wg.Done()
 			errc <- exporter.Serve(ctx, ml, exporter.Handler(reg, a.opts.Logger.With("component", "exporter")))
 		}()
-		a.metricsAddr = ml.Addr().String()
 		a.log.Info("serving metrics", "address", a.metricsAddr, "path", "/metrics", "sample_interval", a.opts.SampleInterval)
 	}
 	a.log.Info("serving", "socket", a.opts.Socket, "mode", fmt.Sprintf("%#o", a.opts.SocketMode),

@@ -125,6 +125,9 @@ func TestMetricsNameServersAndDuplicatesAndNeverShowASecretFromArgv(t *testing.T
 	}
 	pic := a.Sample()
 	body := scrape(t, a.MetricsAddress())
+	if st, err := a.client.Status(context.Background()); err != nil || st.Metrics.Address != a.MetricsAddress() || st.Metrics.SampleSeconds == 0 {
+		t.Errorf("status says metrics %+v (%v), want address %s and a sample", st.Metrics, err, a.MetricsAddress())
+	}
 	for _, secret := range []string{apiKey, token, "sk-live", "ghp_"} {
 		if strings.Contains(body, secret) {
 			t.Errorf("/metrics shows %q from a command line", secret)

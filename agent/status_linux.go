@@ -57,6 +57,10 @@ func (a *Agent) Status() api.Status {
 	for _, p := range b.problems {
 		st.Start.Problems = append(st.Start.Problems, p.What)
 	}
+	st.Metrics.Address = a.metricsAddr
+	if pic := a.Picture(); !pic.At.IsZero() {
+		st.Metrics.SampleAgeSeconds, st.Metrics.SampleSeconds = time.Since(pic.At).Seconds(), pic.Took.Seconds()
+	}
 	if a.enf != nil {
 		es := a.enf.Stats()
 		st.Enforcer = api.EnforcerStatus{

@@ -61,6 +61,18 @@ type Status struct {
 	// Sessions are the session tracker's counters: refusals over the
 	// per-uid cap, ended sessions dropped over quota, logs held back…
 	Sessions sessions.Stats `json:"sessions"`
+	// Metrics says where /metrics is served and how fresh its sample is.
+	Metrics MetricsStatus `json:"metrics"`
+}
+
+// MetricsStatus describes the agent's Prometheus endpoint.
+type MetricsStatus struct {
+	// Address is where /metrics is served; "" when metrics are off.
+	Address string `json:"address"`
+	// SampleAgeSeconds is how long ago the last sample was taken, and
+	// SampleSeconds how long it took; both 0 before the first.
+	SampleAgeSeconds float64 `json:"sample_age_seconds,omitempty"`
+	SampleSeconds    float64 `json:"sample_seconds,omitempty"`
 }
 
 // APIStatus describes the API socket's connections, limits and refusals.
