@@ -223,7 +223,13 @@ func option(lv *level, j int, takes flagSet) (name, value string, vi, next int) 
 // skipOptions skips flags from argv[j], those in takes with their value,
 // and returns the index of the first argument that is not a flag (after a
 // "--" when there is one).
-func skipOptions(lv *level, j int, takes flagSet) int {
+func skipOptions(lv *level, j int, takes flagSet) int { return eachOption(lv, j, takes, nil) }
+
+// eachOption reads the options from argv[j] on (values per takes), calls
+// visit (when not nil) with each one's name, value and value index (-1
+// when it has none), and returns the index of the first operand: after
+// "--", or the first element that is no flag.
+func eachOption(lv *level, j int, takes flagSet, visit func(name, value string, vi int)) int {
 	for j < len(lv.argv) {
 		a := lv.argv[j]
 		if a == "--" {
@@ -232,7 +238,11 @@ func skipOptions(lv *level, j int, takes flagSet) int {
 		if !isFlag(a) {
 			return j
 		}
-		_, _, _, j = option(lv, j, takes)
+		name, value, vi, next := option(lv, j, takes)
+		if visit != nil {
+			visit(name, value, vi)
+		}
+		j = next
 	}
 	return j
 }
@@ -279,24 +289,14 @@ var (
 func parseExec(lv *level, j int, prog string, fs execFlags, pre cand) parsed {
 	r := parsed{wrapper: true, prog: prog, base: cand{prog, nil, -1}}
 	pkg, shell := pre, false
-	for j < len(lv.argv) {
-		a := lv.argv[j]
-		if a == "--" {
-			j++
-			break
-		}
-		if !isFlag(a) {
-			break
-		}
-		name, value, vi, next := option(lv, j, fs.value)
+	j = eachOption(lv, j, fs.value, func(name, value string, vi int) {
 		if fs.pkg[name] && vi >= 0 && pkg.s == "" {
 			pkg = cand{npmSpec(value), lv, vi}
 		}
 		if fs.shell[name] {
 			shell = true
 		}
-		j = next
-	}
+	})
 	switch {
 	case pkg.s != "":
 		r.id = pkg
@@ -634,21 +634,11 @@ func parseUv(lv *level, i, depth int) parsed {
 func parseUvTool(lv *level, j int, prog string) parsed {
 	r := parsed{wrapper: true, prog: prog, base: cand{prog, nil, -1}}
 	var from cand
-	for j < len(lv.argv) {
-		a := lv.argv[j]
-		if a == "--" {
-			j++
-			break
-		}
-		if !isFlag(a) {
-			break
-		}
-		name, value, vi, next := option(lv, j, uvValue)
+	j = eachOption(lv, j, uvValue, func(name, value string, vi int) {
 		if name == "--from" && vi >= 0 && from.s == "" {
 			from = cand{pySpec(value), lv, vi}
 		}
-		j = next
-	}
+	})
 	switch {
 	case from.s != "":
 		r.id = from
@@ -699,21 +689,11 @@ func parsePipx(lv *level, i int) parsed {
 	}
 	r := parsed{wrapper: true, prog: "pipx run", base: cand{"pipx run", nil, -1}}
 	var spec cand
-	for j++; j < len(lv.argv); {
-		a := lv.argv[j]
-		if a == "--" {
-			j++
-			break
-		}
-		if !isFlag(a) {
-			break
-		}
-		name, value, vi, next := option(lv, j, pipxValue)
+	j = eachOption(lv, j+1, pipxValue, func(name, value string, vi int) {
 		if name == "--spec" && vi >= 0 && spec.s == "" {
 			spec = cand{pySpec(value), lv, vi}
 		}
-		j = next
-	}
+	})
 	switch {
 	case spec.s != "":
 		r.id = spec
