@@ -3,6 +3,15 @@
 // npm through npx, under an mcptrace agent with its real BPF programs.
 //
 // The node packages live in testdata/mcphost (package-lock.json pins them);
-// `make setup-test` installs them with npm ci. These tests run on the host
-// machine only: the VM kernel matrix has no Node.js in its guests.
+// `make setup-test` installs them with npm ci. testdata/mcphost/stubborn-server
+// is a local one: a real MCP server that outlives its stdin, as leaked
+// servers do.
+//
+// The Prometheus tests run a real Prometheus server (Debian's package,
+// which `make setup-test` installs) scraping the agent's /metrics and
+// evaluating deploy/prometheus/mcptrace.rules.yml, with every `for:` cut to
+// seconds, and wait for the alerts to fire and resolve.
+//
+// These tests run on the host machine only: the VM kernel matrix has no
+// Node.js in its guests.
 package e2e

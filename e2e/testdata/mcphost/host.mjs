@@ -6,6 +6,9 @@
 // without closing the first (the Codex manager-replacement leak), prints
 // "server <set> <pid> <tools>" lines and "ready", then obeys stdin:
 //   start  start one more server set, then print its line and "ready"
+//   start-stubborn ARGS…
+//          start one set of the local stubborn-server package (it outlives
+//          its stdin) with ARGS, then print its line and "ready"
 //   mark   run `mcptrace mark destroy` as a child and wait for it; print
 //          "marked <exit code>" (the host's cleanup on a refresh)
 //   exit   leave without closing anything
@@ -24,11 +27,11 @@ if (!dir) {
 let sets = 0;
 const kept = [];
 
-async function startServer() {
+async function startServer(args = ["@modelcontextprotocol/server-filesystem", dir]) {
   const set = ++sets;
   const transport = new StdioClientTransport({
     command: "npx",
-    args: ["--no-install", "@modelcontextprotocol/server-filesystem", dir],
+    args: ["--no-install", ...args],
     env: { ...process.env, MCPTRACE_E2E_SET: String(set) },
     stderr: "ignore",
   });
@@ -48,9 +51,14 @@ console.log("ready");
 
 const rl = readline.createInterface({ input: process.stdin });
 for await (const line of rl) {
+  const [word, ...args] = line.split(" ").filter(Boolean);
   if (line === "exit") process.exit(0);
   if (line === "start") {
     await startServer();
+    console.log("ready");
+  }
+  if (word === "start-stubborn") {
+    await startServer(["mcptrace-e2e-stubborn-server", ...args]);
     console.log("ready");
   }
   if (line === "mark") {
