@@ -1,6 +1,9 @@
 package roles
 
-import "github.com/mcptrace/mcptrace/lineage"
+import (
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/redact"
+)
 
 // maxChain bounds Member.Chain: the wrappers nearest the host, then the
 // server's program.
@@ -23,6 +26,12 @@ type Member struct {
 	// server process (zero otherwise); lets callers sum a server's subtree
 	// (memory of a server and its children).
 	ServerID lineage.ID `json:"server_id"`
+	// Named: Server came from argv (a package, a module or an image a
+	// wrapper or the server itself names), not from the basename
+	// fallback (Name) and not the redaction marker. Set on Role==Server
+	// only. Two servers whose names are basenames ("index") may be
+	// anything; two Named ones run the same package.
+	Named bool `json:"named,omitempty"`
 }
 
 // Classify classifies procs, the members of one session (any order; a
@@ -99,6 +108,7 @@ type classifier struct {
 	upNameOK []bool
 	name     []string // a server's identity
 	nameOK   []bool
+	named    []bool     // the name came from argv (Member.Named)
 	count    []uint8    // servers below a wrapper, up to 2
 	one      []int32    // a server below a wrapper
 	chain    [][]string // a wrapper's chain (wrapperChain), when chainOK
@@ -116,7 +126,7 @@ func newClassifier(root lineage.ID, rootIsHost bool, procs []lineage.Process) *c
 		parsed: make([]parsed, n), parsedOK: make([]bool, n),
 		own: make([]string, n), ownOK: make([]bool, n),
 		upName: make([]string, n), upNameOK: make([]bool, n),
-		name: make([]string, n), nameOK: make([]bool, n),
+		name: make([]string, n), nameOK: make([]bool, n), named: make([]bool, n),
 		count: make([]uint8, n), one: make([]int32, n),
 		chain: make([][]string, n), chainOK: make([]bool, n),
 		state: make([]uint8, n),
@@ -282,6 +292,7 @@ func (c *classifier) serverName(t int) string {
 			n = c.nearestIdentity(w)
 		}
 	}
+	c.named[t] = n != "" && n != redact.Marker
 	if n == "" {
 		n = Name(c.procs[t])
 	}
@@ -380,7 +391,8 @@ func (c *classifier) member(t int) Member {
 		if len(chain) == 0 {
 			chain = nil
 		}
-		return Member{Role: Server, Server: c.serverName(t), Chain: chain, ServerID: c.procs[t].ID}
+		name := c.serverName(t)
+		return Member{Role: Server, Server: name, Chain: chain, ServerID: c.procs[t].ID, Named: c.named[t]}
 	case kBelow:
 		if s := c.srv[t]; s >= 0 {
 			return Member{Role: Other, Server: c.serverName(int(s)), ServerID: c.procs[s].ID}

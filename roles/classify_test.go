@@ -88,7 +88,7 @@ func TestSDKFilesystemChainNamesTheNpxPackage(t *testing.T) {
 		100: {Role: Host},
 		101: {Role: Wrapper, Server: fsPkg},
 		102: {Role: Wrapper, Server: fsPkg},
-		103: {Role: Server, Server: fsPkg, Chain: []string{"npx", "sh", "node"}, ServerID: id(103)},
+		103: {Role: Server, Server: fsPkg, Chain: []string{"npx", "sh", "node"}, ServerID: id(103), Named: true},
 	})
 }
 
@@ -98,7 +98,7 @@ func TestExitedWrappersStillNameTheServer(t *testing.T) {
 	checkMembers(t, byPID(100, true, procs), map[uint32]Member{
 		101: {Role: Wrapper, Server: fsPkg},
 		102: {Role: Wrapper, Server: fsPkg},
-		103: {Role: Server, Server: fsPkg, Chain: []string{"npx", "sh", "node"}, ServerID: id(103)},
+		103: {Role: Server, Server: fsPkg, Chain: []string{"npx", "sh", "node"}, ServerID: id(103), Named: true},
 	})
 }
 
@@ -123,7 +123,7 @@ func TestUvxChainNamesThePythonPackage(t *testing.T) {
 	}
 	checkMembers(t, byPID(100, true, procs), map[uint32]Member{
 		101: {Role: Wrapper, Server: "mcp-server-fetch"},
-		102: {Role: Server, Server: "mcp-server-fetch", Chain: []string{"uvx", "python"}, ServerID: id(102)},
+		102: {Role: Server, Server: "mcp-server-fetch", Chain: []string{"uvx", "python"}, ServerID: id(102), Named: true},
 	})
 }
 
@@ -145,7 +145,7 @@ func TestPythonModuleServerNamesItsModule(t *testing.T) {
 		mk(101, 100, inh(hostImage), exe("/usr/bin/python3", "python3", "-m", "mcp_server_time", "--local-timezone=UTC")),
 	}
 	checkMembers(t, byPID(100, true, procs), map[uint32]Member{
-		101: {Role: Server, Server: "mcp_server_time", Chain: []string{"python3"}, ServerID: id(101)},
+		101: {Role: Server, Server: "mcp_server_time", Chain: []string{"python3"}, ServerID: id(101), Named: true},
 	})
 }
 
@@ -182,7 +182,7 @@ func TestExecSubSessionRootIsTheServer(t *testing.T) {
 		mk(201, 200, inh(uvx), exe("/x/bin/python", "/x/bin/python", "/x/bin/mcp-server-fetch")),
 	}
 	checkMembers(t, byPID(200, false, procs), map[uint32]Member{
-		200: {Role: Server, Server: "mcp-server-fetch", Chain: []string{"uvx"}, ServerID: id(200)},
+		200: {Role: Server, Server: "mcp-server-fetch", Chain: []string{"uvx"}, ServerID: id(200), Named: true},
 		201: {Role: Other, Server: "mcp-server-fetch", ServerID: id(200)},
 	})
 	// Without the root in the list, its children are still below it.
@@ -203,7 +203,7 @@ func TestMissingCreatorIsReadFromItsOwnImage(t *testing.T) {
 	checkMembers(t, byPID(99, true, procs), map[uint32]Member{
 		100: {Role: Server, Server: "host", Chain: []string{"node"}, ServerID: id(100)},
 		300: {Role: Wrapper, Server: "pkg"},
-		301: {Role: Server, Server: "pkg", Chain: []string{"npx", "node"}, ServerID: id(301)},
+		301: {Role: Server, Server: "pkg", Chain: []string{"npx", "node"}, ServerID: id(301), Named: true},
 		400: {Role: Server, Server: "some-server", Chain: []string{"some-server"}, ServerID: id(400)},
 		500: {Role: Server, Server: "other", Chain: []string{"other"}, ServerID: id(500)},
 	})
@@ -224,10 +224,10 @@ func TestForksThatNeverExecutedFollowTheirCreator(t *testing.T) {
 	checkMembers(t, byPID(100, true, procs), map[uint32]Member{
 		101: {Role: Other},
 		102: {Role: Wrapper, Server: "mcp-server-fetch"},
-		103: {Role: Server, Server: "mcp-server-fetch", Chain: []string{"uvx", "python"}, ServerID: id(103)},
+		103: {Role: Server, Server: "mcp-server-fetch", Chain: []string{"uvx", "python"}, ServerID: id(103), Named: true},
 		104: {Role: Wrapper, Server: "pkg"},
 		105: {Role: Wrapper, Server: "pkg"},
-		106: {Role: Server, Server: "pkg", Chain: []string{"npx", "node"}, ServerID: id(106)},
+		106: {Role: Server, Server: "pkg", Chain: []string{"npx", "node"}, ServerID: id(106), Named: true},
 		107: {Role: Other},
 	})
 }
@@ -249,8 +249,8 @@ func TestWrapperAboveTwoServersKeepsItsOwnName(t *testing.T) {
 		102: {Role: Wrapper, Server: "mcp-server-fetch"},
 		104: {Role: Wrapper, Server: "pkg"},
 		106: {Role: Wrapper, Server: "pkg2"},
-		107: {Role: Server, Server: "pkg2", Chain: []string{"sh", "node"}, ServerID: id(107)},
-		108: {Role: Server, Server: "pkg2", Chain: []string{"sh", "node"}, ServerID: id(108)},
+		107: {Role: Server, Server: "pkg2", Chain: []string{"sh", "node"}, ServerID: id(107), Named: true},
+		108: {Role: Server, Server: "pkg2", Chain: []string{"sh", "node"}, ServerID: id(108), Named: true},
 	})
 }
 

@@ -19,7 +19,12 @@
 // bytes of [A-Za-z0-9@/._:+-] and '_' (other bytes become '_'), or
 // redact.Marker when the redact package would hide the name or the argv
 // element it came from, or when it contains an element of its argv that
-// redact hides.
+// redact hides. A wrapper's argv names nothing when an option before the
+// name is one the wrapper is not known to have (it may take the next
+// element as its value), and a name is only read from a spec that fits
+// the grammar of what it names: an npm package name, a GitHub shorthand's
+// repository, the last path element of a path or URL (never its user
+// info or host), a Python distribution or module, an image reference.
 //
 // What roles does not do: read /proc or any other state (it is pure and
 // platform-neutral; callers pass what the lineage graph holds), decide

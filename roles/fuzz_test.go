@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -32,12 +33,26 @@ func checkName(t *testing.T, what, name string) {
 
 // checkNotSecret fails when name contains an element of argv that redact
 // hides.
+func argv0(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return argv[0]
+}
+
 func checkNotSecret(t *testing.T, what, name string, argv []string) {
 	t.Helper()
 	if name == "" || name == redact.Marker {
 		return
 	}
 	red := redact.Argv(argv)
+	// A program's own name (argv[0]'s basename, as the parser reads it,
+	// when argv[0] is not hidden) is not taken from a secret, even if a
+	// short hidden value happens to be part of it ("x" in "npx").
+	if own := strings.ToLower(binName(argv0(argv))); own != "" && red[0] == argv[0] &&
+		(strings.ToLower(name) == own || strings.HasPrefix(strings.ToLower(name), own+" ")) {
+		return
+	}
 	for k, a := range argv {
 		if a != "" && red[k] != a && strings.Contains(name, a) {
 			t.Fatalf("%s: name %q contains %q, which redact hides in %q", what, name, a, argv)
@@ -45,6 +60,42 @@ func checkNotSecret(t *testing.T, what, name string, argv []string) {
 	}
 	if r := redact.Argv([]string{name})[0]; r != name {
 		t.Fatalf("%s: redact hides name %q as %q", what, name, r)
+	}
+}
+
+// imagePathRe is an image reference without its tag and digest.
+var imagePathRe = regexp.MustCompile(`^([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$`)
+
+// fromGrammar reports whether name is one a known grammar gives: an npm
+// package, a repository or file name (GitHub shorthand, URL, path), a
+// Python distribution or module, an image path, a compose service.
+func fromGrammar(name string) bool {
+	return isNpmName(name) || isRepoName(name) || isPyName(name) || isPyModule(name) ||
+		imagePathRe.MatchString(name) ||
+		strings.HasPrefix(name, "compose:") && serviceRe.MatchString(name[len("compose:"):])
+}
+
+// isFallback reports whether name can be the basename fallback: a
+// script's or binary's basename (no /), or the @scope/pkg of a
+// node_modules path.
+func isFallback(name string) bool {
+	return !strings.Contains(name, "/") ||
+		strings.HasPrefix(name, "@") && strings.Count(name, "/") == 1
+}
+
+// checkGrammar fails unless name is "", redact.Marker, from a known
+// grammar, or the basename fallback; an identity is the fallback only
+// through uv run, whose command names none.
+func checkGrammar(t *testing.T, what, name string, argv []string, identity bool) {
+	t.Helper()
+	if name == "" || name == redact.Marker || fromGrammar(name) {
+		return
+	}
+	if !isFallback(name) {
+		t.Fatalf("%s: name %q of %q is from no grammar and no basename", what, name, argv)
+	}
+	if identity && !strings.Contains(strings.Join(argv, " "), "run") {
+		t.Fatalf("%s: identity %q of %q is a basename, with no uv run", what, name, argv)
 	}
 }
 
@@ -64,6 +115,12 @@ var fuzzArgvs = [][]string{
 	{"node", "/n/node_modules/@s/p/cli.js"},
 	{"pnpm", "--package=x", "dlx", "y"},
 	{"npx", "-y", ghToken},
+	{"npx", "--otp", "123456", "pkg"},
+	{"podman", "run", "--rm", "-i", "--no-hostname", "ghcr.io/x/y", "S3cr3tValue"},
+	{"npx", "user:S3cr3tValue@github.com"},
+	{"npx", "git+https://user:tok@host/org/repo.git"},
+	{"uv", "run", "--frob", "x", "-m", "mod"},
+	{"docker", "compose", "run", "--rm", "svc"},
 }
 
 func FuzzIdentity(f *testing.F) {
@@ -80,10 +137,14 @@ func FuzzIdentity(f *testing.F) {
 		name, _ := Identity(im)
 		checkName(t, "Identity", name)
 		checkNotSecret(t, "Identity", name, argv)
+		checkGrammar(t, "Identity", name, argv, true)
 		p := lineage.Process{Comm: comm, Images: []lineage.Image{im}}
 		n := Name(p)
 		checkName(t, "Name", n)
 		checkNotSecret(t, "Name", n, argv)
+		if n != (cand{s: comm, i: -1}).safe() {
+			checkGrammar(t, "Name", n, argv, false)
+		}
 	})
 }
 

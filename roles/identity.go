@@ -80,23 +80,34 @@ func (lv *level) redacted() []string {
 }
 
 // cand is a candidate name, not yet made safe: s was taken from element i
-// of lv's argv (i is -1 when it comes from no argv: a comm).
+// of lv's argv (i is -1 when it comes from no argv: a comm). s is "" when
+// the element is where the name would be but fits no grammar: it names
+// nothing, or redact.Marker when redact hides the element.
 type cand struct {
 	s  string
 	lv *level
 	i  int
 }
 
+// set reports whether c is a candidate at all: a name, or an element in
+// a name's place that names none.
+func (c cand) set() bool { return c.s != "" || c.lv != nil }
+
 // safe returns the name to show for c: "" for none; redact.Marker when
-// redact would hide the name, hides the argv element it came from, or
+// redact would hide the name, hides the element where a name that fits no
+// grammar would be, hides the argv element it came from, or
 // hides an element of its argv (or of the argv its script is in) that the
 // name contains; else the name in the package's charset, cut to maxName.
 func (c cand) safe() string {
-	if c.s == "" {
-		return ""
-	}
 	if c.lv != nil && c.lv.truncated && c.i == len(c.lv.argv)-1 {
 		return "" // may be cut short: a partial name, or a partial secret
+	}
+	if c.s == "" {
+		if c.lv != nil && c.i >= 0 && c.i < len(c.lv.argv) && c.lv.argv[c.i] != "" &&
+			c.lv.redacted()[c.i] != c.lv.argv[c.i] {
+			return redact.Marker // no name, but a hidden element in its place
+		}
+		return ""
 	}
 	s := sanitize(c.s)
 	if s == "" {

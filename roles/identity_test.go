@@ -78,7 +78,9 @@ func TestPathAndURLSpecsNameTheirLastElement(t *testing.T) {
 		{[]string{"npx", "-y", "git+https://github.com/acme/mcp-thing.git#main"}, "mcp-thing", true},
 		{[]string{"npx", "-y", "github:acme/mcp-thing#v2"}, "mcp-thing", true},
 		{[]string{"npx", "-y", "file:../local"}, "local", true},
-		{[]string{"npx", "-y", "acme/mcp-thing"}, "acme/mcp-thing", true},
+		// A GitHub shorthand names its repository.
+		{[]string{"npx", "-y", "acme/mcp-thing"}, "mcp-thing", true},
+		{[]string{"npx", "-y", "acme/mcp-thing#v2"}, "mcp-thing", true},
 		{[]string{"uvx", "--from", "git+https://github.com/acme/py-mcp@v1", "py-mcp"}, "py-mcp", true},
 	})
 }
@@ -113,7 +115,7 @@ func TestPythonRunnersNameThePackageOrModule(t *testing.T) {
 func TestDockerRunNamesTheImageWithoutTagOrDigest(t *testing.T) {
 	runIdentity(t, []identityCase{
 		{[]string{"docker", "run", "-i", "--rm", "-e", "GITHUB_TOKEN", "ghcr.io/github/github-mcp-server:v1"}, "ghcr.io/github/github-mcp-server", true},
-		{[]string{"docker", "run", "-it", "--rm", "mcp/fetch@sha256:0123456789abcdef"}, "mcp/fetch", true},
+		{[]string{"docker", "run", "-it", "--rm", "mcp/fetch@sha256:" + strings.Repeat("0123456789abcdef", 4)}, "mcp/fetch", true},
 		{[]string{"docker", "run", "-i", "-v", "/a:/b", "--name", "x", "--network=host", "host:5000/img:tag", "arg"}, "host:5000/img", true},
 		{[]string{"docker", "run", "-itv", "/a:/b", "-eFOO=bar", "img"}, "img", true},
 		{[]string{"docker", "--context", "remote", "container", "run", "--init", "-d", "img:1"}, "img", true},
@@ -175,9 +177,9 @@ func TestSecretLookingNamesAreRedacted(t *testing.T) {
 		{[]string{"npx", "-y", "@scope/" + ghToken}, redact.Marker, true},
 		{[]string{"docker", "run", "-i", "registry.example/" + ghToken + ":1"}, redact.Marker, true},
 		{[]string{"uvx", "--from", "git+https://user:hunter2@git.example/x/repo.git", "repo"}, redact.Marker, true},
-		// --token is no npx option: its value is read as the package, and
-		// redact, which hides it in context, hides the name too.
-		{[]string{"npx", "--token", "s3cr3tvalue", "pkg"}, redact.Marker, true},
+		// --token is no npx option: it may take the next element, so
+		// nothing after it is a name.
+		{[]string{"npx", "--token", "s3cr3tvalue", "pkg"}, "", true},
 		{[]string{"python3", "-m", ghToken}, redact.Marker, false},
 		// A secret elsewhere in the argv does not hide the package.
 		{[]string{"npx", "-y", "pkg", "--api-key", "s3cr3tvalue"}, "pkg", true},
@@ -190,13 +192,22 @@ func TestSecretLookingNamesAreRedacted(t *testing.T) {
 
 func TestNamesAreBoundedAndInTheCharset(t *testing.T) {
 	long := strings.Repeat("a", 300)
-	name, _ := Identity(img("npx", "-y", long))
-	if len(name) != maxName {
-		t.Errorf("name of %d bytes, want %d", len(name), maxName)
+	if name := Name(proc(img("/opt/" + long))); name != long[:maxName] {
+		t.Errorf("Name = %q (%d bytes), want %d bytes", name, len(name), maxName)
 	}
 	runIdentity(t, []identityCase{
-		{[]string{"npx", "-y", "pkg with space$(x)"}, "pkg_with_space__x_", true},
-		{[]string{"npx", "-y", "ünï"}, "__n__", true},
+		// A basename (uv run's fallback) is cut and kept in the charset...
+		{[]string{"uv", "run", "/opt/" + long}, long[:maxName], true},
+		{[]string{"uv", "run", "pkg with space$(x)"}, "pkg_with_space__x_", true},
+		{[]string{"uv", "run", "ünï"}, "__n__", true},
+		{[]string{"uv", "run", "日本"}, "", true},
+		// ...a spec outside its grammar names nothing, and a package name
+		// longer than a name is not cut into another one.
+		{[]string{"npx", "-y", long}, "", true},
+		{[]string{"npx", "-y", long[:maxName+1]}, "", true},
+		{[]string{"npx", "-y", long[:maxName]}, long[:maxName], true},
+		{[]string{"npx", "-y", "pkg with space$(x)"}, "", true},
+		{[]string{"npx", "-y", "ünï"}, "", true},
 		{[]string{"npx", "-y", "日本"}, "", true},
 		{[]string{"npx", "-y", "./"}, "", true},
 	})

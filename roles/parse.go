@@ -47,11 +47,11 @@ func parse(lv *level, i, depth int) parsed {
 	case isPython(k):
 		return parsePython(lv, i, depth)
 	case k == "npx":
-		return parseExec(lv, i+1, "npx", npxFlags, cand{})
+		return parseExec(lv, i+1, "npx", npmGrammar, cand{})
 	case k == "bunx":
-		return parseExec(lv, i+1, "bunx", bunxFlags, cand{})
+		return parseExec(lv, i+1, "bunx", bunxGrammar, cand{})
 	case k == "pnpx":
-		return parseExec(lv, i+1, "pnpm dlx", pnpmFlags, cand{})
+		return parseExec(lv, i+1, "pnpm dlx", pnpmGrammar, cand{})
 	case k == "npm":
 		return parseNpm(lv, i)
 	case k == "pnpm":
@@ -220,85 +220,26 @@ func option(lv *level, j int, takes flagSet) (name, value string, vi, next int) 
 	return a, "", -1, j + 1
 }
 
-// skipOptions skips flags from argv[j], those in takes with their value,
-// and returns the index of the first argument that is not a flag (after a
-// "--" when there is one).
-func skipOptions(lv *level, j int, takes flagSet) int { return eachOption(lv, j, takes, nil) }
-
-// eachOption reads the options from argv[j] on (values per takes), calls
-// visit (when not nil) with each one's name, value and value index (-1
-// when it has none), and returns the index of the first operand: after
-// "--", or the first element that is no flag.
-func eachOption(lv *level, j int, takes flagSet, visit func(name, value string, vi int)) int {
-	for j < len(lv.argv) {
-		a := lv.argv[j]
-		if a == "--" {
-			return j + 1
-		}
-		if !isFlag(a) {
-			return j
-		}
-		name, value, vi, next := option(lv, j, takes)
-		if visit != nil {
-			visit(name, value, vi)
-		}
-		j = next
-	}
-	return j
-}
-
-// execFlags describe a package runner's options (npx, npm exec, bunx,
-// pnpm dlx, yarn dlx).
-type execFlags struct {
-	value flagSet // flags that take a value
-	pkg   flagSet // flags whose value is the package to run
-	shell flagSet // flags that run a shell command instead of a package's bin
-}
-
-var (
-	npmValue = []string{
-		"--registry", "--cache", "--loglevel", "--userconfig", "--globalconfig",
-		"--prefix", "-w", "--workspace", "--node-options", "--shell",
-		"--script-shell", "--location", "--omit", "--include", "--before",
-		"--tag", "--scope", "--npm", "--userconfig", "-C",
-	}
-	npxFlags = execFlags{
-		value: flags(append([]string{"-p", "--package", "-c", "--call"}, npmValue...)...),
-		pkg:   flags("-p", "--package"),
-		shell: flags("-c", "--call"),
-	}
-	bunxFlags = execFlags{
-		value: flags("-p", "--package", "--cwd", "--registry"),
-		pkg:   flags("-p", "--package"),
-	}
-	pnpmFlags = execFlags{
-		value: flags("--package", "--reporter", "--allow-build", "--dir", "-C", "--filter", "-F", "--loglevel"),
-		pkg:   flags("--package"),
-		shell: flags("-c", "--shell-mode"),
-	}
-	yarnFlags = execFlags{
-		value: flags("-p", "--package", "--cwd"),
-		pkg:   flags("-p", "--package"),
-	}
-)
-
 // parseExec reads a package runner's arguments from argv[j]: options,
 // then the package (or, with a package flag, the command to run from it).
 // pre is a package given before the runner's subcommand (pnpm
-// --package=x dlx).
-func parseExec(lv *level, j int, prog string, fs execFlags, pre cand) parsed {
+// --package=x dlx). An unknown option names nothing.
+func parseExec(lv *level, j int, prog string, g *grammar, pre cand) parsed {
 	r := parsed{wrapper: true, prog: prog, base: cand{prog, nil, -1}}
 	pkg, shell := pre, false
-	j = eachOption(lv, j, fs.value, func(name, value string, vi int) {
-		if fs.pkg[name] && vi >= 0 && pkg.s == "" {
-			pkg = cand{npmSpec(value), lv, vi}
-		}
-		if fs.shell[name] {
+	j, known := g.options(lv, j, false, func(name, value string, vi int) {
+		switch name {
+		case "-p", "--package":
+			if vi >= 0 && !pkg.set() {
+				pkg = cand{npmSpec(value), lv, vi}
+			}
+		case "-c", "--call", "--shell-mode":
 			shell = true
 		}
 	})
 	switch {
-	case pkg.s != "":
+	case !known:
+	case pkg.set():
 		r.id = pkg
 	case !shell && j < len(lv.argv):
 		r.id = cand{npmSpec(lv.argv[j]), lv, j}
@@ -308,9 +249,9 @@ func parseExec(lv *level, j int, prog string, fs execFlags, pre cand) parsed {
 
 // parseNpm reads `npm [opts] exec|x …`; other npm commands are programs.
 func parseNpm(lv *level, i int) parsed {
-	j := skipOptions(lv, i+1, npxFlags.value)
+	j, known := npmGrammar.options(lv, i+1, false, nil)
 	if j < len(lv.argv) && (lv.argv[j] == "exec" || lv.argv[j] == "x") {
-		return parseExec(lv, j+1, "npm exec", npxFlags, cand{})
+		return unknown(parseExec(lv, j+1, "npm exec", npmGrammar, cand{}), known)
 	}
 	return parsed{base: cand{binName(lv.argv[i]), lv, i}}
 }
@@ -318,91 +259,137 @@ func parseNpm(lv *level, i int) parsed {
 // parsePnpm reads `pnpm [opts] dlx …`, where --package may come first.
 func parsePnpm(lv *level, i int) parsed {
 	var pre cand
-	j := i + 1
-	for j < len(lv.argv) && isFlag(lv.argv[j]) && lv.argv[j] != "--" {
-		name, value, vi, next := option(lv, j, pnpmFlags.value)
-		if name == "--package" && vi >= 0 && pre.s == "" {
+	j, known := pnpmGrammar.options(lv, i+1, false, func(name, value string, vi int) {
+		if name == "--package" && vi >= 0 && !pre.set() {
 			pre = cand{npmSpec(value), lv, vi}
 		}
-		j = next
-	}
+	})
 	if j < len(lv.argv) && lv.argv[j] == "dlx" {
-		return parseExec(lv, j+1, "pnpm dlx", pnpmFlags, pre)
+		return unknown(parseExec(lv, j+1, "pnpm dlx", pnpmGrammar, pre), known)
 	}
 	return parsed{base: cand{binName(lv.argv[i]), lv, i}}
 }
 
 // parseYarn reads `yarn [opts] dlx …`.
 func parseYarn(lv *level, i int) parsed {
-	j := skipOptions(lv, i+1, yarnFlags.value)
+	j, known := yarnGrammar.options(lv, i+1, false, nil)
 	if j < len(lv.argv) && lv.argv[j] == "dlx" {
-		return parseExec(lv, j+1, "yarn dlx", yarnFlags, cand{})
+		return unknown(parseExec(lv, j+1, "yarn dlx", yarnGrammar, cand{}), known)
 	}
 	return parsed{base: cand{binName(lv.argv[i]), lv, i}}
 }
 
-// npmSpec returns the package a package spec names: without its version
-// (pkg@1.2.3, @scope/pkg@latest), or the last path element of a path, URL
-// or git spec, without .git or .tgz.
+// unknown returns r, naming nothing unless known: the options read before
+// r's were all known.
+func unknown(r parsed, known bool) parsed {
+	if !known {
+		r.id = cand{}
+	}
+	return r
+}
+
+// npmSpec returns the package an npm spec names, "" when it names none:
+// a package name without its version (pkg@1.2.3, @scope/pkg@latest), the
+// repository of a GitHub shorthand (owner/repo#ref), or the last path
+// element of a path, URL or git spec (github:, git+…, http(s)://, file:),
+// without .git or .tgz. Anything else (user:secret@host) names nothing.
 func npmSpec(s string) string {
 	s = strings.TrimPrefix(s, "npm:")
-	if pathLike(s) {
-		return lastElem(s)
-	}
-	for _, host := range []string{"github:", "gitlab:", "bitbucket:", "gist:"} {
-		if strings.HasPrefix(s, host) {
-			return lastElem(s[len(host):])
+	for _, p := range []string{"github:", "gitlab:", "bitbucket:", "gist:", "file:"} {
+		if strings.HasPrefix(s, p) {
+			return specElem(s[len(p):], false)
 		}
 	}
-	if k := strings.IndexByte(s, '#'); k >= 0 {
-		s = s[:k]
+	for _, p := range []string{"git+", "git://", "http://", "https://"} {
+		if strings.HasPrefix(s, p) {
+			return specElem(s, false)
+		}
 	}
+	if isPath(s) {
+		return specElem(s, false)
+	}
+	if !strings.HasPrefix(s, "@") && strings.Contains(s, "/") {
+		// GitHub shorthand: owner/repo[#committish].
+		if k := strings.IndexByte(s, '#'); k >= 0 {
+			s = s[:k]
+		}
+		owner, repo, _ := strings.Cut(s, "/")
+		if isRepoName(owner) && isRepoName(repo) {
+			return repo
+		}
+		return ""
+	}
+	name, version := s, ""
 	start := 0
 	if strings.HasPrefix(s, "@") {
 		start = 1
 	}
 	if k := strings.IndexByte(s[start:], '@'); k >= 0 {
-		s = s[:start+k]
+		name, version = s[:start+k], s[start+k+1:]
 	}
-	return s
+	// A version, range or tag has no / : @ or \ (npm rejects such tags):
+	// pkg@host/path and pkg@x:y are no package specs.
+	if strings.ContainsAny(version, `/:@\`) || !isNpmName(name) {
+		return ""
+	}
+	return name
 }
 
-// pySpec returns the package a Python requirement names: without its
-// version, extras or marker (pkg==1.0, pkg>=1, pkg@1.0, pkg[cli]), or
-// the last path element of a path, URL or VCS spec.
+// pySpec returns the distribution a Python requirement names, "" when it
+// names none: without its version, extras or marker (pkg==1.0, pkg>=1,
+// pkg@1.0, pkg[cli]), or the last path element of a path, URL or VCS spec.
 func pySpec(s string) string {
 	s = strings.TrimSpace(s)
-	if pathLike(s) {
-		return lastElem(s)
+	if isPath(s) || strings.Contains(s, "://") || strings.HasPrefix(s, "git+") {
+		return specElem(s, true)
+	}
+	if strings.HasPrefix(s, "file:") {
+		return specElem(s[len("file:"):], true)
 	}
 	if k := strings.IndexAny(s, "=<>!~;[@( ,"); k >= 0 {
 		s = strings.TrimSpace(s[:k])
 	}
+	if !isPyName(s) {
+		return ""
+	}
 	return s
 }
 
-// pathLike reports whether a spec is a path or a URL, not a name.
-func pathLike(s string) bool {
+// isPath reports whether a spec is a file path.
+func isPath(s string) bool {
 	return strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") ||
-		strings.Contains(s, "://") || strings.HasPrefix(s, "git+") || strings.HasPrefix(s, "file:") ||
 		strings.ContainsRune(s, '\\')
 }
 
-// lastElem returns a path's or URL's last element without a query,
-// fragment, @ref, .git, .tgz or .tar.gz.
-func lastElem(s string) string {
+// specElem returns the name a path, URL or git spec names: the last
+// element of its path (never its scheme, user info or host: a URL
+// without a path names nothing), without a query, fragment, .git, .tgz,
+// .tar.gz, .whl or .zip, and with atRef without an @ref (pip's
+// git+https://host/org/repo@v1); "" unless that is a repository or file
+// name.
+func specElem(s string, atRef bool) string {
 	if k := strings.IndexAny(s, "?#"); k >= 0 {
 		s = s[:k]
 	}
-	s = basename(s)
-	if k := strings.LastIndexByte(s, ':'); k >= 0 { // git@host:repo.git
-		s = s[k+1:]
+	if k := strings.Index(s, "://"); k >= 0 {
+		rest := s[k+len("://"):]
+		slash := strings.IndexByte(rest, '/')
+		if slash < 0 {
+			return ""
+		}
+		s = rest[slash+1:]
 	}
-	if k := strings.IndexByte(s, '@'); k > 0 { // git+https://host/x/repo@v1
-		s = s[:k]
+	s = basename(s)
+	if atRef {
+		if k := strings.IndexByte(s, '@'); k > 0 {
+			s = s[:k]
+		}
 	}
 	for _, ext := range []string{".git", ".tgz", ".tar.gz", ".whl", ".zip"} {
 		s = strings.TrimSuffix(s, ext)
+	}
+	if !isRepoName(s) {
+		return ""
 	}
 	return s
 }
@@ -492,7 +479,7 @@ func parseNode(lv *level, i, depth int, bun bool) parsed {
 	if bun && j < len(lv.argv) {
 		switch lv.argv[j] {
 		case "x":
-			return parseExec(lv, j+1, "bunx", bunxFlags, cand{})
+			return parseExec(lv, j+1, "bunx", bunxGrammar, cand{})
 		case "run":
 			j++
 		}
@@ -503,7 +490,27 @@ func parseNode(lv *level, i, depth int, bun bool) parsed {
 	if r, ok := shim(lv, j, depth); ok {
 		return r
 	}
+	// An option node has that takes a value the parser does not know
+	// would make its value look like the script: only what looks like a
+	// script (a path, or a file with a script's extension) names it.
+	if !looksLikeScript(lv.argv[j]) {
+		return parsed{base: cand{binName(lv.argv[i]), lv, i}}
+	}
 	return parsed{base: cand{binName(lv.argv[j]), lv, j}}
+}
+
+// looksLikeScript: a path or a file name with a JavaScript or
+// TypeScript extension.
+func looksLikeScript(a string) bool {
+	if strings.ContainsRune(a, '/') {
+		return true
+	}
+	for _, ext := range []string{".js", ".mjs", ".cjs", ".ts", ".mts", ".cts"} {
+		if strings.HasSuffix(a, ext) {
+			return true
+		}
+	}
+	return false
 }
 
 // shim reads a runtime's script argv[j] that is a wrapper's bin shim
@@ -511,17 +518,17 @@ func parseNode(lv *level, i, depth int, bun bool) parsed {
 func shim(lv *level, j, depth int) (parsed, bool) {
 	switch k := scriptKey(lv.argv[j]); {
 	case k == "npx" || k == "npx-cli":
-		return parseExec(lv, j+1, "npx", npxFlags, cand{}), true
+		return parseExec(lv, j+1, "npx", npmGrammar, cand{}), true
 	case k == "npm" || k == "npm-cli":
 		return parseNpm(lv, j), true
 	case k == "pnpx":
-		return parseExec(lv, j+1, "pnpm dlx", pnpmFlags, cand{}), true
+		return parseExec(lv, j+1, "pnpm dlx", pnpmGrammar, cand{}), true
 	case k == "pnpm":
 		return parsePnpm(lv, j), true
 	case k == "yarn" || strings.HasPrefix(k, "yarn-"):
 		return parseYarn(lv, j), true
 	case k == "bunx":
-		return parseExec(lv, j+1, "bunx", bunxFlags, cand{}), true
+		return parseExec(lv, j+1, "bunx", bunxGrammar, cand{}), true
 	case k == "pipx":
 		return parsePipx(lv, j), true
 	case k == "mcptrace":
@@ -530,7 +537,12 @@ func shim(lv *level, j, depth int) (parsed, bool) {
 	return parsed{}, false
 }
 
-// parsePython reads `python [opts] -m MODULE | SCRIPT args`.
+// pythonSwitches are the python interpreter's one-letter options that take
+// no value; -W, -X (and python 2's -Q) take one, -c and -m end them.
+const pythonSwitches = "bBdEhiIOPqRsSuvVx?3t"
+
+// parsePython reads `python [opts] -m MODULE | SCRIPT args`. An option
+// python does not have names nothing.
 func parsePython(lv *level, i, depth int) parsed {
 	self := parsed{base: cand{binName(lv.argv[i]), lv, i}}
 	j := i + 1
@@ -544,8 +556,15 @@ func parsePython(lv *level, i, depth int) parsed {
 			break
 		}
 		if strings.HasPrefix(a, "--") {
-			j++
-			if a == "--check-hash-based-pycs" {
+			switch a {
+			case "--check-hash-based-pycs":
+				j += 2
+			case "--help", "--version", "--help-env", "--help-xoptions", "--help-all":
+				j++
+			default:
+				if !strings.HasPrefix(a, "--check-hash-based-pycs=") {
+					return self
+				}
 				j++
 			}
 			continue
@@ -553,10 +572,10 @@ func parsePython(lv *level, i, depth int) parsed {
 		next := j + 1
 	cluster:
 		for x := 1; x < len(a); x++ {
-			switch a[x] {
-			case 'c':
+			switch c := a[x]; {
+			case c == 'c':
 				return self // inline code
-			case 'm':
+			case c == 'm':
 				mod, mi := a[x+1:], j
 				if mod == "" {
 					if j+1 >= len(lv.argv) {
@@ -564,12 +583,14 @@ func parsePython(lv *level, i, depth int) parsed {
 					}
 					mod, mi = lv.argv[j+1], j+1
 				}
-				return pyModule(lv, mod, mi, depth)
-			case 'W', 'X', 'Q':
+				return pyModule(lv, mod, mi, depth, self)
+			case c == 'W' || c == 'X' || c == 'Q':
 				if x+1 == len(a) {
 					next++
 				}
 				break cluster
+			case strings.IndexByte(pythonSwitches, c) < 0:
+				return self
 			}
 		}
 		j = next
@@ -583,8 +604,10 @@ func parsePython(lv *level, i, depth int) parsed {
 	return parsed{base: cand{binName(lv.argv[j]), lv, j}}
 }
 
-// pyModule reads `python -m MOD`, MOD at argv[mi] (or attached to -m).
-func pyModule(lv *level, mod string, mi, depth int) parsed {
+// pyModule reads `python -m MOD`, MOD at argv[mi] (or attached to -m);
+// self is what the interpreter names without it. A module that is no
+// dotted Python name names nothing.
+func pyModule(lv *level, mod string, mi, depth int, self parsed) parsed {
 	if mi < len(lv.argv) && lv.argv[mi] == mod {
 		switch mod {
 		case "pipx":
@@ -592,6 +615,10 @@ func pyModule(lv *level, mod string, mi, depth int) parsed {
 		case "uv":
 			return parseUv(lv, mi, depth)
 		}
+	}
+	if !isPyModule(mod) {
+		self.id = cand{"", lv, mi}
+		return self
 	}
 	c := cand{mod, lv, mi}
 	return parsed{id: c, base: c}
@@ -613,17 +640,17 @@ var uvValue = flags(
 
 // parseUv reads `uv [opts] run …` and `uv [opts] tool run …`.
 func parseUv(lv *level, i, depth int) parsed {
-	j := skipOptions(lv, i+1, uvValue)
+	j, known := uvGrammar.options(lv, i+1, false, nil)
 	if j >= len(lv.argv) {
 		return parsed{base: cand{binName(lv.argv[i]), lv, i}}
 	}
 	switch lv.argv[j] {
 	case "run":
-		return parseUvRun(lv, j+1, depth)
+		return unknown(parseUvRun(lv, j+1, depth), known)
 	case "tool":
-		k := skipOptions(lv, j+1, uvValue)
+		k, known2 := uvGrammar.options(lv, j+1, false, nil)
 		if k < len(lv.argv) && lv.argv[k] == "run" {
-			return parseUvTool(lv, k+1, "uv tool run")
+			return unknown(parseUvTool(lv, k+1, "uv tool run"), known && known2)
 		}
 	}
 	return parsed{base: cand{binName(lv.argv[i]), lv, i}}
@@ -634,13 +661,14 @@ func parseUv(lv *level, i, depth int) parsed {
 func parseUvTool(lv *level, j int, prog string) parsed {
 	r := parsed{wrapper: true, prog: prog, base: cand{prog, nil, -1}}
 	var from cand
-	j = eachOption(lv, j, uvValue, func(name, value string, vi int) {
-		if name == "--from" && vi >= 0 && from.s == "" {
+	j, known := uvGrammar.options(lv, j, false, func(name, value string, vi int) {
+		if name == "--from" && vi >= 0 && !from.set() {
 			from = cand{pySpec(value), lv, vi}
 		}
 	})
 	switch {
-	case from.s != "":
+	case !known:
+	case from.set():
 		r.id = from
 	case j < len(lv.argv):
 		r.id = cand{pySpec(lv.argv[j]), lv, j}
@@ -661,16 +689,23 @@ func parseUvRun(lv *level, j, depth int) parsed {
 		if !isFlag(a) {
 			break
 		}
-		name, value, vi, next := option(lv, j, uvValue)
+		name, value, vi, next, known := uvGrammar.read(lv, j)
+		if !known {
+			return r
+		}
 		if (name == "-m" || name == "--module") && vi >= 0 {
-			r.id = cand{value, lv, vi}
+			if isPyModule(value) {
+				r.id = cand{value, lv, vi}
+			} else {
+				r.id = cand{"", lv, vi}
+			}
 			return r
 		}
 		j = next
 	}
 	if j < len(lv.argv) {
 		in := parse(lv, j, depth+1)
-		if in.id.s != "" {
+		if in.id.set() {
 			r.id = in.id
 		} else {
 			r.id = in.base
@@ -679,23 +714,22 @@ func parseUvRun(lv *level, j, depth int) parsed {
 	return r
 }
 
-var pipxValue = flags("--spec", "--python", "--index-url", "-i", "--pip-args", "--backend", "--fetch-missing-python")
-
 // parsePipx reads `pipx [opts] run [opts] [--spec PKG] PKG|CMD …`.
 func parsePipx(lv *level, i int) parsed {
-	j := skipOptions(lv, i+1, pipxValue)
+	j, known := pipxGrammar.options(lv, i+1, false, nil)
 	if j >= len(lv.argv) || lv.argv[j] != "run" {
 		return parsed{base: cand{binName(lv.argv[i]), lv, i}}
 	}
 	r := parsed{wrapper: true, prog: "pipx run", base: cand{"pipx run", nil, -1}}
 	var spec cand
-	j = eachOption(lv, j+1, pipxValue, func(name, value string, vi int) {
-		if name == "--spec" && vi >= 0 && spec.s == "" {
+	j, known2 := pipxGrammar.options(lv, j+1, false, func(name, value string, vi int) {
+		if name == "--spec" && vi >= 0 && !spec.set() {
 			spec = cand{pySpec(value), lv, vi}
 		}
 	})
 	switch {
-	case spec.s != "":
+	case !known || !known2:
+	case spec.set():
 		r.id = spec
 	case j < len(lv.argv):
 		r.id = cand{pySpec(lv.argv[j]), lv, j}
@@ -803,58 +837,13 @@ func parseMcptrace(lv *level, i, depth int) parsed {
 	return parsed{base: cand{binName(lv.argv[i]), lv, i}}
 }
 
-// Docker's and podman's switches: flags that take no value. Every other
-// flag without "=" takes the next element.
-var (
-	dockerGlobalBool = flags("-D", "--debug", "--tls", "--tlsverify", "-v", "--version",
-		"--remote", "-r", "--syslog", "--noout", "--help", "-h")
-	dockerRunBool = flags("-i", "-t", "-d", "-P", "-q", "--rm", "--init", "--privileged",
-		"--read-only", "--interactive", "--tty", "--detach", "--publish-all", "--quiet",
-		"--no-healthcheck", "--oom-kill-disable", "--sig-proxy", "--disable-content-trust",
-		"--use-api-socket", "--replace", "--rmi", "--tls-verify", "--env-host", "--http-proxy",
-		"--no-hosts", "--read-only-tmpfs", "--help")
-	composeGlobalBool = flags("--verbose", "--dry-run", "--compatibility", "--all-resources", "--help")
-	composeRunBool    = flags("-d", "-T", "-i", "-P", "--rm", "--detach", "--no-TTY", "--interactive",
-		"--no-deps", "--service-ports", "--use-aliases", "--build", "--remove-orphans",
-		"--quiet-pull", "--quiet", "--help")
-)
-
-// skipDocker skips docker-style flags from argv[j] and returns the index
-// of the first argument. Short flags cluster (-it, -itv X, -eFOO=bar):
-// the first one not in bools takes the rest of the element, or the next.
-func skipDocker(lv *level, j int, bools flagSet) int {
-	for j < len(lv.argv) {
-		a := lv.argv[j]
-		if a == "--" {
-			return j + 1
-		}
-		if !isFlag(a) {
-			return j
-		}
-		j++
-		if strings.HasPrefix(a, "--") {
-			if !strings.Contains(a, "=") && !bools[a] {
-				j++
-			}
-			continue
-		}
-		for x := 1; x < len(a); x++ {
-			if !bools["-"+a[x:x+1]] {
-				if x+1 == len(a) {
-					j++
-				}
-				break
-			}
-		}
-	}
-	return j
-}
-
 // parseDocker reads `docker|podman [opts] [container] run|create [opts]
-// IMAGE …` and `docker compose … run … SERVICE`.
+// IMAGE …` and `docker compose … run … SERVICE`. An option docker and
+// podman do not have names nothing, and so does an image that is no image
+// reference.
 func parseDocker(lv *level, i int, k string) parsed {
 	self := parsed{base: cand{binName(lv.argv[i]), lv, i}}
-	j := skipDocker(lv, i+1, dockerGlobalBool)
+	j, known := dockerGlobal.options(lv, i+1, true, nil)
 	if j >= len(lv.argv) {
 		return self
 	}
@@ -863,13 +852,14 @@ func parseDocker(lv *level, i int, k string) parsed {
 		j++
 		sub = lv.argv[j]
 	} else if sub == "compose" {
-		return parseCompose(lv, j+1, k)
+		return unknown(parseCompose(lv, j+1, k), known)
 	}
 	if sub != "run" && sub != "create" {
 		return self
 	}
 	r := parsed{wrapper: true, prog: k + " " + sub, base: cand{k, nil, -1}}
-	if j = skipDocker(lv, j+1, dockerRunBool); j < len(lv.argv) {
+	j, known2 := dockerRun.options(lv, j+1, false, nil)
+	if known && known2 && j < len(lv.argv) {
 		r.id = cand{imageName(lv.argv[j]), lv, j}
 	}
 	return r
@@ -878,25 +868,39 @@ func parseDocker(lv *level, i int, k string) parsed {
 // parseCompose reads compose's arguments from argv[j]: `[opts] run [opts]
 // SERVICE …`; k is "docker" or "podman".
 func parseCompose(lv *level, j int, k string) parsed {
-	j = skipDocker(lv, j, composeGlobalBool)
+	j, known := composeGlobal.options(lv, j, true, nil)
 	if j >= len(lv.argv) || lv.argv[j] != "run" {
 		return parsed{base: cand{k + "-compose", nil, -1}}
 	}
 	r := parsed{wrapper: true, prog: k + " compose run", base: cand{k + "-compose", nil, -1}}
-	if j = skipDocker(lv, j+1, composeRunBool); j < len(lv.argv) && lv.argv[j] != "" {
-		r.id = cand{"compose:" + lv.argv[j], lv, j}
+	j, known2 := composeRun.options(lv, j+1, false, nil)
+	if known && known2 && j < len(lv.argv) {
+		s := lv.argv[j]
+		if !fits(serviceRe, s) {
+			s = ""
+		} else {
+			s = "compose:" + s
+		}
+		r.id = cand{s, lv, j}
 	}
 	return r
 }
 
 // imageName returns an image reference without its tag and digest,
-// keeping a registry's port (host:5000/img:tag → host:5000/img).
+// keeping a registry's port (host:5000/img:tag → host:5000/img); "" when
+// ref is no image reference.
 func imageName(ref string) string {
+	if !imageRe.MatchString(ref) {
+		return ""
+	}
 	if k := strings.IndexByte(ref, '@'); k >= 0 {
 		ref = ref[:k]
 	}
 	if c := strings.LastIndexByte(ref, ':'); c > strings.LastIndexByte(ref, '/') {
 		ref = ref[:c]
+	}
+	if len(ref) > maxName {
+		return ""
 	}
 	return ref
 }
