@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
@@ -19,8 +20,10 @@ import (
 // sampler keeps what the metrics show between samples: the last picture,
 // and for each live server the I/O it had done and when that last moved.
 type sampler struct {
+	// last is the last picture: readers (scrapes, status) never wait
+	// for a sample under way.
+	last atomic.Pointer[exporter.Picture]
 	mu   sync.Mutex // one sample at a time; guards the fields below
-	last exporter.Picture
 	io   map[lineage.ID]ioSeen
 	seq  uint64
 	rd   procfs.UsageReader
@@ -37,9 +40,10 @@ type ioSeen struct {
 
 // Picture returns the last sampled picture of the node.
 func (a *Agent) Picture() exporter.Picture {
-	a.sampler.mu.Lock()
-	defer a.sampler.mu.Unlock()
-	return a.sampler.last
+	if p := a.sampler.last.Load(); p != nil {
+		return *p
+	}
+	return exporter.Picture{}
 }
 
 // Sample samples the node now (sessions, roles, /proc) and keeps the
@@ -62,7 +66,7 @@ func (a *Agent) Sample() exporter.Picture {
 	orphans := map[lineage.ID]bool{}
 	for _, s := range all {
 		if s.State == sessions.Ended && s.Parent != "" {
-			for _, p := range a.tracker.MembersOf(s) {
+			for _, p := range a.tracker.MembersBrief(s) {
 				if !p.Exited {
 					orphans[p.ID] = true
 				}
@@ -75,14 +79,14 @@ func (a *Agent) Sample() exporter.Picture {
 		if s.Parent != "" {
 			continue
 		}
-		procs := a.tracker.MembersOf(s)
+		procs := a.members(s)
 		var gens []uint32
 		active := s.State == sessions.Active
 		if active && s.Generation > 1 && s.SparesRoot() {
 			gens = a.tracker.Generations(s.Ref(), procs)
 		}
 		ms := roles.Classify(s.Root, s.SparesRoot(), procs)
-		v := exporter.SessionView{Active: active, HostKind: HostKind(s.Origin), Members: make([]exporter.MemberView, len(procs))}
+		v := exporter.SessionView{Active: active, HostKind: HostKind(s.Origin), Owner: s.Owner, Members: make([]exporter.MemberView, len(procs))}
 		for i, p := range procs {
 			m := exporter.MemberView{ID: p.ID, Role: ms[i].Role, Server: ms[i].Server, Alive: !p.Exited}
 			m.Orphaned = m.Alive && (!active || orphans[p.ID] || gens != nil && p.ID != s.Root && gens[i] != 0 && gens[i] < s.Generation)
@@ -98,8 +102,8 @@ func (a *Agent) Sample() exporter.Picture {
 					if m.Role == roles.Server && !m.Orphaned {
 						idleFor := sm.idleFor(p.ID, u.IOBytes, start)
 						m.Idle = idleFor >= a.opts.IdleAfter
-						if active && p.ID != s.Root {
-							servers = append(servers, serverSeen{session: s, name: m.Server, id: p.ID, idleFor: idleFor})
+						if active && p.ID != s.Root && ms[i].Named {
+							servers = append(servers, serverSeen{session: s, name: m.Server, command: commandKey(p), id: p.ID, idleFor: idleFor})
 						}
 					}
 				}
@@ -116,8 +120,22 @@ func (a *Agent) Sample() exporter.Picture {
 	a.reapSuperseded(servers, a.opts.ReapSupersededAfter)
 	pic := exporter.Build(views)
 	pic.At, pic.Took = start, time.Since(start)
-	sm.last = pic
+	sm.last.Store(&pic)
 	return pic
+}
+
+// members returns the members of s with their images, copied one process
+// at a time: the tracker's and the graph's locks are held for one
+// process's command lines at most, never for a whole session's, so the
+// event consumer waits for no sample.
+func (a *Agent) members(s sessions.Session) []lineage.Process {
+	procs := a.tracker.MembersBrief(s)
+	for i := range procs {
+		if p, ok := a.graph.Get(procs[i].ID); ok {
+			procs[i].Images = p.Images
+		}
+	}
+	return procs
 }
 
 // idleFor notes the I/O a server has done by now and returns for how long

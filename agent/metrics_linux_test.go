@@ -85,6 +85,12 @@ func startChain(t *testing.T, copies int, chain ...[]string) (*exec.Cmd, []int) 
 	if len(pids) < 1+copies*len(chain) {
 		t.Fatalf("chain printed %d pids, want %d", len(pids), 1+copies*len(chain))
 	}
+	// Every link, by identity: the host's death ends the session, but
+	// the agent may stop before its enforcer got to them.
+	for _, pid := range pids[1:] {
+		p := procOf(t, uint32(pid), "a link of the chain")
+		t.Cleanup(p.kill)
+	}
 	return cmd, pids
 }
 
@@ -157,6 +163,9 @@ func TestReapingEndsOnlyTheOlderIdleInstanceOfAServerItsHostStartedAgain(t *test
 	server := []string{"node", "/opt/n/node_modules/@acme/server-demo/dist/index.js"}
 	host, _ := startChain(t, 2, []string{"npx", "-y", "@acme/server-demo"}, server)
 	lone, _ := startChain(t, 1, []string{"npx", "-y", "@acme/server-demo"}, server)
+	// Two servers only their basename names ("index"): the same name may
+	// be any two programs, so neither supersedes the other.
+	unnamed, _ := startChain(t, 2, []string{"node", "/srv/app/build/index.js"})
 	if err := a.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +175,14 @@ func TestReapingEndsOnlyTheOlderIdleInstanceOfAServerItsHostStartedAgain(t *test
 	}
 	older, newer := procOf(t, servers[0].PID, "older server"), procOf(t, servers[1].PID, "newer server")
 	alone := procOf(t, nodesUnder(t, a, lone.Process.Pid)[0].PID, "a server with no newer instance")
-	for _, h := range []*exec.Cmd{host, lone} {
+	var basenamed []proc
+	for _, id := range nodesUnder(t, a, unnamed.Process.Pid) {
+		basenamed = append(basenamed, procOf(t, id.PID, "a server named by its basename"))
+	}
+	if len(basenamed) != 2 {
+		t.Fatalf("%d basename-named servers, want 2", len(basenamed))
+	}
+	for _, h := range []*exec.Cmd{host, lone, unnamed} {
 		if _, err := a.client.Begin(context.Background(), uint32(h.Process.Pid), ""); err != nil {
 			t.Fatal(err)
 		}
@@ -175,6 +191,11 @@ func TestReapingEndsOnlyTheOlderIdleInstanceOfAServerItsHostStartedAgain(t *test
 	time.Sleep(2 * time.Second) // more samples past the threshold
 	if !newer.alive() || !alone.alive() {
 		t.Fatalf("reaping ended the newer instance (alive %v) or a server with no newer one (alive %v)", newer.alive(), alone.alive())
+	}
+	for _, p := range basenamed {
+		if !p.alive() {
+			t.Errorf("reaping ended %s %d", p.what, p.PID)
+		}
 	}
 	st := a.Enforcer().Stats()
 	if n := st.Kills[enforcer.KillKey(agent.ReasonSuperseded, enforcer.ClassKilled)]; n != 1 {

@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -21,8 +22,24 @@ const ReasonSuperseded = "superseded"
 type serverSeen struct {
 	session sessions.Session
 	name    string
+	// command hashes the server's program and argv: an instance is
+	// superseded only by one started with the very same command, never
+	// by another server that happens to have the same name.
+	command uint64
 	id      lineage.ID
 	idleFor time.Duration
+}
+
+// commandKey hashes what p runs now: its file and argv.
+func commandKey(p lineage.Process) uint64 {
+	h := fnv.New64a()
+	im := p.Current()
+	h.Write([]byte(im.Filename))
+	for _, a := range im.Argv {
+		h.Write([]byte{0})
+		h.Write([]byte(a))
+	}
+	return h.Sum64()
 }
 
 // reapSuperseded ends, through the enforcer, every server of servers that
@@ -48,10 +65,15 @@ func (a *Agent) reapSuperseded(servers []serverSeen, after time.Duration) {
 	}
 	slices.SortFunc(servers, func(x, y serverSeen) int {
 		return cmp.Or(cmp.Compare(x.session.Owner, y.session.Owner), cmp.Compare(x.session.ID, y.session.ID),
-			cmp.Compare(x.name, y.name), cmp.Compare(y.id.Start, x.id.Start), cmp.Compare(y.id.PID, x.id.PID))
+			cmp.Compare(x.name, y.name), cmp.Compare(x.command, y.command), cmp.Compare(y.id.Start, x.id.Start), cmp.Compare(y.id.PID, x.id.PID))
 	})
 	for i, s := range servers {
-		newer := i > 0 && servers[i-1].session.Ref() == s.session.Ref() && servers[i-1].name == s.name
+		prev := serverSeen{}
+		if i > 0 {
+			prev = servers[i-1]
+		}
+		newer := i > 0 && prev.session.Ref() == s.session.Ref() && prev.session.Began == s.session.Began &&
+			prev.name == s.name && prev.command == s.command
 		if !newer || s.idleFor < after || a.sampler.reaping[s.id] {
 			continue
 		}
@@ -73,10 +95,26 @@ func (a *Agent) reap(s serverSeen) {
 		a.sampler.reaping = map[lineage.ID]bool{}
 	}
 	a.sampler.reaping[s.id] = true
-	a.log.Info("reaping a superseded server", "session", s.session.ID, "owner_uid", s.session.Owner, "server", s.name,
+	// Per owner and session, within the tracker's log limit.
+	a.limitSessionLogs(a.log).Info("reaping a superseded server", "session", s.session.ID, "owner_uid", s.session.Owner, "server", s.name,
 		"pid", s.id.PID, "idle_for", s.idleFor.Round(time.Second))
+	// What ends is what the tracker proves a member of the session, in
+	// the server's subtree, while the session is active: once it ended,
+	// its own ending takes over.
 	en := enforcer.Ending{Session: s.session.ID, Generation: s.session.Generation, Reason: ReasonSuperseded, Owner: s.session.Owner,
-		Members: func() []lineage.Process { return a.graph.Descendants(s.id) }}
+		Members: func() []lineage.Process {
+			if !a.tracker.StillActive(s.session) {
+				return nil
+			}
+			var out []lineage.Process
+			for _, p := range a.tracker.MembersBrief(s.session) {
+				// With its images: spare rules and records read them.
+				if full, ok := a.graph.Get(p.ID); ok && a.graph.InCreatorChain(s.id, p.ID) {
+					out = append(out, full)
+				}
+			}
+			return out
+		}}
 	go func() {
 		defer a.ending.Done()
 		rep := a.enf.End(a.endCtx, en)

@@ -64,6 +64,8 @@ type Server struct {
 	// is built; read-only afterwards).
 	requests     map[string]*atomic.Uint64
 	requestsOnce sync.Once
+	// started is set once Serve has set up what APIStatus reads.
+	started atomic.Bool
 }
 
 // Caller is who sent a request, from the socket's peer credentials.
@@ -218,8 +220,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		onRefuse: func(reason string, uid uint32, err error) {
 			s.Log.Debug("connection refused", "reason", reason, "uid", uid, "err", err)
 		}}
+	handler := s.handler()
+	s.started.Store(true)
 	s.http = &http.Server{
-		Handler:           s.handler(),
+		Handler:           handler,
 		MaxHeaderBytes:    maxHeader,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -284,8 +288,13 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (Caller, bool) {
 }
 
 // APIStatus reports the API's own counters: what the agent's metrics
-// show. Call it once Serve has started.
-func (s *Server) APIStatus() APIStatus { return s.apiStatus() }
+// show. Before Serve has set up its counters, it reports zeros.
+func (s *Server) APIStatus() APIStatus {
+	if !s.started.Load() {
+		return APIStatus{}
+	}
+	return s.apiStatus()
+}
 
 // apiStatus reports the API's own counters.
 func (s *Server) apiStatus() APIStatus {

@@ -17,6 +17,10 @@ const (
 	MaxServerNames = 100
 	MaxHostKinds   = 32
 	OtherLabel     = "other"
+	// MaxNamesPerOwner bounds the server names one session owner puts on
+	// the endpoint: another user's names stay visible however many one
+	// user makes up.
+	MaxNamesPerOwner = 10
 )
 
 // Source gives the collector what a scrape shows: the last sampled
@@ -160,12 +164,8 @@ func (c *collector) collectPicture(pic Picture, gauge func(*prometheus.Desc, flo
 		}
 		return OtherLabel
 	}
-	names := map[string]int{}
-	for k, s := range pic.Servers {
-		names[k.Server] += s.Live + s.Orphaned + 1
-	}
-	keepName := keepBusiest(names, MaxServerNames)
-	fc.servers = len(names) - len(keepName)
+	keepName, allNames := keepServerNames(pic.Servers)
+	fc.servers = allNames - len(keepName)
 
 	sessions := map[SessionKey]int{}
 	for k, n := range pic.Sessions {
@@ -244,4 +244,71 @@ func keepBusiest(counts map[string]int, max int) map[string]bool {
 		}
 	}
 	return keep
+}
+
+// keepServerNames returns the server names shown by name, and how many
+// names there are: each owner's MaxNamesPerOwner busiest names (those
+// with orphans first), then of those the MaxServerNames with orphans
+// first, then held by the most owners, then with the most processes.
+// "" is always kept (it is no name). The rest fold into OtherLabel.
+func keepServerNames(servers map[ServerKey]*ServerStats) (map[string]bool, int) {
+	type score struct {
+		orphaned, processes int
+		owners              map[uint32]bool
+	}
+	byName := map[string]*score{}
+	byOwner := map[uint32]map[string]OwnerCount{}
+	for k, s := range servers {
+		sc := byName[k.Server]
+		if sc == nil {
+			sc = &score{owners: map[uint32]bool{}}
+			byName[k.Server] = sc
+		}
+		for o, c := range s.Owners {
+			sc.orphaned += c.Orphaned
+			sc.processes += c.Processes
+			sc.owners[o] = true
+			if byOwner[o] == nil {
+				byOwner[o] = map[string]OwnerCount{}
+			}
+			t := byOwner[o][k.Server]
+			t.Processes += c.Processes
+			t.Orphaned += c.Orphaned
+			byOwner[o][k.Server] = t
+		}
+	}
+	candidates := map[string]bool{}
+	for _, names := range byOwner {
+		list := make([]string, 0, len(names))
+		for n := range names {
+			list = append(list, n)
+		}
+		slices.SortFunc(list, func(a, b string) int {
+			x, y := names[a], names[b]
+			return cmp.Or(cmp.Compare(min(y.Orphaned, 1), min(x.Orphaned, 1)), cmp.Compare(y.Processes, x.Processes), strings.Compare(a, b))
+		})
+		for _, n := range list[:min(len(list), MaxNamesPerOwner)] {
+			candidates[n] = true
+		}
+	}
+	list := make([]string, 0, len(candidates))
+	for n := range candidates {
+		list = append(list, n)
+	}
+	slices.SortFunc(list, func(a, b string) int {
+		x, y := byName[a], byName[b]
+		return cmp.Or(cmp.Compare(min(y.orphaned, 1), min(x.orphaned, 1)), cmp.Compare(len(y.owners), len(x.owners)),
+			cmp.Compare(y.processes, x.processes), strings.Compare(a, b))
+	})
+	keep := map[string]bool{"": true}
+	for _, n := range list {
+		if len(keep) > MaxServerNames {
+			break
+		}
+		keep[n] = true
+	}
+	if _, ok := byName[""]; !ok {
+		return keep, len(byName) + 1
+	}
+	return keep, len(byName)
 }

@@ -94,7 +94,7 @@ func sampleHealth() Health {
 func TestServerNamesAndHostKindsAreBounded(t *testing.T) {
 	var views []SessionView
 	for i := range MaxServerNames + 50 {
-		views = append(views, SessionView{Active: true, HostKind: fmt.Sprintf("kind-%d", i%(MaxHostKinds+8)), Members: []MemberView{
+		views = append(views, SessionView{Active: true, HostKind: fmt.Sprintf("kind-%d", i%(MaxHostKinds+8)), Owner: uint32(1000 + i), Members: []MemberView{
 			{Role: roles.Server, Server: fmt.Sprintf("server-%d", i), Alive: true},
 		}})
 	}
@@ -140,5 +140,34 @@ func TestServerNamesAndHostKindsAreBounded(t *testing.T) {
 	}
 	if folded != 50 {
 		t.Errorf("servers under other = %v, want the 50 folded", folded)
+	}
+}
+
+func TestOneOwnersManyNamesHideNoOtherOwnersServer(t *testing.T) {
+	var views []SessionView
+	for i := range 3 * MaxServerNames {
+		views = append(views, SessionView{Active: true, HostKind: "codex", Owner: 1001, Members: []MemberView{
+			{Role: roles.Server, Server: fmt.Sprintf("made-up-%d", i), Alive: true},
+			{Role: roles.Server, Server: fmt.Sprintf("made-up-%d", i), Alive: true},
+		}})
+	}
+	views = append(views,
+		SessionView{Active: true, HostKind: "claude", Owner: 1002, Members: []MemberView{{Role: roles.Server, Server: "@modelcontextprotocol/server-github", Alive: true}}},
+		SessionView{Active: false, HostKind: "claude", Owner: 1003, Members: []MemberView{{Role: roles.Server, Server: "mcp-server-fetch", Alive: true}}})
+	pic := Build(views)
+	keep, _ := keepServerNames(pic.Servers)
+	for _, name := range []string{"@modelcontextprotocol/server-github", "mcp-server-fetch"} {
+		if !keep[name] {
+			t.Errorf("%s of another owner is folded under other", name)
+		}
+	}
+	mine := 0
+	for n := range keep {
+		if strings.HasPrefix(n, "made-up-") {
+			mine++
+		}
+	}
+	if mine != MaxNamesPerOwner {
+		t.Errorf("one owner shows %d names, want %d", mine, MaxNamesPerOwner)
 	}
 }

@@ -12,7 +12,10 @@ import (
 type SessionView struct {
 	Active   bool
 	HostKind string
-	Members  []MemberView
+	// Owner is the session owner's uid: it never becomes a label, but
+	// bounds how many server names one user can put on the endpoint.
+	Owner   uint32
+	Members []MemberView
 }
 
 // MemberView is one member of a session.
@@ -70,7 +73,13 @@ type ServerStats struct {
 	Duplicates int
 	// Idle live servers.
 	Idle int
+	// Owners counts the processes above (live and orphaned) by session
+	// owner.
+	Owners map[uint32]OwnerCount
 }
+
+// OwnerCount is what one owner has under one ServerKey.
+type OwnerCount struct{ Processes, Orphaned int }
 
 // Picture is the node at one sample.
 type Picture struct {
@@ -89,7 +98,7 @@ func Build(views []SessionView) Picture {
 	server := func(k ServerKey) *ServerStats {
 		s := p.Servers[k]
 		if s == nil {
-			s = &ServerStats{}
+			s = &ServerStats{Owners: map[uint32]OwnerCount{}}
 			p.Servers[k] = s
 		}
 		return s
@@ -107,6 +116,10 @@ func Build(views []SessionView) Picture {
 				s := server(k)
 				s.Orphaned++
 				s.OrphanedRSS += m.RSSBytes
+				oc := s.Owners[v.Owner]
+				oc.Processes++
+				oc.Orphaned++
+				s.Owners[v.Owner] = oc
 				continue
 			}
 			p.Members[MemberKey{v.HostKind, m.Role}]++
@@ -116,6 +129,9 @@ func Build(views []SessionView) Picture {
 			s := server(k)
 			s.RSSBytes += m.RSSBytes
 			s.CPUSeconds += m.CPUSeconds
+			oc := s.Owners[v.Owner]
+			oc.Processes++
+			s.Owners[v.Owner] = oc
 			if m.Role != roles.Server {
 				continue
 			}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -49,19 +51,30 @@ func Handler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
 	return mux
 }
 
-// Listen opens addr for Serve; the error says what to change when the
-// address is taken.
+// MaxConnections bounds the connections /metrics serves at once; further
+// ones wait in the kernel's backlog. Anyone who reaches the address may
+// connect: each connection costs the agent a file descriptor, which the
+// enforcer needs for pidfds, so their number stays small, and an idle one
+// is closed after IdleTimeout.
+const (
+	MaxConnections = 8
+	IdleTimeout    = 10 * time.Second
+)
+
+// Listen opens addr for Serve, at most MaxConnections served at once; the
+// error says what to change when the address is taken.
 func Listen(addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s (set metrics.listen-address to another address, or \"\" to serve no metrics): %w", addr, err)
 	}
-	return l, nil
+	return netutil.LimitListener(l, MaxConnections), nil
 }
 
 // Serve serves h on l until ctx ends.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: IdleTimeout, MaxHeaderBytes: 16 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -19,6 +19,37 @@ func (t *Tracker) MembersOf(s Session) []lineage.Process {
 	return nil
 }
 
+// StillActive reports whether s (this instance, not a later session that
+// took its ID) is still active.
+func (t *Tracker) StillActive(s Session) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	x := t.instance(s.Ref(), s.Began)
+	return x != nil && x.State == Active
+}
+
+// MembersBrief is MembersOf without the members' images (nil): it copies
+// no command line under the tracker's lock, so a session whose members
+// carry long ones costs a caller its own time, not the event consumer's.
+// Fetch the images of the members it needs one at a time (Graph.Get).
+func (t *Tracker) MembersBrief(s Session) []lineage.Process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	x := t.instance(s.Ref(), s.Began)
+	if x == nil {
+		return nil
+	}
+	f := memberFilter{withRoot: true, branch: func(lineage.Process) bool { return true }}
+	var out []lineage.Process
+	t.g.WalkDescendants(x.Root, func(p lineage.Process) bool {
+		if f.take(p) {
+			out = append(out, p)
+		}
+		return true
+	})
+	return out
+}
+
 // Members returns the session's root and everything it created at any
 // depth, alive and exited, in the graph's pre-order (Graph.Descendants):
 // including processes that daemonized, changed process group or were

@@ -159,3 +159,21 @@ func TestSessionKeepsItsExitedMembersUnderChurn(t *testing.T) {
 		t.Errorf("only %d of the 200 exited processes outside the session dropped", s.Dropped)
 	}
 }
+
+func TestMembersBriefAreMembersWithoutImages(t *testing.T) {
+	w := newWorld(t, Config{})
+	root := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "s", "--", "x")
+	a := w.spawn(root, 601, alice, "npx", "-y", "pkg")
+	w.spawn(a, 602, alice, "node", "server.js")
+	w.spawn(initID, 700, alice, "outsider")
+	s := w.session("s")
+	full, brief := w.tr.MembersOf(s), w.tr.MembersBrief(s)
+	if !slices.Equal(procIDs(full), procIDs(brief)) {
+		t.Fatalf("MembersBrief %v, MembersOf %v", procIDs(brief), procIDs(full))
+	}
+	for _, p := range brief {
+		if p.Images != nil {
+			t.Errorf("%v has images in MembersBrief", p.ID)
+		}
+	}
+}
