@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,7 +35,7 @@ const rulesFile = "../deploy/prometheus/mcptrace.rules.yml"
 type promServer struct {
 	url    string // http://127.0.0.1:PORT
 	target string // the agent's metrics address: the alerts' instance
-	stderr *lockedBuffer
+	stderr *testenv.LockedBuffer
 }
 
 // startPrometheus runs Debian's prometheus until the test ends, on a free
@@ -83,7 +81,7 @@ scrape_configs:
 	}
 
 	addr := freePort(t)
-	p := &promServer{url: "http://" + addr, target: target, stderr: &lockedBuffer{}}
+	p := &promServer{url: "http://" + addr, target: target, stderr: &testenv.LockedBuffer{}}
 	cmd := exec.Command(bin,
 		"--config.file="+configFile,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -371,22 +369,4 @@ func waitSample(t *testing.T, addr, series string, want float64) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer a process may write while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

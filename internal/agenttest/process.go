@@ -1,14 +1,12 @@
 package agenttest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +31,7 @@ type Process struct {
 
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs lockedBuffer
+	logs testenv.LockedBuffer
 }
 
 // StartProcess starts the agent binary with flags and waits until it
@@ -154,21 +152,4 @@ func (p *Process) CLI(args ...string) (string, error) {
 		return string(out), fmt.Errorf("mcptrace %v: %w", args, err)
 	}
 	return string(out), nil
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
