@@ -51,7 +51,9 @@ func chainHelper() {
 			os.Exit(1)
 		}
 	}
-	select {}
+	// Not select{}: a program whose only goroutine blocks forever is a
+	// deadlock to the Go runtime, which ends it.
+	time.Sleep(time.Hour)
 }
 
 // startChain starts a host (the test binary as "mcp-host") that starts
