@@ -70,7 +70,8 @@ type Sessions struct {
 	// Rules are extra host rules, matched after the default ones
 	// (sessions.rules; configuration file only).
 	Rules []sessions.Rule
-	// Retention is how long ended sessions stay listed (sessions.retention).
+	// Retention is how long ended sessions stay listed (sessions.retention);
+	// one a member of which still lives stays until it ends.
 	Retention time.Duration
 	// WithinPID narrows the agent to the processes this PID created, at any
 	// depth, and itself (sessions.within-pid); 0, the default, is the whole
@@ -269,7 +270,7 @@ func (c *Config) options() []option {
 			func() error { return nil }},
 		{"sessions.rules", "extra host rules: a list of {name, comm, exe, argv, not} (configuration file only)", &c.Sessions.Rules,
 			func() error { return sessions.CompileRules(c.Sessions.Rules) }},
-		{"sessions.retention", "how long ended sessions stay listed", &c.Sessions.Retention,
+		{"sessions.retention", "how long ended sessions stay listed (one with a live member stays until it ends, within sessions.max-ended-per-uid)", &c.Sessions.Retention,
 			func() error { return between(c.Sessions.Retention, time.Second, maxRetention) }},
 		{"sessions.within-pid", "only this PID and the processes it created begin sessions or send destroy markers; 0: the whole node", &c.Sessions.WithinPID,
 			func() error { return pid(c.Sessions.WithinPID) }},
