@@ -131,6 +131,9 @@ type Graph struct {
 	// (recent.go).
 	recent     []*node
 	recentHead int
+	// recentLive counts the entries of recent[recentHead:] still in the
+	// graph (node.recent set); removed ones wait to be skipped.
+	recentLive int
 
 	stats counters
 }

@@ -108,19 +108,50 @@ func (g *Graph) noteExit(n *node) {
 	}
 	n.recent = true
 	g.recent = append(g.recent, n)
-	for len(g.recent)-g.recentHead > g.maxRecent {
+	g.recentLive++
+	// Only the queued processes still in the graph count: a State lists
+	// those only, so a restored graph lets the same ones go at the same
+	// exits (FuzzDumpRestore). Retired ones are skipped when they come up.
+	for g.recentLive > g.maxRecent {
 		old := g.recent[g.recentHead]
 		g.recent[g.recentHead] = nil
 		g.recentHead++
+		if !old.recent {
+			continue // removed from the graph while queued (unqueue)
+		}
 		old.recent = false
+		g.recentLive--
 		g.dropExited(old)
 	}
-	// Reuse the queue's array once its dead front is as long as the rest.
-	if g.recentHead > 0 && g.recentHead >= len(g.recent)-g.recentHead {
-		k := copy(g.recent, g.recent[g.recentHead:])
+	queued := g.recent[g.recentHead:]
+	switch {
+	case len(queued) > 2*g.recentLive+64:
+		// Mostly processes removed while queued: keep the queue's array
+		// bounded by what is live in it.
+		k := 0
+		for _, x := range queued {
+			if x.recent {
+				g.recent[k] = x
+				k++
+			}
+		}
+		clear(g.recent[k:])
+		g.recent, g.recentHead = g.recent[:k], 0
+	case g.recentHead > 0 && g.recentHead >= len(queued):
+		// Reuse the queue's array once its dead front is as long as the rest.
+		k := copy(g.recent, queued)
 		clear(g.recent[k:])
 		g.recent = g.recent[:k]
 		g.recentHead = 0
+	}
+}
+
+// unqueue takes n, being removed from the graph, out of the count of
+// recent exits; its slot in the queue is skipped when it comes up.
+func (g *Graph) unqueue(n *node) {
+	if n.recent {
+		n.recent = false
+		g.recentLive--
 	}
 }
 

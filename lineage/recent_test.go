@@ -3,6 +3,7 @@ package lineage
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // churn forks n short-lived children of creator from start on, each
@@ -232,4 +233,25 @@ func ExampleConfig_recentExits() {
 	s := g.Stats()
 	fmt.Println(s.Tracked, s.Dropped)
 	// Output: 3 3
+}
+
+func TestRecentExitsRemovedWhileQueuedNeitherCountNorPileUp(t *testing.T) {
+	const recent = 50
+	g := New(Config{RecentExits: recent, Retention: time.Millisecond})
+	seedInit(g)
+	apply(g, forkEv(host, initID))
+	start := uint64(2 * sec)
+	for round := range 100 {
+		churn(g, host, start, 10)
+		start += 10*ms + sec
+		g.Retire(start) // past the retention: the queued exits go this way
+		// 1,000 exits in all, each retired before 50 newer ones came.
+		if q := len(g.recent) - g.recentHead; q > 2*recent+64+10 {
+			t.Fatalf("round %d: the queue holds %d entries (%d live), want at most %d", round, q, g.recentLive, 2*recent+64+10)
+		}
+	}
+	checkInvariants(t, g)
+	if g.recentLive != 0 {
+		t.Errorf("%d live recent exits after every one retired, want 0", g.recentLive)
+	}
 }

@@ -89,6 +89,7 @@ func walkSubtrees(roots []*node, visit func(n *node, dead bool, last uint64, dep
 // all retired with it. A live process may still name it as parent, so the
 // node keeps its identity but lets go of everything else.
 func (g *Graph) remove(n *node) {
+	g.unqueue(n)
 	delete(g.byID, n.p.ID)
 	nodes := removeNode(g.byPID[n.p.ID.PID], n)
 	if len(nodes) == 0 {

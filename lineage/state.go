@@ -131,7 +131,7 @@ func (g *Graph) Dump() State {
 		s.Repaired = maps.Clone(g.repaired)
 	}
 	for _, n := range g.recent[g.recentHead:] {
-		if !n.retired {
+		if n.recent {
 			s.Recent = append(s.Recent, n.p.ID)
 		}
 	}
@@ -353,6 +353,7 @@ func Restore(cfg Config, s State) (*Graph, error) {
 		}
 		n.recent = true
 		g.recent = append(g.recent, n)
+		g.recentLive++
 	}
 	// Evict, never fold: nothing is pinned yet (see Pin).
 	g.evict()

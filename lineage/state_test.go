@@ -113,6 +113,9 @@ func stateDiff(a, b State) string {
 	if (a.Nodes == nil) != (b.Nodes == nil) {
 		out = append(out, fmt.Sprintf("nodes nil: %v / %v", a.Nodes == nil, b.Nodes == nil))
 	}
+	if !reflect.DeepEqual(a.Recent, b.Recent) {
+		out = append(out, fmt.Sprintf("recent %v / %v", a.Recent, b.Recent))
+	}
 	return strings.Join(out, "\n")
 }
 
@@ -894,6 +897,7 @@ func TestStateCoversEveryField(t *testing.T) {
 			"maxRecent":      "Config",
 			"recent":         "Recent",
 			"recentHead":     "derived: 0 after Restore, Recent holds the queue from it",
+			"recentLive":     "derived: the length of Recent after Restore",
 			"nextEvictBytes": "derived: as nextEvictAt",
 			"imageBytes":     "derived: Restore accounts every node's images",
 			"nextEvictAt":    "derived: 0 after Restore, whose evict sets it again when the cap cannot be met",
