@@ -16,14 +16,6 @@ import (
 	"github.com/mcptrace/mcptrace/api"
 )
 
-// Variants of the metrics section: an agent sampling for its metrics
-// every second (fifteen times as often as by default) and one serving
-// no metrics at all.
-const (
-	variantSampling  = "sampling every 1 s"
-	variantNoMetrics = "no metrics"
-)
-
 // metricsHostArg0 names the bench's session roots ($0 of their bash) so a
 // host rule of the bench's own configuration matches them, from /proc
 // too: every agent of the section finds the same sessions at start.

@@ -29,6 +29,14 @@ type results struct {
 	metrics  *metricsResults
 }
 
+// Variants of the metrics section: an agent sampling for its metrics
+// every second (fifteen times as often as by default) and one serving
+// no metrics at all.
+const (
+	variantSampling  = "sampling every 1 s"
+	variantNoMetrics = "no metrics"
+)
+
 // metricsResults are the metrics section's: scrape latencies and sample
 // durations with sessions × processes live, and per variant the exec
 // storm's rate in each round and the events lost.
