@@ -103,13 +103,10 @@ func (a *Agent) reap(s serverSeen) {
 	// its own ending takes over.
 	en := enforcer.Ending{Session: s.session.ID, Generation: s.session.Generation, Reason: ReasonSuperseded, Owner: s.session.Owner,
 		Members: func() []lineage.Process {
-			if !a.tracker.StillActive(s.session) {
-				return nil
-			}
 			var out []lineage.Process
-			for _, p := range a.tracker.MembersBrief(s.session) {
+			for _, p := range a.tracker.MembersBelow(s.session, s.id) {
 				// With its images: spare rules and records read them.
-				if full, ok := a.graph.Get(p.ID); ok && a.graph.InCreatorChain(s.id, p.ID) {
+				if full, ok := a.graph.Get(p.ID); ok {
 					out = append(out, full)
 				}
 			}

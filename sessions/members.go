@@ -19,13 +19,26 @@ func (t *Tracker) MembersOf(s Session) []lineage.Process {
 	return nil
 }
 
-// StillActive reports whether s (this instance, not a later session that
-// took its ID) is still active.
-func (t *Tracker) StillActive(s Session) bool {
+// MembersBelow is MembersBrief narrowed to id and what it created, at
+// any depth, while s (this instance) is still active: nil once it ended
+// (its own ending takes over), or when id is not a member of s. It costs
+// id's subtree and its creator chain, not the whole session.
+func (t *Tracker) MembersBelow(s Session, id lineage.ID) []lineage.Process {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	x := t.instance(s.Ref(), s.Began)
-	return x != nil && x.State == Active
+	if x == nil || x.State != Active || !t.g.InCreatorChain(x.Root, id) {
+		return nil
+	}
+	f := memberFilter{withRoot: true, branch: func(lineage.Process) bool { return true }}
+	var out []lineage.Process
+	t.g.WalkDescendants(id, func(p lineage.Process) bool {
+		if f.take(p) {
+			out = append(out, p)
+		}
+		return true
+	})
+	return out
 }
 
 // MembersBrief is MembersOf without the members' images (nil): it copies

@@ -177,3 +177,23 @@ func TestMembersBriefAreMembersWithoutImages(t *testing.T) {
 		}
 	}
 }
+
+func TestMembersBelowAreASubtreeOfAnActiveSessionOnly(t *testing.T) {
+	w := newWorld(t, Config{})
+	root := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "s", "--", "x")
+	a := w.spawn(root, 601, alice, "npx", "-y", "pkg")
+	b := w.spawn(a, 602, alice, "node", "server.js")
+	w.spawn(root, 603, alice, "npx", "-y", "other")
+	outsider := w.spawn(initID, 700, alice, "outsider")
+	s := w.session("s")
+	if got := procIDs(w.tr.MembersBelow(s, a)); !slices.Equal(got, []lineage.ID{a, b}) {
+		t.Errorf("MembersBelow(wrapper) = %v, want the wrapper and its server", got)
+	}
+	if got := w.tr.MembersBelow(s, outsider); got != nil {
+		t.Errorf("MembersBelow(a process outside the session) = %v, want none", procIDs(got))
+	}
+	w.exit(root)
+	if got := w.tr.MembersBelow(s, a); got != nil {
+		t.Errorf("MembersBelow after the session ended = %v, want none", procIDs(got))
+	}
+}
