@@ -356,16 +356,11 @@ func parseStat(b []byte) (Stat, error) {
 		fStart = 22
 	)
 	var f [fStart + 1][]byte
-	nf := fState
-	for rest := b[end+1:]; nf <= fStart; nf++ {
-		var fld []byte
-		if fld, rest = nextField(rest); fld == nil {
-			break
-		}
-		f[nf] = fld
+	if err := statFields(b[end+1:], f[:]); err != nil {
+		return st, err
 	}
-	if nf <= fStart || len(f[fState]) != 1 {
-		return st, fmt.Errorf("malformed: %d fields after comm", nf-fState)
+	if len(f[fState]) != 1 {
+		return st, fmt.Errorf("malformed state %q", f[fState])
 	}
 	st.State = f[fState][0]
 	ppid, err := parseUint(f[fPPID], 32)
@@ -380,6 +375,22 @@ func parseStat(b []byte) (Stat, error) {
 		return st, fmt.Errorf("malformed starttime: %w", err)
 	}
 	return st, nil
+}
+
+// statFields splits what follows comm in a stat file into f, numbered
+// from 3 (state) as in proc(5): f[3] up to f[len(f)-1]. It fails when
+// there are fewer fields.
+func statFields(afterComm []byte, f [][]byte) error {
+	const first = 3
+	n := first
+	for rest := afterComm; n < len(f); n++ {
+		var fld []byte
+		if fld, rest = nextField(rest); fld == nil {
+			return fmt.Errorf("malformed: %d fields after comm", n-first)
+		}
+		f[n] = fld
+	}
+	return nil
 }
 
 // nextField returns the first run of non-space bytes of b (nil when

@@ -56,16 +56,12 @@ func (u *UsageReader) Read(id lineage.ID) (Usage, error) {
 	if err != nil {
 		return Usage{}, readErr(id.PID, err)
 	}
-	st, err := parseStat(b)
+	us, startTicks, err := parseStatUsage(b)
 	if err != nil {
 		return Usage{}, fmt.Errorf("procfs: %s/stat: %w", dir, err)
 	}
-	if !(lineage.ID{PID: id.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(id) {
+	if !(lineage.ID{PID: id.PID, Start: startTicks * lineage.TickNS}).SameTick(id) {
 		return Usage{}, readErr(id.PID, fmt.Errorf("%w: %w", errGone, fs.ErrNotExist))
-	}
-	us, err := parseStatUsage(b)
-	if err != nil {
-		return Usage{}, fmt.Errorf("procfs: %s/stat: %w", dir, err)
 	}
 	b, err = u.rd.file(dfd, "io")
 	if err != nil {
@@ -82,47 +78,43 @@ var errGone = errors.New("the pid names another process now")
 
 // Fields of /proc/PID/stat after comm, numbered as in proc(5).
 const (
-	fUTime = 14
-	fSTime = 15
-	fRSS   = 24
+	fUTime      = 14
+	fSTime      = 15
+	fStartTicks = 22
+	fRSS        = 24
 )
 
-// parseStatUsage takes utime, stime and rss (in pages) from a stat file.
-func parseStatUsage(b []byte) (Usage, error) {
+// parseStatUsage takes utime, stime and rss (in pages) from a stat file,
+// and the start time in clock ticks that says whose they are.
+func parseStatUsage(b []byte) (u Usage, startTicks uint64, err error) {
 	end := bytes.LastIndexByte(b, ')')
 	if end < 0 {
-		return Usage{}, errors.New("malformed: no (comm)")
+		return Usage{}, 0, errors.New("malformed: no (comm)")
 	}
 	var f [fRSS + 1][]byte
-	nf := 3
-	for rest := b[end+1:]; nf <= fRSS; nf++ {
-		var fld []byte
-		if fld, rest = nextField(rest); fld == nil {
-			break
-		}
-		f[nf] = fld
+	if err := statFields(b[end+1:], f[:]); err != nil {
+		return Usage{}, 0, err
 	}
-	if nf <= fRSS {
-		return Usage{}, fmt.Errorf("malformed: %d fields after comm", nf-3)
-	}
-	var u Usage
 	ut, err := parseUint(f[fUTime], 64)
 	if err != nil {
-		return Usage{}, fmt.Errorf("malformed utime: %w", err)
+		return Usage{}, 0, fmt.Errorf("malformed utime: %w", err)
 	}
 	stime, err := parseUint(f[fSTime], 64)
 	if err != nil {
-		return Usage{}, fmt.Errorf("malformed stime: %w", err)
+		return Usage{}, 0, fmt.Errorf("malformed stime: %w", err)
+	}
+	if startTicks, err = parseUint(f[fStartTicks], 64); err != nil {
+		return Usage{}, 0, fmt.Errorf("malformed starttime: %w", err)
 	}
 	u.CPUTicks = ut + stime
 	// rss is signed in the kernel's format; a negative one (never seen)
 	// reads as malformed.
 	rss, err := parseUint(f[fRSS], 63)
 	if err != nil {
-		return Usage{}, fmt.Errorf("malformed rss: %w", err)
+		return Usage{}, 0, fmt.Errorf("malformed rss: %w", err)
 	}
 	u.RSSBytes = rss * uint64(unix.Getpagesize())
-	return u, nil
+	return u, startTicks, nil
 }
 
 // parseIO sums rchar and wchar of /proc/PID/io.

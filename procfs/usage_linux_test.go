@@ -53,14 +53,14 @@ func TestUsageOfARecycledOrExitedPIDReadsAsGone(t *testing.T) {
 
 func TestParseStatUsageAndIO(t *testing.T) {
 	stat := []byte("42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 777 1000000 3 18446744073709551615 0 0\n")
-	u, err := parseStatUsage(stat)
-	if err != nil {
-		t.Fatal(err)
+	u, start, err := parseStatUsage(stat)
+	if err != nil || start != 777 {
+		t.Fatalf("parseStatUsage: start %d, %v; want 777", start, err)
 	}
 	if u.CPUTicks != 12 || u.RSSBytes != 3*uint64(os.Getpagesize()) {
 		t.Fatalf("usage = %+v, want 12 ticks and 3 pages", u)
 	}
-	if _, err := parseStatUsage([]byte("42 (a) S 1 42")); err == nil {
+	if _, _, err := parseStatUsage([]byte("42 (a) S 1 42")); err == nil {
 		t.Fatal("a short stat line parsed")
 	}
 	n, err := parseIO([]byte("rchar: 10\nwchar: 5\nsyscr: 1\nsyscw: 1\nread_bytes: 0\n"))
