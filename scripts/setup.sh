@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing mcptrace needs on Debian 12,
 # from Debian packages only. Idempotent and quiet: apt runs only when a
-# package is missing.
+# package is missing. No system service is started or enabled: the tests
+# start their own Prometheus and dockerd and never touch the machine's.
 #
 #   scripts/setup.sh agent   what `make run` needs (nothing beyond Go today)
 #   scripts/setup.sh test    + clang-19/libbpf (make generate), qemu and
 #                            busybox (VM kernel matrix), Node.js and the
 #                            MCP host's npm packages (end-to-end test),
 #                            prometheus (promtool for deploy/, the server
-#                            the end-to-end test starts)
+#                            the end-to-end test starts), docker.io and
+#                            busybox-static (the private Docker engine and
+#                            image of internal/dockertest)
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
 #                            compares against), gcc for its workloads,
 #                            bpftool, taskset; Node.js and the MCP host's
@@ -18,7 +21,7 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
-test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io busybox-static) ;;
 bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
 *) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
 esac
@@ -32,16 +35,29 @@ missing=()
 for p in "${want[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
+# Packages whose postinst starts a system service (and enables it under
+# systemd) where there is an init system, with the units it starts: a
+# Prometheus on :9090; a dockerd on /run/docker.sock with its containerd
+# (docker.io pulls containerd and runc). The tests only run their binaries.
+declare -A services=(
+	[prometheus]="prometheus.service"
+	[docker.io]="docker.service docker.socket containerd.service"
+)
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "setup: installing ${missing[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	# Debian's prometheus starts a system Prometheus on :9090 from its
-	# postinst where there is an init system; the tests only run its
-	# binaries. A policy-rc.d that exits 101 forbids service starts for the
-	# length of the install. One that exists already is left as it is.
+	units=()
+	for p in "${missing[@]}"; do
+		if [ -n "${services[$p]:-}" ]; then
+			read -ra u <<<"${services[$p]}"
+			units+=("${u[@]}")
+		fi
+	done
+	# A policy-rc.d that exits 101 forbids service starts for the length of
+	# the install. One that exists already is left as it is.
 	policy=
-	if [[ " ${missing[*]} " == *" prometheus "* ]] && [ ! -e /usr/sbin/policy-rc.d ]; then
+	if [ ${#units[@]} -gt 0 ] && [ ! -e /usr/sbin/policy-rc.d ]; then
 		policy=/usr/sbin/policy-rc.d
 		trap 'rm -f "$policy"' EXIT
 		printf '#!/bin/sh\nexit 101\n' >"$policy"
@@ -52,9 +68,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 		rm -f "$policy"
 		trap - EXIT
 	fi
-	# Nor enabled at boot: the postinst enables the unit under systemd.
-	if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
-		systemctl disable --now prometheus >/dev/null 2>&1 || true
+	# Nor enabled at boot: the postinst enables the units under systemd.
+	# One unit at a time, so a unit a package version lacks stops no other.
+	if [ ${#units[@]} -gt 0 ] && [ -d /run/systemd/system ]; then
+		for u in "${units[@]}"; do
+			systemctl disable --now "$u" >/dev/null 2>&1 || true
+		done
 	fi
 fi
 if [ "${1:-test}" = test ]; then
