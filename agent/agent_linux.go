@@ -144,7 +144,7 @@ type Agent struct {
 	lastCP        time.Time
 	boot          bootReport
 
-	events    [4]atomic.Uint64 // applied, by lineage.EventKind
+	events    [lineage.KindRequest + 1]atomic.Uint64 // applied, by lineage.EventKind
 	decodeErr atomic.Uint64
 
 	barrier barrierState

@@ -57,7 +57,7 @@ func (a *Agent) consume() error {
 				a.log.Debug("event", "kind", ev.Kind.String(), "pid", ev.Proc.PID, "start_ns", ev.Proc.Start, "comm", ev.Comm, "file", filepath.Base(ev.Filename), "argc", len(ev.Argv))
 			}
 			a.graph.Apply(ev)
-			a.events[ev.Kind&3].Add(1)
+			a.countEvent(ev.Kind)
 			acts = append(acts, a.tracker.Observe(ev)...)
 		}
 		starts := a.markPending(acts)
@@ -208,5 +208,12 @@ func (a *Agent) ownRead(cs []sensor.Counters) uint64 {
 	return cs[len(cs)-1].Read
 }
 
-// eventKinds are the kinds of process events, in counter order.
-var eventKinds = []lineage.EventKind{lineage.KindFork, lineage.KindExec, lineage.KindExit}
+// eventKinds are the kinds of kernel events, in counter order.
+var eventKinds = []lineage.EventKind{lineage.KindFork, lineage.KindExec, lineage.KindExit, lineage.KindRequest}
+
+// countEvent counts an applied event by kind (a.events).
+func (a *Agent) countEvent(k lineage.EventKind) {
+	if int(k) < len(a.events) {
+		a.events[k].Add(1)
+	}
+}

@@ -209,7 +209,7 @@ func (a *Agent) replay(rec state.Record) error {
 			return err
 		}
 		a.graph.Apply(ev)
-		a.events[ev.Kind&3].Add(1)
+		a.countEvent(ev.Kind)
 		a.markPending(a.tracker.Observe(ev))
 	case recOp:
 		var op sessions.Op

@@ -20,7 +20,10 @@ enum event_kind {
 	/* Not a process event: a sync point user space asked for (struct
 	 * barrier_event). */
 	EVENT_BARRIER = 4,
-	EVENT_KIND_MAX = 5,
+	/* A container client wrote an engine API request (struct
+	 * request_event). */
+	EVENT_REQUEST = 5,
+	EVENT_KIND_MAX = 6,
 };
 
 enum event_flags {
@@ -84,7 +87,7 @@ struct event {
  * layout changing too: sets of programs pinned by another build are read
  * only when layout and format agree (sensor.recordLayout). */
 enum record_format {
-	RECORD_FORMAT = 2,
+	RECORD_FORMAT = 3,
 };
 
 struct exec_event {
@@ -106,6 +109,25 @@ struct exec_event {
 struct barrier_event {
 	struct event base;         /* kind EVENT_BARRIER, time; the rest zero */
 	__u64 seq;                 /* the number user space passed in */
+};
+
+/* Bytes of an engine API request captured (struct request_event): the
+ * request line `POST /v1.41/containers/<64 hex>/start` needs 23 + 64 + 6;
+ * a power of two, for the verifier's mask. */
+#define REQUEST_LEN 128
+/* sockaddr_un.sun_path: the engine socket paths (map engine_sockets). */
+#define SOCK_PATH_LEN 108
+
+/* An engine API request (kind EVENT_REQUEST): the first bytes a container
+ * client (its program named in map client_comms) sent on a unix stream
+ * socket whose peer is bound to an engine socket path (map
+ * engine_sockets), when they start with "POST /". Nothing else anyone
+ * sends on any socket is read. The header's proc is the sender. */
+struct request_event {
+	struct event base;
+	__u32 len;                 /* bytes in line */
+	__u32 _pad;
+	char line[REQUEST_LEN];
 };
 
 #endif

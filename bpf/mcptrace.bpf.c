@@ -39,6 +39,7 @@ const enum doom_kill *unused_doom_kill __attribute__((unused));
 const enum clock_tick *unused_clock_tick __attribute__((unused));
 const struct barrier_event *unused_barrier_event __attribute__((unused));
 const enum record_format *unused_record_format __attribute__((unused));
+const struct request_event *unused_request_event __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -161,8 +162,56 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
 
 #define MCPTRACE_SIGKILL 9
 
+/* From the uapi headers (vmlinux.h has no macros). */
+#define MCPTRACE_S_IFMT 00170000
+#define MCPTRACE_S_IFSOCK 0140000
+#define MCPTRACE_SOCK_STREAM 1
+#define MCPTRACE_AF_UNIX 1
+#define MCPTRACE_NR_write 1   /* x86-64 */
+#define MCPTRACE_NR_sendto 44 /* x86-64 */
+
 /* SIGNAL_GROUP_EXIT from include/linux/sched/signal.h. */
 #define MCPTRACE_SIGNAL_GROUP_EXIT 0x00000004
+
+/* Container clients, by tgid; the value is the process's start time in
+ * clock ticks, as in doomed (a recycled pid is not a client; user space
+ * seeds clients it finds in /proc). A process becomes one when it execs a
+ * program whose name (comm, zero-padded) is a key of client_comms, and
+ * stops being one at exit. Only a client's requests to an engine are
+ * read (request_sendmsg). User space fills client_comms before attaching
+ * and copies a previous agent's clients at takeover. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u64);
+} clients SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__uint(key_size, COMM_LEN);
+	__uint(value_size, 1);
+} client_comms SEC(".maps");
+
+/* The engine sockets' paths (sun_path as the engine bound it,
+ * zero-padded to SOCK_PATH_LEN): a client's request is read only when
+ * its socket's peer is bound to one of these. Filled by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8);
+	__uint(key_size, SOCK_PATH_LEN);
+	__uint(value_size, 1);
+} engine_sockets SEC(".maps");
+
+/* Clients the table had no room for, and requests that matched but could
+ * not be read: index 0 and 1. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} client_misses SEC(".maps");
 
 static __always_inline void count(void *map, __u32 key)
 {
@@ -311,6 +360,22 @@ static __always_inline void doom_exec(struct task_struct *p)
 		count(&doom_kills, DOOM_KILL_EXEC);
 }
 
+/* client_exec makes p a container client when the program it exec'd is
+ * named in client_comms. */
+static __always_inline void client_exec(struct task_struct *p, struct proc_ident *self)
+{
+	/* Zero-padded: the key is all COMM_LEN bytes. */
+	char comm[COMM_LEN] = {};
+	struct task_struct *leader = p->group_leader;
+	if (bpf_probe_read_kernel_str(comm, sizeof(comm), &leader->comm) < 0)
+		return;
+	if (!bpf_map_lookup_elem(&client_comms, comm))
+		return;
+	__u64 tick = self->start / DOOM_TICK_NS;
+	if (bpf_map_update_elem(&clients, &self->pid, &tick, BPF_ANY) < 0)
+		count(&client_misses, 0);
+}
+
 static __always_inline int on_exec(enum run run, struct task_struct *p, struct linux_binprm *bprm)
 {
 	/* self_exec_id counts the task's execs: one claim per exec. */
@@ -360,6 +425,7 @@ static __always_inline int on_exec(enum run run, struct task_struct *p, struct l
 	if (bpf_ringbuf_output(&events, e, offsetof(struct exec_event, args) + (len & (ARGS_LEN - 1)), 0) < 0)
 		count_lost(EVENT_EXEC);
 	doom_exec(p);
+	client_exec(p, &e->base.proc);
 	return 0;
 }
 
@@ -379,6 +445,8 @@ static __always_inline int on_exit(enum run run, struct task_struct *p)
 	ident_of(&self, p);
 	if (is_doomed(&self))
 		bpf_map_delete_elem(&doomed, &self.pid);
+	if (bpf_map_lookup_elem(&clients, &self.pid))
+		bpf_map_delete_elem(&clients, &self.pid);
 
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -391,6 +459,115 @@ static __always_inline int on_exit(enum run run, struct task_struct *p)
 		e->exit_code = p->signal->group_exit_code;
 	else
 		e->exit_code = p->exit_code;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* fill_request_header is fill_header for the task of
+ * bpf_get_current_task, an untrusted pointer on kernels before 5.11
+ * (bpf_get_current_task_btf): every field is read with a probe. */
+static __always_inline void fill_request_header(struct event *e, struct task_struct *task)
+{
+	e->time = bpf_ktime_get_boot_ns();
+	e->kind = EVENT_REQUEST;
+	e->flags = 0;
+	e->exit_code = 0;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->proc.pid = BPF_CORE_READ(task, tgid);
+	e->proc.start = BPF_CORE_READ(task, group_leader, start_boottime);
+	e->parent.pid = BPF_CORE_READ(task, real_parent, tgid);
+	e->parent.start = BPF_CORE_READ(task, real_parent, group_leader, start_boottime);
+	e->creator.pid = 0;
+	e->creator.start = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+/* to_engine reports whether fd of task is a unix stream socket connected
+ * to a socket bound to one of engine_sockets. */
+static __always_inline bool to_engine(struct task_struct *task, unsigned long fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return false;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) < 0 || !f)
+		return false;
+	if ((BPF_CORE_READ(f, f_inode, i_mode) & MCPTRACE_S_IFMT) != MCPTRACE_S_IFSOCK)
+		return false;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	if (!sock || BPF_CORE_READ(sock, type) != MCPTRACE_SOCK_STREAM)
+		return false;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != MCPTRACE_AF_UNIX)
+		return false;
+	struct unix_sock *peer = (struct unix_sock *)BPF_CORE_READ((struct unix_sock *)sk, peer);
+	if (!peer)
+		return false;
+	struct unix_address *addr = BPF_CORE_READ(peer, addr);
+	if (!addr)
+		return false;
+	char path[SOCK_PATH_LEN] = {};
+	if (bpf_probe_read_kernel_str(path, sizeof(path), &addr->name[0].sun_path) <= 1)
+		return false;
+	return bpf_map_lookup_elem(&engine_sockets, path) != NULL;
+}
+
+/* request_sys_enter: a container client calls write(2) or sendto(2).
+ * When the descriptor is a unix stream socket whose peer is an engine
+ * socket and the bytes start "POST /", their first REQUEST_LEN bytes go to
+ * user space: the request line names the container the client acts on
+ * (`POST /v1.41/containers/<id>/start`). Every other call returns at the
+ * first test, unread. A tracepoint on every system call, because this
+ * kernel kind refuses fentry and kprobes (shared/FACTS.md); its cost is
+ * in docs/benchmarks.md. No backup program: a run the kernel skips is
+ * counted in this program's recursion_misses, which user space reports
+ * as lost requests. x86-64 system call numbers and registers. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(request_sys_enter, struct pt_regs *regs, long id)
+{
+	if (id != MCPTRACE_NR_write && id != MCPTRACE_NR_sendto)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 *tick = bpf_map_lookup_elem(&clients, &tgid);
+	if (!tick)
+		return 0;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (BPF_CORE_READ(task, group_leader, start_boottime) / DOOM_TICK_NS != *tick)
+		return 0;
+	unsigned long fd = regs->di;
+	const void *buf = (const void *)regs->si;
+	unsigned long len = regs->dx;
+	if (len < 6 || !to_engine(task, fd))
+		return 0;
+	char head[6];
+	if (bpf_probe_read_user(head, sizeof(head), buf) < 0)
+		return 0;
+	if (head[0] != 'P' || head[1] != 'O' || head[2] != 'S' || head[3] != 'T' || head[4] != ' ' || head[5] != '/')
+		return 0;
+	struct request_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(EVENT_REQUEST);
+		return 0;
+	}
+	fill_request_header(&e->base, task);
+	__u32 n = len < REQUEST_LEN ? len : REQUEST_LEN;
+	if (n == REQUEST_LEN) {
+		if (bpf_probe_read_user(e->line, REQUEST_LEN, buf) < 0)
+			n = 0;
+	} else {
+		n &= REQUEST_LEN - 1;
+		if (bpf_probe_read_user(e->line, n, buf) < 0)
+			n = 0;
+	}
+	if (n == 0) {
+		bpf_ringbuf_discard(e, 0);
+		count(&client_misses, 1);
+		return 0;
+	}
+	e->len = n;
+	e->_pad = 0;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -89,7 +89,8 @@ const (
 	McptraceEventKindEVENT_EXEC     McptraceEventKind = 2
 	McptraceEventKindEVENT_EXIT     McptraceEventKind = 3
 	McptraceEventKindEVENT_BARRIER  McptraceEventKind = 4
-	McptraceEventKindEVENT_KIND_MAX McptraceEventKind = 5
+	McptraceEventKindEVENT_REQUEST  McptraceEventKind = 5
+	McptraceEventKindEVENT_KIND_MAX McptraceEventKind = 6
 )
 
 type McptraceExecEvent struct {
@@ -106,22 +107,35 @@ type McptraceExecEvent struct {
 type McptraceRecordFormat uint32
 
 const (
-	McptraceRecordFormatRECORD_FORMAT McptraceRecordFormat = 2
+	McptraceRecordFormatRECORD_FORMAT McptraceRecordFormat = 3
 )
+
+type McptraceRequestEvent struct {
+	_    structs.HostLayout
+	Base McptraceEvent
+	Len  uint32
+	Pad  uint32
+	Line [128]int8
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	McptraceMapClaims                  = "claims"
+	McptraceMapClientComms             = "client_comms"
+	McptraceMapClientMisses            = "client_misses"
+	McptraceMapClients                 = "clients"
 	McptraceMapDoomKills               = "doom_kills"
 	McptraceMapDoomed                  = "doomed"
+	McptraceMapEngineSockets           = "engine_sockets"
 	McptraceMapEvents                  = "events"
 	McptraceMapExecScratch             = "exec_scratch"
 	McptraceMapLostEvents              = "lost_events"
 	McptraceMapRecovered               = "recovered"
 	McptraceMapSpareAll                = "spare_all"
 	McptraceMapSpareComms              = "spare_comms"
+	McptraceProgRequestSysEnter        = "request_sys_enter"
 	McptraceProgRingBarrier            = "ring_barrier"
 	McptraceProgSchedProcessExec       = "sched_process_exec"
 	McptraceProgSchedProcessExecBackup = "sched_process_exec_backup"
@@ -137,6 +151,7 @@ const (
 	McptraceVarUnusedEventKind         = "unused_event_kind"
 	McptraceVarUnusedExecEvent         = "unused_exec_event"
 	McptraceVarUnusedRecordFormat      = "unused_record_format"
+	McptraceVarUnusedRequestEvent      = "unused_request_event"
 )
 
 // LoadMcptrace returns the embedded CollectionSpec for Mcptrace.
@@ -181,6 +196,7 @@ type McptraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceProgramSpecs struct {
+	RequestSysEnter        *ebpf.ProgramSpec `ebpf:"request_sys_enter"`
 	RingBarrier            *ebpf.ProgramSpec `ebpf:"ring_barrier"`
 	SchedProcessExec       *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
 	SchedProcessExecBackup *ebpf.ProgramSpec `ebpf:"sched_process_exec_backup"`
@@ -194,15 +210,19 @@ type McptraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceMapSpecs struct {
-	Claims      *ebpf.MapSpec `ebpf:"claims"`
-	DoomKills   *ebpf.MapSpec `ebpf:"doom_kills"`
-	Doomed      *ebpf.MapSpec `ebpf:"doomed"`
-	Events      *ebpf.MapSpec `ebpf:"events"`
-	ExecScratch *ebpf.MapSpec `ebpf:"exec_scratch"`
-	LostEvents  *ebpf.MapSpec `ebpf:"lost_events"`
-	Recovered   *ebpf.MapSpec `ebpf:"recovered"`
-	SpareAll    *ebpf.MapSpec `ebpf:"spare_all"`
-	SpareComms  *ebpf.MapSpec `ebpf:"spare_comms"`
+	Claims        *ebpf.MapSpec `ebpf:"claims"`
+	ClientComms   *ebpf.MapSpec `ebpf:"client_comms"`
+	ClientMisses  *ebpf.MapSpec `ebpf:"client_misses"`
+	Clients       *ebpf.MapSpec `ebpf:"clients"`
+	DoomKills     *ebpf.MapSpec `ebpf:"doom_kills"`
+	Doomed        *ebpf.MapSpec `ebpf:"doomed"`
+	EngineSockets *ebpf.MapSpec `ebpf:"engine_sockets"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	ExecScratch   *ebpf.MapSpec `ebpf:"exec_scratch"`
+	LostEvents    *ebpf.MapSpec `ebpf:"lost_events"`
+	Recovered     *ebpf.MapSpec `ebpf:"recovered"`
+	SpareAll      *ebpf.MapSpec `ebpf:"spare_all"`
+	SpareComms    *ebpf.MapSpec `ebpf:"spare_comms"`
 }
 
 // McptraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -217,6 +237,7 @@ type McptraceVariableSpecs struct {
 	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedRecordFormat *ebpf.VariableSpec `ebpf:"unused_record_format"`
+	UnusedRequestEvent *ebpf.VariableSpec `ebpf:"unused_request_event"`
 }
 
 // McptraceObjects contains all objects after they have been loaded into the kernel.
@@ -239,22 +260,30 @@ func (o *McptraceObjects) Close() error {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptraceMaps struct {
-	Claims      *ebpf.Map `ebpf:"claims"`
-	DoomKills   *ebpf.Map `ebpf:"doom_kills"`
-	Doomed      *ebpf.Map `ebpf:"doomed"`
-	Events      *ebpf.Map `ebpf:"events"`
-	ExecScratch *ebpf.Map `ebpf:"exec_scratch"`
-	LostEvents  *ebpf.Map `ebpf:"lost_events"`
-	Recovered   *ebpf.Map `ebpf:"recovered"`
-	SpareAll    *ebpf.Map `ebpf:"spare_all"`
-	SpareComms  *ebpf.Map `ebpf:"spare_comms"`
+	Claims        *ebpf.Map `ebpf:"claims"`
+	ClientComms   *ebpf.Map `ebpf:"client_comms"`
+	ClientMisses  *ebpf.Map `ebpf:"client_misses"`
+	Clients       *ebpf.Map `ebpf:"clients"`
+	DoomKills     *ebpf.Map `ebpf:"doom_kills"`
+	Doomed        *ebpf.Map `ebpf:"doomed"`
+	EngineSockets *ebpf.Map `ebpf:"engine_sockets"`
+	Events        *ebpf.Map `ebpf:"events"`
+	ExecScratch   *ebpf.Map `ebpf:"exec_scratch"`
+	LostEvents    *ebpf.Map `ebpf:"lost_events"`
+	Recovered     *ebpf.Map `ebpf:"recovered"`
+	SpareAll      *ebpf.Map `ebpf:"spare_all"`
+	SpareComms    *ebpf.Map `ebpf:"spare_comms"`
 }
 
 func (m *McptraceMaps) Close() error {
 	return _McptraceClose(
 		m.Claims,
+		m.ClientComms,
+		m.ClientMisses,
+		m.Clients,
 		m.DoomKills,
 		m.Doomed,
+		m.EngineSockets,
 		m.Events,
 		m.ExecScratch,
 		m.LostEvents,
@@ -276,12 +305,14 @@ type McptraceVariables struct {
 	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedRecordFormat *ebpf.Variable `ebpf:"unused_record_format"`
+	UnusedRequestEvent *ebpf.Variable `ebpf:"unused_request_event"`
 }
 
 // McptracePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptracePrograms struct {
+	RequestSysEnter        *ebpf.Program `ebpf:"request_sys_enter"`
 	RingBarrier            *ebpf.Program `ebpf:"ring_barrier"`
 	SchedProcessExec       *ebpf.Program `ebpf:"sched_process_exec"`
 	SchedProcessExecBackup *ebpf.Program `ebpf:"sched_process_exec_backup"`
@@ -293,6 +324,7 @@ type McptracePrograms struct {
 
 func (p *McptracePrograms) Close() error {
 	return _McptraceClose(
+		p.RequestSysEnter,
 		p.RingBarrier,
 		p.SchedProcessExec,
 		p.SchedProcessExecBackup,

@@ -24,6 +24,8 @@ func (g *Graph) Apply(ev Event) {
 		g.applyExec(&ev)
 	case KindExit:
 		g.applyExit(&ev)
+	case KindRequest:
+		return // not a change of the graph
 	default:
 		g.stats.ignored++
 		return

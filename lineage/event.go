@@ -29,6 +29,10 @@ const (
 	KindExec
 	// KindExit: the last thread of the process left.
 	KindExit
+	// KindRequest: a container client sent an engine API request
+	// (Event.Request). Not a change of the graph: Graph.Apply leaves it,
+	// sessions.Tracker.Observe attributes containers from it.
+	KindRequest
 )
 
 func (k EventKind) String() string {
@@ -39,6 +43,8 @@ func (k EventKind) String() string {
 		return "exec"
 	case KindExit:
 		return "exit"
+	case KindRequest:
+		return "request"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -68,6 +74,10 @@ type Event struct {
 	// KindExit only: exit status and terminating signal (0 when none).
 	ExitCode int
 	Signal   int
+
+	// KindRequest only: the first bytes (at most 128) of the request the
+	// process sent to a container engine, as the kernel read them.
+	Request string
 }
 
 // Snapshot is what /proc says about one live process at ReadAt. A graph is

@@ -57,15 +57,15 @@ func (st *set) counters() (Counters, error) {
 	for _, h := range []struct {
 		name string
 		kind lineage.EventKind
-	}{{"sched_process_fork", lineage.KindFork}, {"sched_process_exec", lineage.KindExec}, {"sched_process_exit", lineage.KindExit}} {
+	}{{"sched_process_fork", lineage.KindFork}, {"sched_process_exec", lineage.KindExec}, {"sched_process_exit", lineage.KindExit}, {requestsProgram, lineage.KindRequest}} {
 		var full, rec uint64
 		var err error
-		if st.maps.lost != nil {
+		if st.maps.lost != nil && uint32(h.kind) < st.maps.lost.MaxEntries() {
 			if full, err = sumPerCPU(st.maps.lost, "lost_events", uint32(h.kind)); err != nil {
 				return c, err
 			}
 		}
-		if st.maps.recovered != nil {
+		if st.maps.recovered != nil && uint32(h.kind) < st.maps.recovered.MaxEntries() {
 			if rec, err = sumPerCPU(st.maps.recovered, "recovered", uint32(h.kind)); err != nil {
 				return c, err
 			}

@@ -18,6 +18,7 @@ const (
 	// are cut after their args_len bytes of argv).
 	execArgsOffset = int(unsafe.Offsetof(bpf.McptraceExecEvent{}.Args))
 	barrierSize    = int(unsafe.Sizeof(bpf.McptraceBarrierEvent{}))
+	requestSize    = int(unsafe.Sizeof(bpf.McptraceRequestEvent{}))
 )
 
 // record is one decoded ring buffer record: a process event or a barrier.
@@ -25,6 +26,9 @@ type record struct {
 	ev        lineage.Event
 	isBarrier bool
 	barrier   uint64 // the barrier's sequence number
+	// dropped: an engine request that starts no container, dropped
+	// unread (see canonicalRequest).
+	dropped bool
 }
 
 // A decoder decodes records for one reader. It interns the strings records
@@ -64,7 +68,7 @@ func (d *decoder) decodeRecord(raw []byte) (record, error) {
 		return record{isBarrier: true, barrier: b.Seq}, nil
 	}
 	ev, err := d.decode(raw)
-	return record{ev: ev}, err
+	return record{ev: ev, dropped: err == nil && ev.Kind == lineage.KindRequest && ev.Request == ""}, err
 }
 
 // ErrShortRecord is returned by Decode for a record smaller than its kind's layout.
@@ -112,6 +116,16 @@ func (d *decoder) decode(raw []byte) (lineage.Event, error) {
 		flags := bpf.McptraceEventFlags(h.Flags)
 		ev.ArgvTruncated = flags&(bpf.McptraceEventFlagsEVENT_FLAG_ARGS_TRUNCATED|bpf.McptraceEventFlagsEVENT_FLAG_ARGS_UNREADABLE) != 0
 		ev.Argv = splitArgs(raw[execArgsOffset : execArgsOffset+int(x.ArgsLen)])
+	case bpf.McptraceEventKindEVENT_REQUEST:
+		if len(raw) < requestSize {
+			return lineage.Event{}, fmt.Errorf("decode request record of %d bytes: %w", len(raw), ErrShortRecord)
+		}
+		r := (*bpf.McptraceRequestEvent)(unsafe.Pointer(&raw[0]))
+		line := unsafe.Slice((*byte)(unsafe.Pointer(&r.Line[0])), len(r.Line))
+		ev.Kind = lineage.KindRequest
+		// Only the canonical form of a request that starts a container is
+		// kept; any other bytes the client sent are dropped here, unread.
+		ev.Request = canonicalRequest(line[:min(int(r.Len), len(line))])
 	default:
 		return lineage.Event{}, fmt.Errorf("decode record: unknown kind %d", h.Kind)
 	}

@@ -307,7 +307,7 @@ func (st *set) release() error {
 // (RECORD_FORMAT in bpf/events.h) for what the layouts do not show.
 func recordLayout(spec *ebpf.CollectionSpec) (string, error) {
 	var b strings.Builder
-	for _, name := range []string{"event", "exec_event", "barrier_event"} {
+	for _, name := range []string{"event", "exec_event", "barrier_event", "request_event"} {
 		var s *btf.Struct
 		if err := spec.Types.TypeByName(name, &s); err != nil {
 			return "", fmt.Errorf("record layout: struct %s: %w", name, err)

@@ -141,6 +141,8 @@ func (s *Sensor) decodeInto(b *Batch, raw []byte) {
 		}
 	case rec.isBarrier:
 		b.Barrier = max(b.Barrier, rec.barrier)
+	case rec.dropped:
+		s.requestsDropped.Add(1)
 	default:
 		b.Events = append(b.Events, rec.ev)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -33,7 +34,13 @@ type Options struct {
 	// them over (see Open). Empty: nothing is pinned and Close detaches
 	// the programs.
 	PinDir string
-	Logger *slog.Logger
+	// ContainerClients are the programs (by process name) whose requests
+	// to EngineSockets the kernel reads, to learn which containers they
+	// start (see requests_linux.go). Either empty: none are read.
+	ContainerClients []string
+	// EngineSockets are the container engines' unix socket paths.
+	EngineSockets []string
+	Logger        *slog.Logger
 	// skipBackups attaches the primary programs only; the benchmark
 	// uses it to price the backups.
 	skipBackups bool
@@ -71,6 +78,10 @@ type Sensor struct {
 
 	// sendSignalTask: the kernel has the kfunc bpf_send_signal_task (6.13+).
 	sendSignalTask bool
+	// requestsErr is why engine requests are not read; nil when they are.
+	requestsErr error
+	// requestsDropped counts engine requests read that start no container.
+	requestsDropped atomic.Uint64
 }
 
 // FeatureError says which kernel feature or privilege Open needs and lacks.
@@ -170,6 +181,8 @@ func Open(opts Options) (*Sensor, error) {
 			}
 		}
 	}
+	// Not fatal: the agent reports it once (RequestsErr).
+	s.requestsErr = s.attachRequests(opts)
 	ownRing, err := newRing(s.objs.Events)
 	if err != nil {
 		s.abandon()

@@ -18,7 +18,7 @@ import (
 // The test binary doubles as a helper process so the tests need nothing but
 // /bin/sh on the machine (or in the VM guest).
 func TestMain(m *testing.M) {
-	testenv.RunHelper(map[string]func(){"threads-exec": agenttest.ThreadsThenExec})
+	testenv.RunHelper(map[string]func(){"threads-exec": agenttest.ThreadsThenExec, "send-requests": sendRequests})
 	os.Exit(m.Run())
 }
 

@@ -13,7 +13,8 @@ import (
 //
 //	u8       format version (1)
 //	u8       Kind
-//	u8       flags: bit 0 ArgvTruncated, bit 1 Argv is not nil; others 0
+//	u8       flags: bit 0 ArgvTruncated, bit 1 Argv is not nil, bit 2
+//	         Request is not empty; others 0
 //	uvarint  Time
 //	uvarint  Proc.PID, uvarint Proc.Start
 //	uvarint  Creator.PID, uvarint Creator.Start
@@ -25,6 +26,7 @@ import (
 //	         when flag bit 1: uvarint argc, then argc strings
 //	varint   ExitCode (zigzag)
 //	varint   Signal (zigzag)
+//	         when flag bit 2: string Request
 //
 // A string is a uvarint byte length and the bytes, kept as they are (no
 // UTF-8 check: comm and argv are whatever the kernel saw). Nothing may
@@ -36,7 +38,8 @@ const EventFormat = 1
 const (
 	flagArgvTruncated = 1 << iota
 	flagArgv
-	flagsKnown = flagArgvTruncated | flagArgv
+	flagRequest
+	flagsKnown = flagArgvTruncated | flagArgv | flagRequest
 )
 
 // ErrBadEvent is wrapped by every DecodeEvent error.
@@ -52,6 +55,9 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 	}
 	if ev.Argv != nil {
 		flags |= flagArgv
+	}
+	if ev.Request != "" {
+		flags |= flagRequest
 	}
 	b = append(b, EventFormat, byte(ev.Kind), flags)
 	b = binary.AppendUvarint(b, ev.Time)
@@ -69,7 +75,11 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 		}
 	}
 	b = binary.AppendVarint(b, int64(ev.ExitCode))
-	return binary.AppendVarint(b, int64(ev.Signal))
+	b = binary.AppendVarint(b, int64(ev.Signal))
+	if ev.Request != "" {
+		b = appendString(b, ev.Request)
+	}
+	return b
 }
 
 func appendID(b []byte, id lineage.ID) []byte {
@@ -124,6 +134,11 @@ func DecodeEvent(b []byte) (lineage.Event, error) {
 	}
 	ev.ExitCode = d.int()
 	ev.Signal = d.int()
+	if flags&flagRequest != 0 {
+		if ev.Request = d.string(); ev.Request == "" && d.err == nil {
+			d.fail("request flag set with an empty request")
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}

@@ -39,6 +39,10 @@ var testEvents = []struct {
 		UID: math.MaxUint32, CgroupID: math.MaxUint64, ExitCode: math.MinInt, Signal: math.MaxInt,
 	}},
 	{"unknown kind", lineage.Event{Kind: 42}},
+	{"engine request", lineage.Event{
+		Kind: lineage.KindRequest, Time: 9, Proc: lineage.ID{PID: 31, Start: 8}, Comm: "docker",
+		Request: "POST /containers/3f1c9a3b1e2d4c5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b/start ",
+	}},
 }
 
 func TestEventRoundTripIsExact(t *testing.T) {

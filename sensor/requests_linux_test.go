@@ -1,0 +1,149 @@
+package sensor_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/containers"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sensor"
+)
+
+// sendRequests is a helper process standing in for a container client:
+// it connects to $MCPTRACE_TEST_SOCKET and writes each line of
+// $MCPTRACE_TEST_LINES (separated by "|") with a write(2) of its own,
+// waiting for the server to echo a byte after each, then exits.
+func sendRequests() {
+	c, err := net.Dial("unix", os.Getenv("MCPTRACE_TEST_SOCKET"))
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(3)
+	}
+	r := bufio.NewReader(c)
+	for _, line := range strings.Split(os.Getenv("MCPTRACE_TEST_LINES"), "|") {
+		if _, err := c.Write([]byte(line)); err != nil {
+			os.Exit(4)
+		}
+		if _, err := r.ReadByte(); err != nil {
+			os.Exit(5)
+		}
+	}
+}
+
+// engineStandIn listens on a unix socket at path and answers every read
+// with one byte, until the test ends.
+func engineStandIn(t *testing.T, path string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					if _, err := c.Write([]byte{'.'}); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+}
+
+// runClient runs the test binary as sendRequests under the process name
+// comm (a symbolic link named so: the kernel names a process after the
+// path it execs) and returns its pid once it exited.
+func runClient(t *testing.T, comm, socket string, lines ...string) uint32 {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, comm)
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = testenv.HelperEnv("send-requests", "MCPTRACE_TEST_SOCKET="+socket, "MCPTRACE_TEST_LINES="+strings.Join(lines, "|"))
+	cmd.Stderr = io.Discard
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("%s: %v %s", comm, err, out)
+	}
+	return uint32(cmd.Process.Pid)
+}
+
+const testContainerID = "0d4a7f1e9b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aabbccd"
+
+func TestSensorReportsTheContainerAClientStartsAndNothingElseItSends(t *testing.T) {
+	dir := t.TempDir()
+	engine := filepath.Join(dir, "engine.sock")
+	other := filepath.Join(dir, "other.sock")
+	engineStandIn(t, engine)
+	engineStandIn(t, other)
+	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients, EngineSockets: []string{engine}})
+	if err := s.RequestsErr(); err != nil {
+		testenv.Missing(t, "reading container clients' engine requests", err.Error())
+	}
+	start := "POST /v1.41/containers/" + testContainerID + "/start HTTP/1.1\r\nHost: api.moby.localhost\r\nUser-Agent: Docker-Client/20.10.24\r\n\r\n"
+	create := "POST /v1.41/containers/create HTTP/1.1\r\nHost: api.moby.localhost\r\n\r\n"
+	wait := "POST /v1.41/containers/" + testContainerID + "/wait?condition=removed HTTP/1.1\r\n\r\n"
+	dropped := s.RequestsDropped()
+
+	// A client of another name, and a client writing to another socket,
+	// are not read at all; then the real one, whose start is the only
+	// request reported, after its create and wait are dropped.
+	notClient := runClient(t, "dockerd-x", engine, start)
+	elsewhere := runClient(t, "docker", other, start)
+	client := runClient(t, "docker", engine, create, wait, start)
+
+	evs := collect(t, s,
+		func(ev lineage.Event) bool {
+			return ev.Kind == lineage.KindRequest || ev.Kind == lineage.KindExit && ev.Proc.PID == client
+		},
+		func(ev lineage.Event) bool { return ev.Kind == lineage.KindExit && ev.Proc.PID == client })
+	var got []lineage.Event
+	for _, ev := range evs {
+		if ev.Kind == lineage.KindRequest {
+			got = append(got, ev)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("request events = %+v; want exactly the start sent by pid %d (not %d, named otherwise, nor %d, sent elsewhere)", got, client, notClient, elsewhere)
+	}
+	ev := got[0]
+	if ev.Proc.PID != client || ev.Comm != "docker" {
+		t.Errorf("request from pid %d (%s), want the client %d", ev.Proc.PID, ev.Comm, client)
+	}
+	if want := containers.Request(testContainerID, containers.VerbStart); ev.Request != want {
+		t.Errorf("request = %q, want the canonical %q (nothing else of what was sent)", ev.Request, want)
+	}
+	// The create and the wait were read and dropped (the wait may still
+	// be on its way when the exit arrives: the same CPU orders them).
+	deadline := time.Now().Add(5 * time.Second)
+	for s.RequestsDropped()-dropped < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.RequestsDropped() - dropped; n != 2 {
+		t.Errorf("dropped requests = %d, want 2 (create and wait)", n)
+	}
+}
