@@ -105,6 +105,7 @@ func (t *Tracker) drop(i int) {
 		t.byPID[s.Root.PID] = list
 	}
 	t.g.Unclaim(s.Root)
+	t.dropContainersBelow(s.Root)
 	t.st.dropped++
 }
 

@@ -332,4 +332,13 @@ type Stats struct {
 	// Deduplicated counts rule matches inside an active session of the
 	// same rule, which begin no session.
 	Deduplicated uint64 `json:"deduplicated_total"`
+	// Containers is the number of container claims held; claims made,
+	// contested (started from two session trees: neither ends the
+	// container), refused (over MaxContainers or MaxContainersPerUID) and
+	// ignored (a start sent from no session) are counted.
+	Containers          int    `json:"containers"`
+	ContainersClaimed   uint64 `json:"containers_claimed_total"`
+	ContainersContested uint64 `json:"containers_contested_total"`
+	ContainersRefused   uint64 `json:"containers_refused_total"`
+	ContainersIgnored   uint64 `json:"containers_ignored_total"`
 }

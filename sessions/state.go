@@ -22,7 +22,9 @@ type TrackerState struct {
 	Active []SessionState `json:"active,omitempty"`
 	Ended  []SessionState `json:"ended,omitempty"`
 	Marks  []markRecord   `json:"marks,omitempty"`
-	Stats  Stats          `json:"stats"`
+	// Containers are the container claims (containers.go).
+	Containers []Container `json:"containers,omitempty"`
+	Stats      Stats       `json:"stats"`
 }
 
 // SessionState is a session with the rule its root's image matched.
@@ -36,6 +38,10 @@ func (t *Tracker) Dump() TrackerState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := TrackerState{Clock: t.clock, Within: t.within, Marks: slices.Clone(t.marks), Stats: t.stats()}
+	for _, c := range t.containers {
+		st.Containers = append(st.Containers, c.clone())
+	}
+	slices.SortFunc(st.Containers, func(a, b Container) int { return strings.Compare(a.ID, b.ID) })
 	active := make([]*session, 0, len(t.active))
 	for _, s := range t.active {
 		active = append(active, s)
@@ -109,6 +115,7 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 	if len(t.marks) > maxMarkRecords {
 		t.marks = t.marks[len(t.marks)-maxMarkRecords:]
 	}
+	t.restoreContainers(st.Containers)
 	t.st = countersFrom(st.Stats)
 	t.logs.Suppressed = st.Stats.LogsSuppressed
 	return t, nil
@@ -200,5 +207,9 @@ func countersFrom(s Stats) counters {
 	c.deduplicated = s.Deduplicated
 	c.generations = s.Generations
 	c.generationUnknown = s.GenerationUnknown
+	c.containersClaimed = s.ContainersClaimed
+	c.containersContested = s.ContainersContested
+	c.containersRefused = s.ContainersRefused
+	c.containersIgnored = s.ContainersIgnored
 	return c
 }

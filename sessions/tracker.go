@@ -66,7 +66,11 @@ type Tracker struct {
 	refused map[lineage.ID]bool
 	// marks remembers recent markers seen as execs (see markRecord).
 	marks []markRecord
-	st    counters
+	// containers are the container claims by container ID (containers.go),
+	// containersPerUID their count by owner.
+	containers       map[string]*Container
+	containersPerUID map[uint32]int
+	st               counters
 }
 
 // tagKey names a tag: tags are scoped by the owner's uid, so two users
@@ -97,6 +101,10 @@ type counters struct {
 	deduplicated          uint64
 	generations           uint64
 	generationUnknown     uint64
+	containersClaimed     uint64
+	containersContested   uint64
+	containersRefused     uint64
+	containersIgnored     uint64
 }
 
 // NewTracker returns a tracker over g. It fails only when a rule of
@@ -115,25 +123,27 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		log = slog.New(slog.DiscardHandler)
 	}
 	t := &Tracker{
-		g:               g,
-		log:             log,
-		rules:           rules,
-		retention:       uint64(DefaultRetention),
-		maxEnded:        DefaultMaxEnded,
-		maxActivePerUID: DefaultMaxActivePerUID,
-		maxEndedPerUID:  DefaultMaxEndedPerUID,
-		nowFn:           cfg.Now,
-		withinPID:       cfg.WithinPID,
-		active:          make(map[Ref]*session),
-		tags:            make(map[tagKey][]*session),
-		children:        make(map[Ref]map[*session]struct{}),
-		activePerUID:    make(map[uint32]int),
-		suffix:          make(map[Ref]int),
-		names:           make(map[string][]*session),
-		endedPerUID:     make(map[uint32]int),
-		byPID:           make(map[uint32][]*session),
-		refused:         make(map[lineage.ID]bool),
-		logs:            newLogLimiter(),
+		g:                g,
+		log:              log,
+		rules:            rules,
+		retention:        uint64(DefaultRetention),
+		maxEnded:         DefaultMaxEnded,
+		maxActivePerUID:  DefaultMaxActivePerUID,
+		maxEndedPerUID:   DefaultMaxEndedPerUID,
+		nowFn:            cfg.Now,
+		withinPID:        cfg.WithinPID,
+		active:           make(map[Ref]*session),
+		tags:             make(map[tagKey][]*session),
+		children:         make(map[Ref]map[*session]struct{}),
+		activePerUID:     make(map[uint32]int),
+		suffix:           make(map[Ref]int),
+		names:            make(map[string][]*session),
+		endedPerUID:      make(map[uint32]int),
+		byPID:            make(map[uint32][]*session),
+		refused:          make(map[lineage.ID]bool),
+		containers:       make(map[string]*Container),
+		containersPerUID: make(map[uint32]int),
+		logs:             newLogLimiter(),
 		st: counters{
 			begun:   make(map[string]uint64),
 			ended:   make(map[string]uint64),
@@ -194,8 +204,11 @@ func (t *Tracker) Observe(ev lineage.Event) []Action {
 	if len(t.byPID[ev.Proc.PID]) > 0 {
 		acts = t.checkRoots(ev, acts)
 	}
-	if ev.Kind == lineage.KindExec {
+	switch ev.Kind {
+	case lineage.KindExec:
 		acts = t.observeExec(ev, acts)
+	case lineage.KindRequest:
+		t.observeRequest(ev)
 	}
 	return acts
 }
@@ -236,23 +249,28 @@ func (t *Tracker) Stats() Stats {
 
 func (t *Tracker) stats() Stats {
 	return Stats{
-		Active:            len(t.active),
-		Retained:          len(t.ended),
-		Begun:             cloneMap(t.st.begun),
-		Ended:             cloneMap(t.st.ended),
-		EndReasons:        cloneMap(t.st.reasons),
-		Dropped:           t.st.dropped,
-		MarkersAccepted:   t.st.markersAccepted,
-		MarkersDuplicate:  t.st.markersDuplicate,
-		MarkersRefused:    t.st.markersRefused,
-		MarkersUnmatched:  t.st.markersUnmatched,
-		Generations:       t.st.generations,
-		GenerationUnknown: t.st.generationUnknown,
-		TagsRefused:       t.st.tagsRefused,
-		RefusedOverCap:    t.st.refusedCap,
-		DroppedOverQuota:  t.st.droppedQuota,
-		LogsSuppressed:    t.logs.Suppressed,
-		Deduplicated:      t.st.deduplicated,
+		Active:              len(t.active),
+		Retained:            len(t.ended),
+		Begun:               cloneMap(t.st.begun),
+		Ended:               cloneMap(t.st.ended),
+		EndReasons:          cloneMap(t.st.reasons),
+		Dropped:             t.st.dropped,
+		MarkersAccepted:     t.st.markersAccepted,
+		MarkersDuplicate:    t.st.markersDuplicate,
+		MarkersRefused:      t.st.markersRefused,
+		MarkersUnmatched:    t.st.markersUnmatched,
+		Generations:         t.st.generations,
+		GenerationUnknown:   t.st.generationUnknown,
+		TagsRefused:         t.st.tagsRefused,
+		RefusedOverCap:      t.st.refusedCap,
+		DroppedOverQuota:    t.st.droppedQuota,
+		LogsSuppressed:      t.logs.Suppressed,
+		Deduplicated:        t.st.deduplicated,
+		Containers:          len(t.containers),
+		ContainersClaimed:   t.st.containersClaimed,
+		ContainersContested: t.st.containersContested,
+		ContainersRefused:   t.st.containersRefused,
+		ContainersIgnored:   t.st.containersIgnored,
 	}
 }
 
