@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/containers"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/internal/quota"
@@ -71,7 +72,11 @@ type Options struct {
 	// checked at every sample (enforcer.reap-superseded-after). 0, the
 	// default, never reaps.
 	ReapSupersededAfter time.Duration
-	Logger              *slog.Logger
+	// ContainerEngineSocket is the container engine whose containers
+	// sessions start are attributed and ended
+	// (containers.DefaultEngineSocket); "-" turns attribution off.
+	ContainerEngineSocket string
+	Logger                *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -105,9 +110,21 @@ func (o *Options) defaults() {
 	if o.IdleAfter == 0 {
 		o.IdleAfter = exporter.DefaultIdleAfter
 	}
+	if o.ContainerEngineSocket == "" {
+		o.ContainerEngineSocket = containers.DefaultEngineSocket
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+}
+
+// engineSocket is the configured engine socket, "" when attribution is
+// turned off.
+func (o *Options) engineSocket() string {
+	if o.ContainerEngineSocket == "-" {
+		return ""
+	}
+	return o.ContainerEngineSocket
 }
 
 // Agent owns the sensor, the graph, the tracker, the enforcer, the durable
@@ -153,6 +170,9 @@ type Agent struct {
 	sampler     sampler
 	api         atomic.Pointer[api.Server]
 	metricsAddr string // set before the API serves and ready closes
+	// containers is the container engine and what it said about the
+	// containers sessions claim (containers_linux.go).
+	containers *containerState
 
 	// endCtx bounds enforcement; the agent cancels it when it stops,
 	// and what was under way resumes at the next start.
@@ -181,6 +201,8 @@ func New(opts Options) (*Agent, error) {
 		reports: newReports(opts.Sessions),
 		kernel:  newKernelSeen(),
 		ready:   make(chan struct{}),
+
+		containers: newContainerState(opts.engineSocket()),
 	}
 	var err error
 	a.tracker, err = sessions.NewTracker(a.graph, opts.Sessions, opts.Logger.With("component", "sessions"))
@@ -243,13 +265,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.store.Close()
-	s, err := sensor.Open(sensor.Options{
+	sopts := sensor.Options{
 		RingBufferSize: a.opts.RingBufferSize,
 		TraceFS:        a.opts.TraceFS,
 		BPFFS:          a.opts.BPFFS,
 		PinDir:         a.opts.PinDir,
 		Logger:         a.opts.Logger,
-	})
+	}
+	if sock := a.opts.engineSocket(); sock != "" {
+		sopts.ContainerClients, sopts.EngineSockets = containers.Clients, []string{sock}
+	}
+	s, err := sensor.Open(sopts)
 	if err != nil {
 		return err
 	}
@@ -257,6 +283,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer s.Close()
 	ecfg := a.opts.Enforcer
 	ecfg.Sync = a.Sync
+	ecfg.Containers = engineStopper{a}
 	a.enf = enforcer.New(ecfg, s, a.limitSessionLogs(a.opts.Logger.With("component", "enforcer")))
 	a.restoreEnforcer()
 	if cfg := a.enf.Config(); cfg.Mode == enforcer.ModeAudit {
@@ -346,6 +373,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		a.maintain(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.watchContainers(ctx)
 	}()
 	if ml != nil || a.opts.ReapSupersededAfter > 0 {
 		wg.Add(1)

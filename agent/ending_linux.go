@@ -73,8 +73,12 @@ func (a *Agent) start(act sessions.Action) {
 		cutoff := act.Cutoff
 		en.EndedAt, en.Reason = cutoff, "marker"
 		en.Members = func() []lineage.Process { return a.tracker.MembersBefore(s, cutoff) }
+		en.Containers = func() []enforcer.Container {
+			return a.endingContainers(a.endCtx, a.tracker.ContainersBefore(s, cutoff))
+		}
 	} else {
 		en.Members = func() []lineage.Process { return a.tracker.MembersOf(s) }
+		en.Containers = func() []enforcer.Container { return a.endingContainers(a.endCtx, a.tracker.ContainersOf(s)) }
 	}
 	if !act.Sender.IsZero() {
 		en.Last = []lineage.ID{act.Sender}

@@ -57,6 +57,7 @@ func (a *Agent) Status() api.Status {
 	for _, p := range b.problems {
 		st.Start.Problems = append(st.Start.Problems, p.What)
 	}
+	st.Containers = a.containerStatus()
 	st.Metrics.Address = a.metricsAddr
 	if pic := a.Picture(); !pic.At.IsZero() {
 		st.Metrics.SampleAgeSeconds, st.Metrics.SampleSeconds = time.Since(pic.At).Seconds(), pic.Took.Seconds()

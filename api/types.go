@@ -63,6 +63,24 @@ type Status struct {
 	Sessions sessions.Stats `json:"sessions"`
 	// Metrics says where /metrics is served and how fresh its sample is.
 	Metrics MetricsStatus `json:"metrics"`
+	// Containers says whether containers that sessions start are
+	// attributed and ended with them, and why not.
+	Containers ContainerStatus `json:"containers"`
+}
+
+// ContainerStatus is container attribution and the engine it asks.
+type ContainerStatus struct {
+	// Attribution is "on" or "off"; Reason says why it is off.
+	Attribution string `json:"attribution"`
+	Reason      string `json:"reason,omitempty"`
+	Socket      string `json:"engine_socket,omitempty"`
+	Engine      string `json:"engine_version,omitempty"`
+	API         string `json:"api_version,omitempty"`
+	// Claimed counts the containers sessions claim; Unattributed those
+	// among them that will not be stopped (started from two sessions, or
+	// not verified with the engine).
+	Claimed      int `json:"claimed"`
+	Unattributed int `json:"unattributed"`
 }
 
 // MetricsStatus describes the agent's Prometheus endpoint.

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/mcptrace/mcptrace/containers"
 	"io"
 	"log/slog"
 	"os"
@@ -27,14 +28,23 @@ const EnvPrefix = "MCPTRACE"
 
 // Config is the agent's configuration.
 type Config struct {
-	API      API
-	BPF      BPF
-	Lineage  Lineage
-	Sessions Sessions
-	Enforcer Enforcer
-	State    State
-	Metrics  Metrics
-	Log      Log
+	API        API
+	BPF        BPF
+	Lineage    Lineage
+	Sessions   Sessions
+	Enforcer   Enforcer
+	State      State
+	Metrics    Metrics
+	Containers Containers
+	Log        Log
+}
+
+// Containers configures the attribution of containers that session
+// members start, and their end with the session.
+type Containers struct {
+	// EngineSocket is the container engine's API socket
+	// (containers.engine-socket); "" turns attribution off.
+	EngineSocket string
 }
 
 // Metrics configures the Prometheus metrics the agent serves.
@@ -214,6 +224,7 @@ func Default() Config {
 			SampleInterval: exporter.DefaultSampleInterval,
 			IdleAfter:      exporter.DefaultIdleAfter,
 		},
+		Containers: Containers{EngineSocket: containers.DefaultEngineSocket},
 		State: State{
 			Dir:                state.DefaultDir,
 			CheckpointInterval: state.DefaultCheckpointInterval,
@@ -305,6 +316,16 @@ func (c *Config) options() []option {
 			func() error { return between(c.Metrics.SampleInterval, 100*time.Millisecond, 10*time.Minute) }},
 		{"metrics.idle-after", "how long an MCP server of a live host must do no read or write to count as idle", &c.Metrics.IdleAfter,
 			func() error { return between(c.Metrics.IdleAfter, time.Second, maxRetention) }},
+		{"containers.engine-socket", "the container engine's API socket: containers that session members start through it are attributed to their session and stopped with it; empty: off", &c.Containers.EngineSocket,
+			func() error {
+				if c.Containers.EngineSocket == "" {
+					return nil
+				}
+				if len(c.Containers.EngineSocket) > 107 {
+					return fmt.Errorf("longer than a unix socket path can be (107 bytes)")
+				}
+				return absPath(c.Containers.EngineSocket)
+			}},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,

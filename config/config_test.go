@@ -280,6 +280,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 			"enforcer.cross-uid",               // false is valid
 			"sessions.within-pid",              // 0 (the whole node) is valid
 			"metrics.listen-address",           // "" (no metrics) is valid
+			"containers.engine-socket",         // "" (attribution off) is valid
 			"enforcer.reap-superseded-after",   // 0 (never) is valid
 			"sessions.rules", "enforcer.spare": // no rules is valid
 			continue
@@ -324,6 +325,7 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"enforcer.reap-superseded-after": "0s",
 		"metrics.sample-interval":        "15s",
 		"metrics.idle-after":             "30m0s",
+		"containers.engine-socket":       "/var/run/docker.sock",
 	}
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {

@@ -112,6 +112,9 @@ type Config struct {
 	// more round instead of surviving unseen. It returns an error only
 	// when ctx ends.
 	Sync func(ctx context.Context) error
+	// Containers stops the containers of an ending (Ending.Containers);
+	// nil: they are recorded failed.
+	Containers ContainerEngine
 }
 
 // Validate reports a Config that New would not run as given. New never
@@ -228,6 +231,10 @@ type Ending struct {
 	// marker is one: `mcptrace mark destroy` belongs to what it ends, and
 	// this lets it report the result first.
 	Last []lineage.ID
+	// Containers returns the containers to end, with the processes, under
+	// the same policy, grace and owner authority (ContainerEngine); nil
+	// for none. Called once.
+	Containers func() []Container
 }
 
 // KillRecord is the outcome for one member of one session.
@@ -240,6 +247,10 @@ type KillRecord struct {
 	// counted, per owner.
 	Owner   uint32 `json:",omitempty"`
 	Process lineage.ID
+	// Container is the engine's ID when the record is a container's
+	// (Comm CommContainer, Argv its image, Process its first process when
+	// known); Signal then says what was asked of the engine.
+	Container string `json:",omitempty"`
 	// UID is the member's uid as the graph knew it when the ending began:
 	// what decides who else may see the record.
 	UID  uint32 `json:",omitempty"`

@@ -132,14 +132,32 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	r := Report{Session: en.Session, Owner: en.Owner, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
 	e.log.Debug("enforcing", "session", en.Session, "owner_uid", en.Owner, "generation", en.Generation, "reason", en.Reason,
 		"mode", string(e.cfg.Mode), "policy", string(e.cfg.Policy))
+	// Containers are stopped beside the sweep: their processes are not
+	// members (the engine's shim created them), and the engine's grace
+	// runs alongside the members'.
+	var containerRecs []KillRecord
+	containersDone := make(chan struct{})
+	go func() {
+		defer close(containersDone)
+		containerRecs = e.endContainers(ctx, &en, s.latency)
+	}()
 	if e.cfg.Mode == ModeAudit {
 		s.audit(en.Members, &r)
 	} else {
 		s.enforce(ctx, en.Members, &r)
 	}
 	s.release()
+	<-containersDone
 	for _, t := range s.order {
 		r.Records = append(r.Records, t.rec)
+	}
+	for _, rec := range containerRecs {
+		r.Records = append(r.Records, rec)
+		if rec.Result != ResultKilled && rec.Result != ResultExitedBeforeSignal && !strings.HasPrefix(rec.Result, ResultSpared) &&
+			!strings.HasPrefix(rec.Result, ResultRefused) && rec.Result != ResultWouldKill {
+			r.Survivors++
+			r.Empty = false
+		}
 	}
 	r.Duration = time.Since(start)
 	e.finish(&r, s.escalated, s.doomErrs)

@@ -38,6 +38,16 @@ func agentOptions(cfg config.Config, log *slog.Logger) (agent.Options, error) {
 		SampleInterval:          cfg.Metrics.SampleInterval,
 		IdleAfter:               cfg.Metrics.IdleAfter,
 		ReapSupersededAfter:     cfg.Enforcer.ReapSupersededAfter,
+		ContainerEngineSocket:   engineSocket(cfg.Containers.EngineSocket),
 		Logger:                  log,
 	}, nil
+}
+
+// engineSocket is containers.engine-socket as agent.Options takes it:
+// empty (off) is "-".
+func engineSocket(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

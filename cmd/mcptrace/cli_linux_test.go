@@ -292,8 +292,8 @@ func TestUninstallRemovesWhatAStoppedAgentLeft(t *testing.T) {
 	}
 	ag.Stop(syscall.SIGTERM)
 	sets, _ := filepath.Glob(filepath.Join(ag.PinDir, "set-*", "link_*"))
-	if len(sets) != 6 {
-		t.Fatalf("a stopped agent left %d pinned links, want its 6 programs attached: %v", len(sets), sets)
+	if len(sets) != 7 {
+		t.Fatalf("a stopped agent left %d pinned links, want its 7 programs attached: %v", len(sets), sets)
 	}
 	out, errOut, err := run(t, bin, args...)
 	if err != nil {

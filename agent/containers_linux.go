@@ -1,0 +1,356 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/containers"
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/sessions"
+)
+
+// Containers: the tracker holds which containers session members started
+// (sessions.Container, from the requests the kernel reads); here the
+// agent asks the engine about them, so that only a container proven to
+// have been started after its client began is ever stopped, and stops
+// them for the enforcer (engineStopper). The engine being missing or
+// unreachable turns attribution off, said once, shown in status and
+// metrics; it is asked again every containerCheckInterval.
+
+// containerCheckInterval is how often claims are checked with the engine
+// and an engine that was down is tried again.
+const containerCheckInterval = time.Second
+
+// startSlack is how much earlier than its client's start a container may
+// seem to have started and still count as started by it: the engine's
+// wall clock and the kernel's boot clock are compared.
+const startSlack = time.Second
+
+// containerInfo is what the engine said about a claimed container.
+type containerInfo struct {
+	Image string
+	Name  string
+	// Init is the container's first process (its PID as this PID
+	// namespace sees it, start time from /proc), zero when not running.
+	Init      lineage.ID
+	StartedAt time.Time
+	Running   bool
+	// Verified: the engine has it and it started after its client began.
+	// Why says why not, while it is not.
+	Verified bool
+	Why      string
+}
+
+// containerState is the engine and what it said.
+type containerState struct {
+	engine *containers.Engine // nil: no socket configured
+	socket string
+
+	mu      sync.Mutex
+	up      bool
+	version containers.Version
+	off     string // why attribution is off ("" when on)
+	info    map[string]containerInfo
+	// said remembers that the reason off was logged, so it is said once.
+	said string
+}
+
+func newContainerState(socket string) *containerState {
+	cs := &containerState{socket: socket, info: map[string]containerInfo{}}
+	if socket != "" {
+		cs.engine = containers.NewEngine(socket)
+	}
+	return cs
+}
+
+// containerStatus reports attribution and the engine.
+func (a *Agent) containerStatus() api.ContainerStatus {
+	cs := a.containers
+	claims := a.tracker.Containers()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	st := api.ContainerStatus{Attribution: "on", Socket: cs.socket, Claimed: len(claims)}
+	if cs.off != "" {
+		st.Attribution, st.Reason = "off", cs.off
+	}
+	if cs.up {
+		st.Engine, st.API = cs.version.Engine, cs.version.Using
+	}
+	for _, c := range claims {
+		if i := cs.info[c.ID]; c.Contested || !i.Verified {
+			st.Unattributed++
+		}
+	}
+	return st
+}
+
+// setOff records why attribution is off ("" when on) and logs a change
+// once.
+func (cs *containerState) setOff(a *Agent, why string) {
+	cs.mu.Lock()
+	changed := why != cs.said
+	cs.off, cs.said = why, why
+	cs.mu.Unlock()
+	switch {
+	case !changed:
+	case why == "":
+		a.log.Info("container attribution is on", "engine_socket", cs.socket)
+	default:
+		a.log.Warn("container attribution is off: containers started by sessions are not ended with them", "reason", why)
+	}
+}
+
+// watchContainers checks the engine and the claims until ctx ends.
+func (a *Agent) watchContainers(ctx context.Context) {
+	t := time.NewTicker(containerCheckInterval)
+	defer t.Stop()
+	for {
+		a.checkContainers(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// checkContainers is one round of watchContainers.
+func (a *Agent) checkContainers(ctx context.Context) {
+	cs := a.containers
+	if err := a.sensor.RequestsErr(); err != nil {
+		cs.setOff(a, err.Error())
+		return
+	}
+	if cs.engine == nil {
+		cs.setOff(a, "no container engine socket is configured (containers.engine-socket)")
+		return
+	}
+	cs.mu.Lock()
+	up := cs.up
+	cs.mu.Unlock()
+	if !up {
+		nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v, err := cs.engine.Negotiate(nctx)
+		cancel()
+		if err != nil {
+			cs.setOff(a, err.Error())
+			return
+		}
+		cs.mu.Lock()
+		cs.up, cs.version = true, v
+		cs.mu.Unlock()
+		cs.setOff(a, "")
+	}
+	claims := a.tracker.Containers()
+	live := map[string]bool{}
+	for _, c := range claims {
+		live[c.ID] = true
+		cs.mu.Lock()
+		old, known := cs.info[c.ID]
+		cs.mu.Unlock()
+		if known && old.Verified && old.Running {
+			continue // asked again only when it is ended, or when not verified yet
+		}
+		info, err := a.inspectClaim(ctx, c)
+		switch {
+		case errors.Is(err, containers.ErrNotFound):
+			// Removed (--rm, docker rm): nothing is left to end.
+			a.tracker.ForgetContainer(c.ID)
+			delete(live, c.ID)
+			cs.mu.Lock()
+			delete(cs.info, c.ID)
+			cs.mu.Unlock()
+			continue
+		case err != nil:
+			if ctx.Err() == nil {
+				cs.mu.Lock()
+				cs.up = false
+				cs.mu.Unlock()
+				cs.setOff(a, err.Error())
+			}
+			return
+		}
+		cs.mu.Lock()
+		cs.info[c.ID] = info
+		cs.mu.Unlock()
+	}
+	cs.mu.Lock()
+	for id := range cs.info {
+		if !live[id] {
+			delete(cs.info, id)
+		}
+	}
+	cs.mu.Unlock()
+}
+
+// inspectClaim asks the engine about a claimed container and verifies it.
+func (a *Agent) inspectClaim(ctx context.Context, c sessions.Container) (containerInfo, error) {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	x, err := a.containers.engine.Inspect(ictx, c.ID)
+	if err != nil {
+		return containerInfo{}, err
+	}
+	info := containerInfo{Image: x.Image, Name: x.Name, StartedAt: x.StartedAt, Running: x.Running}
+	if x.Running && x.Pid > 0 {
+		if st, err := procfs.ReadStat(a.opts.ProcRoot, uint32(x.Pid)); err == nil {
+			info.Init = lineage.ID{PID: uint32(x.Pid), Start: st.StartTicks * lineage.TickNS}
+			if p, ok := a.graph.Lookup(uint32(x.Pid)); ok && p.ID.Tick() == st.StartTicks {
+				info.Init = p.ID
+			}
+		}
+	}
+	clientStart := wallOfBoot(c.Client.Start)
+	switch {
+	case x.StartedAt.IsZero():
+		info.Why = "not started yet"
+	case x.StartedAt.Before(clientStart.Add(-startSlack)):
+		info.Why = fmt.Sprintf("it started at %s, before its client (pid %d) began at %s", x.StartedAt.Format(time.RFC3339), c.Client.PID, clientStart.Format(time.RFC3339))
+	default:
+		info.Verified = true
+	}
+	return info, nil
+}
+
+// wallOfBoot converts a CLOCK_BOOTTIME time (ns) to wall clock.
+func wallOfBoot(ns uint64) time.Time {
+	now := procfs.BootTimeNow()
+	return time.Now().Add(-time.Duration(now - min(ns, now)))
+}
+
+// containerInfoOf returns what the engine said about a claimed container.
+func (a *Agent) containerInfoOf(id string) (containerInfo, bool) {
+	a.containers.mu.Lock()
+	defer a.containers.mu.Unlock()
+	i, ok := a.containers.info[id]
+	return i, ok
+}
+
+// endingContainers turns claims into what the enforcer ends: verified
+// ones to stop, the rest recorded unattributed with the reason. A claim
+// the engine was not asked about yet is asked now.
+func (a *Agent) endingContainers(ctx context.Context, claims []sessions.Container) []enforcer.Container {
+	var out []enforcer.Container
+	for _, c := range claims {
+		ec := enforcer.Container{ID: c.ID, UID: c.ClientUID}
+		info, ok := a.containerInfoOf(c.ID)
+		if (!ok || !info.Verified) && a.containers.engine != nil {
+			i, err := a.inspectClaim(ctx, c)
+			switch {
+			case errors.Is(err, containers.ErrNotFound):
+				a.tracker.ForgetContainer(c.ID)
+				continue
+			case err == nil:
+				info, ok = i, true
+			}
+		}
+		ec.Image, ec.Init = info.Image, info.Init
+		switch {
+		case c.Contested:
+			ec.Unattributed = "unattributed: started from two sessions"
+		case !ok:
+			ec.Unattributed = "unattributed: the container engine was never reached to verify it"
+		case !info.Verified:
+			ec.Unattributed = "unattributed: " + info.Why
+		}
+		out = append(out, ec)
+	}
+	return out
+}
+
+// engineStopper is the enforcer's ContainerEngine: the engine's API, and
+// the container's cgroup when the engine does not answer.
+type engineStopper struct {
+	a *Agent
+}
+
+func (s engineStopper) Stop(ctx context.Context, id string, grace time.Duration) (bool, error) {
+	e := s.a.containers.engine
+	if e == nil {
+		return false, errors.New("no container engine socket is configured")
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	x, err := e.Inspect(ictx, id)
+	cancel()
+	switch {
+	case errors.Is(err, containers.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	case !x.Running:
+		return true, nil
+	}
+	err = e.Stop(ctx, id, grace)
+	if errors.Is(err, containers.ErrNotFound) {
+		return false, nil // removed once stopped (--rm)
+	}
+	return false, err
+}
+
+func (s engineStopper) KillCgroup(ctx context.Context, c enforcer.Container) (int, error) {
+	if c.Init.PID == 0 {
+		return 0, errors.New("its first process is not known")
+	}
+	st, err := procfs.ReadStat(s.a.opts.ProcRoot, c.Init.PID)
+	if err != nil {
+		return 0, nil // gone with its container
+	}
+	if st.StartTicks != c.Init.Tick() {
+		return 0, fmt.Errorf("pid %d is another process now", c.Init.PID)
+	}
+	dir, err := containers.CgroupDir(int(c.Init.PID), c.ID)
+	if err != nil {
+		return 0, err
+	}
+	return containers.CgroupKill(dir)
+}
+
+func (s engineStopper) MayStop(uid uint32) (bool, string) {
+	return mayUseEngine(s.a.containers.socket, uid)
+}
+
+// mayUseEngine reports whether uid could reach the engine at socket
+// itself: root, the socket's owner (a rootless engine), or a member of
+// the socket's group when the group may write to it.
+func mayUseEngine(socket string, uid uint32) (bool, string) {
+	if uid == 0 {
+		return true, ""
+	}
+	fi, err := os.Stat(socket)
+	if err != nil {
+		return false, fmt.Sprintf("engine socket %s: %v", socket, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false, "engine socket " + socket + ": no owner"
+	}
+	if st.Uid == uid && fi.Mode().Perm()&0o200 != 0 {
+		return true, ""
+	}
+	if fi.Mode().Perm()&0o020 == 0 {
+		return false, fmt.Sprintf("uid %d may not use the container engine (%s is not writable by its group)", uid, socket)
+	}
+	gid := strconv.FormatUint(uint64(st.Gid), 10)
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+	if err == nil {
+		if gids, err := u.GroupIds(); err == nil && slices.Contains(gids, gid) {
+			return true, ""
+		}
+	}
+	name := gid
+	if g, err := user.LookupGroupId(gid); err == nil {
+		name = g.Name
+	}
+	return false, fmt.Sprintf("uid %d may not use the container engine (not in group %s of %s)", uid, name, socket)
+}

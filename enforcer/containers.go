@@ -1,0 +1,141 @@
+package enforcer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// Container is a container an ending ends: one a member of the session
+// started, as the agent attributed it (sessions.Container) and the
+// engine confirmed it.
+type Container struct {
+	// ID is the engine's full container ID; Image what it runs.
+	ID    string
+	Image string
+	// Init is the container's first process as the agent found it, zero
+	// when not known (then only the engine can stop it).
+	Init lineage.ID
+	// UID is the uid of the client that started it: who else may see the
+	// record.
+	UID uint32
+	// Unattributed, when not "", says why the container is not proven to
+	// be the session's (started from two sessions, or not started after
+	// its client began): it is recorded refused and never stopped.
+	Unattributed string
+}
+
+// ContainerEngine stops containers. It must be safe for concurrent use.
+type ContainerEngine interface {
+	// Stop has the engine stop the container: SIGTERM, then SIGKILL once
+	// grace passed (0: SIGKILL at once), and returns once it stopped.
+	// gone reports a container that was already stopped or removed: not
+	// an error.
+	Stop(ctx context.Context, id string, grace time.Duration) (gone bool, err error)
+	// KillCgroup kills the container's processes through its cgroup,
+	// without the engine (cgroup.kill on v2, every pid of the cgroup,
+	// each by pidfd, on v1); it returns how many it signalled.
+	KillCgroup(ctx context.Context, c Container) (killed int, err error)
+	// MayStop reports whether uid could stop the engine's containers
+	// itself (root, a member of the socket's group, the owner of a
+	// rootless engine's socket); why says why not.
+	MayStop(uid uint32) (ok bool, why string)
+}
+
+// Signals of container records: what was asked of whom.
+const (
+	SignalContainerStop = "engine stop"     // SIGTERM, SIGKILL after the grace
+	SignalContainerKill = "engine kill"     // stop with no grace: SIGKILL
+	SignalCgroupKill    = "cgroup SIGKILL" // the engine did not answer
+	// CommContainer is the Comm of a container's record.
+	CommContainer = "container"
+)
+
+// maxContainerStops bounds the containers one ending stops at once.
+const maxContainerStops = 8
+
+// endContainers ends what en.Containers returns and returns one record
+// per container, in that order. endedAt is the ending's time (boottime ns)
+// and latency the function that measures from it.
+func (e *Enforcer) endContainers(ctx context.Context, en *Ending, latency func() time.Duration) []KillRecord {
+	if en.Containers == nil {
+		return nil
+	}
+	cs := en.Containers()
+	recs := make([]KillRecord, len(cs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxContainerStops)
+	for i, c := range cs {
+		recs[i] = KillRecord{
+			Session: en.Session, Generation: en.Generation, Owner: en.Owner,
+			Process: c.Init, UID: c.UID, Comm: CommContainer, Container: c.ID, Argv: []string{c.Image},
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			e.endContainer(ctx, en, c, &recs[i], latency)
+		}()
+	}
+	wg.Wait()
+	return recs
+}
+
+func (e *Enforcer) endContainer(ctx context.Context, en *Ending, c Container, rec *KillRecord, latency func() time.Duration) {
+	defer func() {
+		rec.At = time.Now()
+		e.logRecord(*rec, "container", short(c.ID), "image", c.Image)
+	}()
+	grace, signal := e.cfg.Grace, SignalContainerStop
+	if e.cfg.Policy == PolicyImmediate {
+		grace, signal = 0, SignalContainerKill
+	}
+	switch {
+	case c.Unattributed != "":
+		rec.Result = ResultRefused + ": " + c.Unattributed
+		return
+	case e.cfg.Mode == ModeAudit:
+		rec.Signal, rec.Result = signal, ResultWouldKill
+		return
+	case e.cfg.Containers == nil:
+		rec.Result = ResultFailed + ": no container engine is configured"
+		return
+	}
+	if en.Owner != 0 && !e.cfg.CrossUID {
+		if ok, why := e.cfg.Containers.MayStop(en.Owner); !ok {
+			rec.Result = ResultSparedPrivilege + ": " + why
+			return
+		}
+	}
+	rec.Signal = signal
+	gone, err := e.cfg.Containers.Stop(ctx, c.ID, grace)
+	switch {
+	case err == nil && gone:
+		rec.Result = ResultExitedBeforeSignal
+		return
+	case err == nil:
+		rec.Result, rec.Latency = ResultKilled, latency()
+		return
+	case ctx.Err() != nil:
+		rec.Result = ResultFailed + ": interrupted: " + err.Error()
+		return
+	}
+	e.log.Warn("the container engine did not stop a container; killing its processes through its cgroup", "session", en.Session, "container", short(c.ID), "err", err)
+	rec.Signal = SignalCgroupKill
+	n, kerr := e.cfg.Containers.KillCgroup(ctx, c)
+	switch {
+	case kerr != nil:
+		rec.Result = fmt.Sprintf("%s: engine: %v; cgroup: %v", ResultFailed, err, kerr)
+	case n == 0:
+		rec.Result = ResultExitedBeforeSignal
+	default:
+		rec.Result, rec.Latency = ResultKilled, latency()
+	}
+}
+
+// short is a container ID as docker shows it.
+func short(id string) string { return id[:min(len(id), 12)] }
