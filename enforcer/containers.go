@@ -47,8 +47,8 @@ type ContainerEngine interface {
 
 // Signals of container records: what was asked of whom.
 const (
-	SignalContainerStop = "engine stop"     // SIGTERM, SIGKILL after the grace
-	SignalContainerKill = "engine kill"     // stop with no grace: SIGKILL
+	SignalContainerStop = "engine stop"    // SIGTERM, SIGKILL after the grace
+	SignalContainerKill = "engine kill"    // stop with no grace: SIGKILL
 	SignalCgroupKill    = "cgroup SIGKILL" // the engine did not answer
 	// CommContainer is the Comm of a container's record.
 	CommContainer = "container"
