@@ -358,8 +358,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		Report:   a.Report,
 		Refresh:  a.refreshParents,
 		Status:   a.Status,
-		Now:      procfs.BootTimeNow,
-		Log:      a.opts.Logger.With("component", "api"),
+
+		Containers: a.sessionContainers,
+		Now:        procfs.BootTimeNow,
+		Log:        a.opts.Logger.With("component", "api"),
 
 		MaxConnections:       a.opts.APIMaxConnections,
 		MaxConnectionsPerUID: a.opts.APIMaxConnectionsPerUID,

@@ -153,14 +153,35 @@ func (a *Agent) checkContainers(ctx context.Context) {
 		cs.setOff(a, "")
 	}
 	claims := a.tracker.Containers()
+	if len(claims) == 0 {
+		return
+	}
+	// One list of the running containers a round; a claim is inspected
+	// again only when it is not verified yet or stopped running.
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	list, err := cs.engine.List(lctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			cs.mu.Lock()
+			cs.up = false
+			cs.mu.Unlock()
+			cs.setOff(a, err.Error())
+		}
+		return
+	}
+	running := make(map[string]bool, len(list))
+	for _, x := range list {
+		running[x.ID] = true
+	}
 	live := map[string]bool{}
 	for _, c := range claims {
 		live[c.ID] = true
 		cs.mu.Lock()
 		old, known := cs.info[c.ID]
 		cs.mu.Unlock()
-		if known && old.Verified && old.Running {
-			continue // asked again only when it is ended, or when not verified yet
+		if known && old.Verified && old.Running && running[c.ID] {
+			continue
 		}
 		info, err := a.inspectClaim(ctx, c)
 		switch {
@@ -353,4 +374,26 @@ func mayUseEngine(socket string, uid uint32) (bool, string) {
 		name = g.Name
 	}
 	return false, fmt.Sprintf("uid %d may not use the container engine (not in group %s of %s)", uid, name, socket)
+}
+
+// sessionContainers is what the API shows of the containers a session's
+// members started.
+func (a *Agent) sessionContainers(s sessions.Session) []api.Container {
+	var out []api.Container
+	for _, c := range a.tracker.ContainersIn(s) {
+		info, ok := a.containerInfoOf(c.ID)
+		v := api.Container{ID: c.ID, Client: c.Client, Name: info.Name, Image: info.Image, Init: info.Init, Running: info.Running}
+		switch {
+		case c.Contested:
+			v.Attribution = "unattributed: started from two sessions"
+		case !ok:
+			v.Attribution = "pending"
+		case !info.Verified:
+			v.Attribution = "unattributed: " + info.Why
+		default:
+			v.Attribution = "attributed"
+		}
+		out = append(out, v)
+	}
+	return out
 }

@@ -110,6 +110,7 @@ func (a *Agent) Sample() exporter.Picture {
 			}
 			v.Members[i] = m
 		}
+		v.Members = append(v.Members, a.containerMembers(s, active, sm)...)
 		views = append(views, v)
 	}
 	for id, seen := range sm.io {
@@ -122,6 +123,32 @@ func (a *Agent) Sample() exporter.Picture {
 	pic.At, pic.Took = start, time.Since(start)
 	sm.last.Store(&pic)
 	return pic
+}
+
+// containerMembers are the processes of the containers members of s
+// started: role container, the image as their server name, orphaned once
+// the session ended (a container that outlived its session is a leak).
+func (a *Agent) containerMembers(s sessions.Session, active bool, sm *sampler) []exporter.MemberView {
+	var out []exporter.MemberView
+	for _, c := range a.tracker.ContainersIn(s) {
+		info, ok := a.containerInfoOf(c.ID)
+		if !ok || info.Init.IsZero() {
+			continue
+		}
+		for _, p := range a.graph.Descendants(info.Init) {
+			m := exporter.MemberView{ID: p.ID, Role: roles.Container, Server: roles.ImageName(info.Image), Alive: !p.Exited}
+			m.Orphaned = m.Alive && !active
+			if m.Alive {
+				if u, err := sm.rd.Read(p.ID); err == nil {
+					m.RSSBytes, m.CPUSeconds = u.RSSBytes, u.CPUSeconds()
+				} else if errors.Is(err, fs.ErrNotExist) {
+					m.Alive, m.Orphaned = false, false
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // members returns the members of s with their images, copied one process

@@ -40,8 +40,11 @@ type Server struct {
 	// Report gives the enforcer's report of a session it finished ending.
 	Report func(session string) (enforcer.Report, bool)
 	Status func() Status // the agent's counters; Now is filled by the server
-	Now    func() uint64 // CLOCK_BOOTTIME ns
-	Log    *slog.Logger
+	// Containers gives the containers members of a session started, with
+	// what the engine said of them. Optional.
+	Containers func(sessions.Session) []Container
+	Now        func() uint64 // CLOCK_BOOTTIME ns
+	Log        *slog.Logger
 	// MaxConnections and MaxConnectionsPerUID cap the open connections of
 	// non-root users, together and per uid; 0 takes the defaults
 	// (DefaultMaxConnections, DefaultMaxConnectionsPerUID).

@@ -59,6 +59,28 @@ type SessionDetail struct {
 	// generation, and for the end of the session, oldest first.
 	Endings []Ending `json:"endings,omitempty"`
 	Kills   []Kill   `json:"kills,omitempty"`
+	// Containers are the containers members of the session started. The
+	// processes of each (its Init and what that created) follow the
+	// members in Processes, with role container and the image as their
+	// server, and the generation of the client that started it.
+	Containers []Container `json:"containers,omitempty"`
+}
+
+// Container is a container a member of a session started.
+type Container struct {
+	ID     string     `json:"id"`
+	Name   string     `json:"name,omitempty"`
+	Image  string     `json:"image,omitempty"`
+	Client lineage.ID `json:"client"`
+	// Init is the container's first process, zero when it is not running
+	// or the engine was not asked yet.
+	Init    lineage.ID `json:"init,omitzero"`
+	Running bool       `json:"running"`
+	// Attribution is "attributed" (it is ended with the session),
+	// "pending" (not verified with the engine yet) or "unattributed:
+	// <why>" (never ended: started from two sessions, or not started
+	// after its client began).
+	Attribution string `json:"attribution"`
 }
 
 // Ending is one enforcement of a session: of the generations a marker
@@ -76,12 +98,14 @@ type Kill struct {
 	// the end of the whole session.
 	Generation uint32     `json:"generation,omitempty"`
 	Process    lineage.ID `json:"process"`
-	Comm       string     `json:"comm"`
-	Argv       []string   `json:"argv,omitempty"`
-	Signal     string     `json:"signal,omitempty"`
-	Result     string     `json:"result"`
-	LatencyMS  float64    `json:"latency_ms,omitempty"`
-	At         time.Time  `json:"at"`
+	// Container is the container's ID when the record is a container's.
+	Container string    `json:"container,omitempty"`
+	Comm      string    `json:"comm"`
+	Argv      []string  `json:"argv,omitempty"`
+	Signal    string    `json:"signal,omitempty"`
+	Result    string    `json:"result"`
+	LatencyMS float64   `json:"latency_ms,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // BeginRequest declares a running process the root of a session.
@@ -134,7 +158,7 @@ func (s *Server) kills(c Caller, sess sessions.Session) []Kill {
 			continue
 		}
 		out = append(out, Kill{
-			Session: r.Session, Generation: r.Generation, Process: r.Process, Comm: r.Comm, Argv: r.Argv,
+			Session: r.Session, Generation: r.Generation, Process: r.Process, Container: r.Container, Comm: r.Comm, Argv: r.Argv,
 			Signal: r.Signal, Result: r.Result, LatencyMS: float64(r.Latency) / float64(time.Millisecond), At: r.At,
 		})
 	}
@@ -331,18 +355,46 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	info := s.info(c, sess, len(procs), alive, o)
+	members := len(procs)
+	var cs []Container
+	if s.Containers != nil {
+		cs = s.Containers(sess)
+	}
+	var from []int // for each container process: the index of its container
+	for i, ct := range cs {
+		if ct.Init.IsZero() {
+			continue
+		}
+		for _, p := range visible(c, s.Graph.Descendants(ct.Init)) {
+			procs = append(procs, p)
+			from = append(from, i)
+		}
+	}
 	present(c, wantsRaw(c, r), procs)
 	if s.Refresh != nil {
 		s.Refresh(procs)
+	}
+	gens := s.Sessions.Generations(sess.Ref(), procs)
+	rs := roles.Classify(sess.Root, sess.SparesRoot(), procs[:members])
+	clientGen := map[lineage.ID]uint32{}
+	for i, p := range procs[:members] {
+		clientGen[p.ID] = gens[i]
+	}
+	for j, i := range from {
+		ct := cs[i]
+		name := roles.ImageName(ct.Image)
+		rs = append(rs, roles.Member{Role: roles.Container, Server: name, Named: name != ""})
+		gens[members+j] = clientGen[ct.Client]
 	}
 	writeJSON(w, http.StatusOK, SessionDetail{
 		Now:         s.Now(),
 		Session:     info,
 		Processes:   procs,
-		Generations: s.Sessions.Generations(sess.Ref(), procs),
-		Roles:       roles.Classify(sess.Root, sess.SparesRoot(), procs),
+		Generations: gens,
+		Roles:       rs,
 		Endings:     endings(c, sess, o),
 		Kills:       o.kills,
+		Containers:  cs,
 	})
 }
 

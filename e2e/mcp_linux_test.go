@@ -17,13 +17,14 @@ import (
 	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
+	"github.com/mcptrace/mcptrace/internal/dockertest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := dockertest.Run(m)
 	testenv.RemoveBinary()
 	os.Exit(code)
 }

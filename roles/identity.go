@@ -179,3 +179,9 @@ func nameByte(b byte) bool {
 	}
 	return false
 }
+
+// ImageName is the server name of a container running image ref (as the
+// engine reports it): the reference without its tag and digest, as a
+// `docker run` wrapper's server is named; "" when ref is no image
+// reference.
+func ImageName(ref string) string { return imageName(ref) }

@@ -20,7 +20,8 @@ const (
 	// Server: an MCP server: the first program below the host, past its
 	// wrappers, or the root of an `mcptrace exec` sub-session.
 	Server
-	// Container: reserved for a server's container; not produced yet.
+	// Container: a process of a container a session member started
+	// (its image is the server name).
 	Container
 )
 

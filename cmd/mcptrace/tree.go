@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -83,6 +84,9 @@ uid. Root may ask for raw command lines with --raw.`,
 			case cmd.Flags().Changed("session"):
 				var d api.SessionDetail
 				d, err = c.Session(ctx, session, ownerOf(cmd, owner))
+				if !asJSON {
+					placeContainers(d)
+				}
 				list = api.ProcessList{Now: d.Now, Processes: d.Processes}
 				notes = sessionNotes(d)
 				labels = sessionLabels(d)
@@ -132,6 +136,7 @@ uid. Root may ask for raw command lines with --raw.`,
 				return err
 			}
 			if detail != nil {
+				printContainers(out, *detail)
 				printEndings(out, *detail)
 			}
 			return nil
@@ -191,6 +196,9 @@ func sessionLabels(d api.SessionDetail) map[lineage.ID]string {
 		if m.Server != "" {
 			l += " " + m.Server
 		}
+		if ct, ok := containerAt(d, p.ID); ok {
+			l = fmt.Sprintf("container %s %s", shortID(ct.ID), ct.Image)
+		}
 		switch {
 		case p.ID == d.Session.Root:
 			l += " root"
@@ -203,6 +211,65 @@ func sessionLabels(d api.SessionDetail) map[lineage.ID]string {
 		labels[p.ID] = l
 	}
 	return labels
+}
+
+// placeContainers shows each container's first process below the client
+// that started it: the engine's shim created it, but the client is what
+// the session knows it by. Display only; --json keeps the real creator.
+func placeContainers(d api.SessionDetail) {
+	for i, p := range d.Processes {
+		if ct, ok := containerAt(d, p.ID); ok {
+			d.Processes[i].Creator = ct.Client
+		}
+	}
+}
+
+// containerAt returns the container whose first process is id.
+func containerAt(d api.SessionDetail, id lineage.ID) (api.Container, bool) {
+	for _, ct := range d.Containers {
+		if !ct.Init.IsZero() && ct.Init == id {
+			return ct, true
+		}
+	}
+	return api.Container{}, false
+}
+
+func shortID(id string) string { return id[:min(len(id), 12)] }
+
+// printContainers lists the containers members of a session started,
+// whether they are attributed (ended with the session), and what the
+// enforcer did to each.
+func printContainers(w io.Writer, d api.SessionDetail) {
+	done := map[string]api.Kill{}
+	shown := map[string]bool{}
+	for _, ct := range d.Containers {
+		shown[ct.ID] = true
+	}
+	for _, k := range d.Kills {
+		if k.Container == "" {
+			continue
+		}
+		done[k.Container] = k
+		if !shown[k.Container] { // ended and removed: only its record is left
+			shown[k.Container] = true
+			image := "(image unknown)"
+			if len(k.Argv) > 0 && k.Argv[0] != "" {
+				image = k.Argv[0]
+			}
+			fmt.Fprintf(w, "container %s %s: %s\n", shortID(k.Container), image, killNotes([]api.Kill{k})[k.Process])
+		}
+	}
+	for _, ct := range d.Containers {
+		state := "stopped"
+		if ct.Running {
+			state = "running"
+		}
+		line := fmt.Sprintf("container %s %s started by pid %d: %s, %s", shortID(ct.ID), cmp.Or(ct.Image, "(image unknown)"), ct.Client.PID, ct.Attribution, state)
+		if k, ok := done[ct.ID]; ok {
+			line += "; " + killNotes([]api.Kill{k})[k.Process]
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // printEndings lists the markers of a session and what each ended, and

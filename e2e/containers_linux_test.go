@@ -1,0 +1,430 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
+	"github.com/mcptrace/mcptrace/internal/dockertest"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/roles"
+)
+
+// Containers started through a session, against Debian's dockerd (a
+// private engine per test binary, internal/dockertest) and the real agent.
+
+// containerWait bounds waiting for containers to start or for the agent to
+// attribute them: vfs storage makes a start take a second or two here.
+const containerWait = 60 * time.Second
+
+// stopBound is what the issue allows from a session's end to its
+// containers being gone: the grace period plus 2 s.
+const stopBound = enforcer.DefaultGrace + 2*time.Second
+
+// dockerCLI is Debian's docker client (docker.io): the one the engine
+// matches, wherever PATH would find another.
+const dockerCLI = "/usr/bin/docker"
+
+// wrapper is an agent host's wrapper: `mcptrace run --session ID -- sh
+// -c SCRIPT` (or just sh -c when id is ""), in a process group of its
+// own, as OpenClaw starts its MCP servers; stdin stays open for docker
+// run -i, stdout is kept.
+type wrapper struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *testenv.LockedBuffer
+}
+
+func startWrapper(t *testing.T, ag *agenttest.Process, eng *dockertest.Engine, id, script string) *wrapper {
+	t.Helper()
+	args := []string{"sh", "-c", script}
+	if id != "" {
+		args = append([]string{ag.Bin, "run", "--session", id, "--api.socket", ag.Socket, "--"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+eng.Host, "IMAGE="+eng.Image, "DOCKER="+dockerCLI)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	w := &wrapper{cmd: cmd, out: &testenv.LockedBuffer{}}
+	cmd.Stdout, cmd.Stderr = w.out, w.out
+	var err error
+	if w.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.kill(syscall.SIGKILL) })
+	return w
+}
+
+// kill signals the wrapper's process group, as OpenClaw ends its servers.
+func (w *wrapper) kill(sig syscall.Signal) {
+	if w.cmd.Process == nil {
+		return
+	}
+	syscall.Kill(-w.cmd.Process.Pid, sig)
+	if sig == syscall.SIGKILL {
+		w.stdin.Close()
+		w.cmd.Wait()
+	}
+}
+
+// hostname waits for the first line the wrapper printed: the container's
+// hostname, which docker makes its short ID. It is the test's own
+// evidence of which container a client started.
+func (w *wrapper) hostname(t *testing.T) string {
+	t.Helper()
+	var line string
+	waitFor(t, containerWait, "the container's hostname on the client's output", func() (bool, string) {
+		out := w.out.String()
+		if i := strings.IndexByte(out, '\n'); i == 12 {
+			line = out[:12]
+			return true, ""
+		}
+		return false, fmt.Sprintf("output %q", out)
+	})
+	return line
+}
+
+// waitFor polls cond every 50 ms until it holds or bound passes; on a
+// time-out, explain (if given) adds what the agent says.
+func waitFor(t *testing.T, bound time.Duration, what string, cond func() (bool, string), explain ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, e := range explain {
+				detail += "\n" + e()
+			}
+			t.Fatalf("timed out after %s waiting for %s: %s", bound, what, detail)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// attributed waits until the agent attributes n containers to session id
+// and returns them.
+func attributed(t *testing.T, ag *agenttest.Process, id string, n int) []api.Container {
+	t.Helper()
+	var cs []api.Container
+	waitFor(t, containerWait, fmt.Sprintf("%d attributed containers in session %s", n, id), func() (bool, string) {
+		d, err := ag.Client().Session(context.Background(), id, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		cs = nil
+		for _, c := range d.Containers {
+			if c.Attribution == "attributed" && c.Running {
+				cs = append(cs, c)
+			}
+		}
+		return len(cs) == n, fmt.Sprintf("%+v", d.Containers)
+	})
+	return cs
+}
+
+// gone waits until container id no longer runs and returns how long
+// that took from since.
+func gone(t *testing.T, eng *dockertest.Engine, id string, since time.Time, bound time.Duration) time.Duration {
+	t.Helper()
+	waitFor(t, bound, "container "+id[:12]+" to be gone", func() (bool, string) { return !eng.Running(t, id), "still running" })
+	return time.Since(since)
+}
+
+// containerAgent is a test agent that attributes the engine's containers.
+func containerAgent(t *testing.T) (*agenttest.Process, *dockertest.Engine) {
+	t.Helper()
+	eng := dockertest.Start(t)
+	if _, err := os.Stat(dockerCLI); err != nil {
+		testenv.Missing(t, "Debian's docker client "+dockerCLI, "package docker.io; make setup-test installs it")
+	}
+	ag := agenttest.StartProcess(t, "--containers.engine-socket", eng.Socket, "--metrics.sample-interval", "200ms")
+	waitFor(t, containerWait, "container attribution to be on", func() (bool, string) {
+		st, err := ag.Client().Status(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Containers.Attribution == "on", fmt.Sprintf("%+v", st.Containers)
+	})
+	return ag, eng
+}
+
+// The seed's case (OpenClaw): four sessions at once, each a sh -c wrapper
+// running `docker run -i --rm IMAGE sleep 600`; the wrappers are killed
+// with SIGTERM to their process group. A fifth wrapper, in no session,
+// proves that killing the client leaves the container running.
+func TestContainersOfEndedSessionsAreStoppedAndTheClientAloneStopsNothing(t *testing.T) {
+	ag, eng := containerAgent(t)
+	const script = `"$DOCKER" run -i --rm --network none "$IMAGE" sh -c 'hostname; exec sleep 600'`
+	var ws []*wrapper
+	for i := range 4 {
+		ws = append(ws, startWrapper(t, ag, eng, fmt.Sprintf("seed%d", i), script))
+	}
+	control := startWrapper(t, ag, eng, "", script)
+	ids := map[int]string{}
+	for i, w := range ws {
+		short := w.hostname(t)
+		cs := attributed(t, ag, fmt.Sprintf("seed%d", i), 1)
+		if !strings.HasPrefix(cs[0].ID, short) {
+			t.Fatalf("session seed%d: the agent attributes %s, its client started %s", i, cs[0].ID[:12], short)
+		}
+		ids[i] = cs[0].ID
+	}
+	controlID := fullID(t, eng, control.hostname(t))
+
+	// The tree shows each container below its client, and metrics count
+	// their processes as members, the image as their server.
+	out, err := ag.CLI("tree", "--session", "seed0", "--width", "200")
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	client := regexp.MustCompile(`(?m)^.*docker run -i --rm.*\n\s*└─ container ` + ids[0][:12] + ` ` + regexp.QuoteMeta(eng.Image) + ` gen 1 .*sleep 600`)
+	if !client.MatchString(out) || !strings.Contains(out, "container "+ids[0][:12]+" "+eng.Image+" started by pid") {
+		t.Errorf("tree --session seed0 does not show docker run → container %s (%s) → sleep:\n%s", ids[0][:12], eng.Image, out)
+	}
+	t.Logf("mcptrace tree --session seed0 while it runs:\n%s", out)
+	waitFor(t, 10*time.Second, "metrics to count the containers' processes", func() (bool, string) {
+		body := scrape(t, strings.TrimSuffix(strings.TrimPrefix(ag.MetricsURL(), "http://"), "/metrics"))
+		members := sampleSum(body, "mcptrace_session_members", `role="container"`)
+		rss := sampleSum(body, "mcptrace_server_resident_memory_bytes", `server="`+roles.ImageName(eng.Image)+`"`)
+		return members >= 4 && rss > 0, fmt.Sprintf("container members %v, resident bytes of %s %v", members, eng.Image, rss)
+	})
+
+	start := time.Now()
+	for _, w := range append(slices.Clone(ws), control) {
+		w.kill(syscall.SIGTERM)
+	}
+	for i := range ws {
+		took := gone(t, eng, ids[i], start, 30*time.Second)
+		if took > stopBound {
+			t.Errorf("container of session seed%d gone after %s, want within %s", i, took.Round(time.Millisecond), stopBound)
+		}
+		t.Logf("container of session seed%d gone %s after its wrapper was killed", i, took.Round(time.Millisecond))
+	}
+	// Without mcptrace the container stays: the control's client died
+	// too, its container runs on.
+	time.Sleep(time.Second)
+	if !eng.Running(t, controlID) {
+		t.Fatalf("the control container (no session) stopped when its client was killed: this test would prove nothing")
+	}
+	eng.Output(t, "rm", "-f", controlID)
+
+	out, err = ag.CLI("tree", "--session", "seed0")
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	if !strings.Contains(out, "container "+ids[0][:12]+" "+eng.Image+": killed by mcptrace engine stop") {
+		t.Errorf("tree --session seed0 does not show its container ended:\n%s", out)
+	}
+	t.Logf("mcptrace tree --session seed0 once it ended:\n%s", out)
+}
+
+// fullID finds the full ID of the container whose short ID is short.
+func fullID(t *testing.T, eng *dockertest.Engine, short string) string {
+	t.Helper()
+	for _, id := range eng.Containers(t) {
+		if strings.HasPrefix(id, short) {
+			return id
+		}
+	}
+	t.Fatalf("no container %s", short)
+	return ""
+}
+
+// Two sessions run the same docker run at the same moment: ending one
+// removes exactly its container (the one its own client reported) and
+// leaves the other's running.
+func TestIdenticalRunsInTwoSessionsAreNeverConfused(t *testing.T) {
+	ag, eng := containerAgent(t)
+	const script = `"$DOCKER" run -i --rm --network none "$IMAGE" sh -c 'hostname; exec sleep 600'`
+	a := startWrapper(t, ag, eng, "twin-a", script)
+	b := startWrapper(t, ag, eng, "twin-b", script)
+	shortA, shortB := a.hostname(t), b.hostname(t)
+	ca, cb := attributed(t, ag, "twin-a", 1)[0], attributed(t, ag, "twin-b", 1)[0]
+	if !strings.HasPrefix(ca.ID, shortA) || !strings.HasPrefix(cb.ID, shortB) {
+		t.Fatalf("attributed a=%s b=%s; their clients started a=%s b=%s", ca.ID[:12], cb.ID[:12], shortA, shortB)
+	}
+	start := time.Now()
+	a.kill(syscall.SIGTERM)
+	took := gone(t, eng, ca.ID, start, 30*time.Second)
+	if took > stopBound {
+		t.Errorf("container of twin-a gone after %s, want within %s", took, stopBound)
+	}
+	time.Sleep(time.Second)
+	if !eng.Running(t, cb.ID) {
+		t.Fatalf("ending twin-a stopped twin-b's container %s", cb.ID[:12])
+	}
+	b.kill(syscall.SIGTERM)
+	gone(t, eng, cb.ID, time.Now(), 30*time.Second)
+}
+
+// docker run -d: the client exits at once; the container is still the
+// session's and ends with it.
+func TestDetachedContainerEndsWithItsSession(t *testing.T) {
+	ag, eng := containerAgent(t)
+	w := startWrapper(t, ag, eng, "detached", `"$DOCKER" run -d --rm --network none "$IMAGE" sleep 600 && exec sleep 600`)
+	c := attributed(t, ag, "detached", 1)[0]
+	start := time.Now()
+	w.kill(syscall.SIGTERM)
+	if took := gone(t, eng, c.ID, start, 30*time.Second); took > stopBound {
+		t.Errorf("detached container gone after %s, want within %s", took, stopBound)
+	}
+}
+
+// A destroy marker ends the containers of the generation it ends and
+// spares those the host starts after it; the session's end ends those.
+func TestMarkerEndsTheOldGenerationsContainersAndSparesTheNewOnes(t *testing.T) {
+	ag, eng := containerAgent(t)
+	// The host: one server container, then a marker (its refresh), then
+	// the next server container, then it waits.
+	w := startWrapper(t, ag, eng, "gen", fmt.Sprintf(`"$DOCKER" run -d --rm --network none --label gen=1 "$IMAGE" sleep 600 >/dev/null &&
+"%s" mark destroy --api.socket "%s" &&
+"$DOCKER" run -d --rm --network none --label gen=2 "$IMAGE" sleep 600 >/dev/null && exec sleep 600`, ag.Bin, ag.Socket))
+	var old, next string
+	waitFor(t, containerWait, "both generations' containers", func() (bool, string) {
+		old = strings.TrimSpace(eng.Output(t, "ps", "-q", "--no-trunc", "--filter", "label=gen=1"))
+		next = strings.TrimSpace(eng.Output(t, "ps", "-q", "--no-trunc", "--filter", "label=gen=2"))
+		return old == "" && next != "", fmt.Sprintf("generation 1 running: %q, generation 2 running: %q", old, next)
+	}, func() string { out, _ := ag.CLI("tree", "--session", "gen", "--json"); return out })
+	c := attributed(t, ag, "gen", 1)[0]
+	if c.ID != next {
+		t.Fatalf("the agent attributes %s, the running container of generation 2 is %s", c.ID[:12], next[:12])
+	}
+	d, err := ag.Client().Session(context.Background(), "gen", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped int
+	for _, k := range d.Kills {
+		if k.Container != "" && k.Generation == 1 && k.Result == enforcer.ResultKilled {
+			stopped++
+		}
+	}
+	if stopped != 1 {
+		t.Errorf("kill records of generation 1 containers: %+v, want one killed", d.Kills)
+	}
+	w.kill(syscall.SIGTERM)
+	gone(t, eng, next, time.Now(), 30*time.Second)
+}
+
+// The agent restarted between docker run and the session's end still
+// ends the container: the claim is in its saved state.
+func TestAgentRestartedBetweenRunAndEndStillEndsTheContainer(t *testing.T) {
+	ag, eng := containerAgent(t)
+	w := startWrapper(t, ag, eng, "restart", `"$DOCKER" run -i --rm --network none "$IMAGE" sh -c 'hostname; exec sleep 600'`)
+	short := w.hostname(t)
+	c := attributed(t, ag, "restart", 1)[0]
+	if !strings.HasPrefix(c.ID, short) {
+		t.Fatalf("attributed %s, the client started %s", c.ID[:12], short)
+	}
+	ag.Stop(syscall.SIGKILL)
+	ag.Start()
+	attributed(t, ag, "restart", 1)
+	start := time.Now()
+	w.kill(syscall.SIGTERM)
+	if took := gone(t, eng, c.ID, start, 30*time.Second); took > stopBound {
+		t.Errorf("container gone after %s, want within %s", took, stopBound)
+	}
+}
+
+// An engine that is not there: the agent runs, says once why
+// attribution is off, and shows it in status.
+func TestMissingEngineTurnsAttributionOffAndSaysWhyOnce(t *testing.T) {
+	ag := agenttest.StartProcess(t, "--containers.engine-socket", "/nonexistent/docker.sock")
+	var st api.ContainerStatus
+	waitFor(t, 10*time.Second, "status to say attribution is off", func() (bool, string) {
+		s, err := ag.Client().Status(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		st = s.Containers
+		return st.Attribution == "off" && strings.Contains(st.Reason, "/nonexistent/docker.sock"), fmt.Sprintf("%+v", st)
+	})
+	time.Sleep(3 * time.Second) // three more rounds of asking the engine
+	if n := strings.Count(ag.Logs(), "container attribution is off"); n != 1 {
+		t.Errorf("said %d times that attribution is off, want once:\n%s", n, ag.Logs())
+	}
+}
+
+// An engine that does not answer (dockerd stopped with SIGSTOP): the
+// container's processes are killed through its cgroup.
+func TestUnresponsiveEngineFallsBackToTheContainersCgroup(t *testing.T) {
+	ag, eng := containerAgent(t)
+	w := startWrapper(t, ag, eng, "cgroup", `"$DOCKER" run -d --rm --network none "$IMAGE" sleep 600 && exec sleep 600`)
+	c := attributed(t, ag, "cgroup", 1)[0]
+	if c.Init.IsZero() {
+		t.Fatalf("no first process known for %s", c.ID[:12])
+	}
+	b, err := os.ReadFile(filepath.Join(eng.Dir, "dockerd.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerd, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(dockerd, syscall.SIGSTOP)
+	resumed := false
+	resume := func() {
+		if !resumed {
+			syscall.Kill(dockerd, syscall.SIGCONT)
+			resumed = true
+		}
+	}
+	defer resume()
+	start := time.Now()
+	w.kill(syscall.SIGTERM)
+	waitFor(t, 30*time.Second, "the container's first process to die", func() (bool, string) {
+		_, err := procfs.Read("/proc", c.Init.PID)
+		return err != nil, "pid alive"
+	})
+	t.Logf("container's processes killed %s after the session ended, the engine stopped", time.Since(start).Round(time.Millisecond))
+	resume()
+	waitFor(t, containerWait, "the cgroup kill's record", func() (bool, string) {
+		d, err := ag.Client().Session(context.Background(), "cgroup", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, k := range d.Kills {
+			if k.Container == c.ID {
+				return k.Signal == enforcer.SignalCgroupKill && k.Result == enforcer.ResultKilled, fmt.Sprintf("%+v", k)
+			}
+		}
+		return false, fmt.Sprintf("no record in %+v", d.Kills)
+	})
+	gone(t, eng, c.ID, time.Now(), containerWait)
+}
+
+// sampleSum adds the values of metric's samples whose labels contain
+// label.
+func sampleSum(body, metric, label string) float64 {
+	var sum float64
+	for line := range strings.Lines(body) {
+		if !strings.HasPrefix(line, metric+"{") || !strings.Contains(line, label) {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
