@@ -36,3 +36,25 @@ func TestParseRequestAcceptsOnlyRequestsThatStartAContainer(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseRequest: whatever bytes a client sends, a request accepted
+// names a valid ID and a start verb, and its canonical form (what is
+// journaled) parses back to the same.
+func FuzzParseRequest(f *testing.F) {
+	f.Add("POST /v1.41/containers/" + "3f1c9a3b1e2d4c5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b" + "/start HTTP/1.1\r\n")
+	f.Add("POST /containers/create HTTP/1.1")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, line string) {
+		id, verb, ok := ParseRequest(line)
+		if !ok {
+			return
+		}
+		if !ValidID(id) || verb != VerbStart && verb != VerbRestart {
+			t.Fatalf("ParseRequest(%q) = %q %q", line, id, verb)
+		}
+		id2, verb2, ok2 := ParseRequest(Request(id, verb))
+		if !ok2 || id2 != id || verb2 != verb {
+			t.Fatalf("canonical form of %q does not parse back: %q %q %v", line, id2, verb2, ok2)
+		}
+	})
+}

@@ -1,0 +1,52 @@
+package agent
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcptrace/mcptrace/internal/testenv"
+)
+
+func TestOnlyWhoCouldUseTheEngineMayHaveItsContainersStopped(t *testing.T) {
+	testenv.Root(t)
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// Debian's daemon user (uid 1) has group daemon (gid 1) as its own.
+	for _, tc := range []struct {
+		name     string
+		uid, gid int
+		mode     os.FileMode
+		who      uint32
+		ok       bool
+		why      string
+	}{
+		{"root always may", 0, 0, 0o600, 0, true, ""},
+		{"a member of the socket's group may", 0, 1, 0o660, 1, true, ""},
+		{"a member may not when the group may not write", 0, 1, 0o640, 1, false, "not writable by its group"},
+		{"anyone else may not", 0, 1, 0o660, 65534, false, "not in group daemon"},
+		{"the owner of a rootless engine's socket may", 65534, 65534, 0o600, 65534, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.Chown(sock, tc.uid, tc.gid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(sock, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			ok, why := mayUseEngine(sock, tc.who)
+			if ok != tc.ok || !strings.Contains(why, tc.why) {
+				t.Errorf("mayUseEngine(uid %d) = %v %q, want %v and a reason naming %q", tc.who, ok, why, tc.ok, tc.why)
+			}
+		})
+	}
+	if ok, why := mayUseEngine(filepath.Join(t.TempDir(), "none.sock"), 1000); ok || !strings.Contains(why, "none.sock") {
+		t.Errorf("a missing socket: %v %q", ok, why)
+	}
+}

@@ -1,0 +1,110 @@
+package enforcer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// scriptedEngine answers as told and records what it was asked: the
+// enforcer's decisions are under test here, not an engine (the e2e tests
+// stop real containers of a real dockerd).
+type scriptedEngine struct {
+	stopErr error
+	gone    bool
+	cgroupN int
+	cgroupE error
+	mayStop bool
+	mu      sync.Mutex
+	stops   []string
+	graces  []time.Duration
+	cgroups []string
+}
+
+func (s *scriptedEngine) Stop(_ context.Context, id string, grace time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stops = append(s.stops, id)
+	s.graces = append(s.graces, grace)
+	return s.gone, s.stopErr
+}
+
+func (s *scriptedEngine) KillCgroup(_ context.Context, c Container) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cgroups = append(s.cgroups, c.ID)
+	return s.cgroupN, s.cgroupE
+}
+
+func (s *scriptedEngine) MayStop(uint32) (bool, string) {
+	if s.mayStop {
+		return true, ""
+	}
+	return false, "uid 1000 may not use the container engine"
+}
+
+func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
+	const id = "5b1c9a3b1e2d4c5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b"
+	for _, tc := range []struct {
+		name         string
+		cfg          Config
+		owner        uint32
+		c            Container
+		eng          scriptedEngine
+		result       string // prefix
+		signal       string
+		stops, cgrps int
+		grace        time.Duration
+	}{
+		{name: "an attributed container is stopped with the grace period", cfg: Config{Grace: 3 * time.Second}, c: Container{ID: id},
+			eng: scriptedEngine{mayStop: true}, result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: 3 * time.Second},
+		{name: "the immediate policy stops it with no grace", cfg: Config{Policy: PolicyImmediate}, c: Container{ID: id},
+			eng: scriptedEngine{mayStop: true}, result: ResultKilled, signal: SignalContainerKill, stops: 1},
+		{name: "a container already gone is no error", c: Container{ID: id}, eng: scriptedEngine{gone: true, mayStop: true},
+			result: ResultExitedBeforeSignal, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
+		{name: "an unattributed container is never stopped", c: Container{ID: id, Unattributed: "unattributed: started from two sessions"},
+			eng: scriptedEngine{mayStop: true}, result: ResultRefused + ": unattributed"},
+		{name: "audit mode stops nothing", cfg: Config{Mode: ModeAudit}, c: Container{ID: id}, eng: scriptedEngine{mayStop: true},
+			result: ResultWouldKill, signal: SignalContainerStop},
+		{name: "an owner who could not use the engine has nothing stopped", owner: 1000, c: Container{ID: id},
+			eng: scriptedEngine{}, result: ResultSparedPrivilege},
+		{name: "root's sessions need no engine authority", owner: 0, c: Container{ID: id}, eng: scriptedEngine{},
+			result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
+		{name: "an engine that does not answer falls back to the cgroup", c: Container{ID: id, Init: lineage.ID{PID: 9, Start: 9}},
+			eng: scriptedEngine{mayStop: true, stopErr: errors.New("timeout"), cgroupN: 2}, result: ResultKilled, signal: SignalCgroupKill,
+			stops: 1, cgrps: 1, grace: DefaultGrace},
+		{name: "a cgroup already empty counts as exited", c: Container{ID: id}, eng: scriptedEngine{mayStop: true, stopErr: errors.New("timeout")},
+			result: ResultExitedBeforeSignal, signal: SignalCgroupKill, stops: 1, cgrps: 1, grace: DefaultGrace},
+		{name: "both failing is a failure naming both", c: Container{ID: id},
+			eng:    scriptedEngine{mayStop: true, stopErr: errors.New("timeout"), cgroupE: errors.New("no cgroup")},
+			result: ResultFailed + ": engine: timeout; cgroup: no cgroup", signal: SignalCgroupKill, stops: 1, cgrps: 1, grace: DefaultGrace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := tc.eng
+			cfg := tc.cfg
+			cfg.Containers = &eng
+			e := New(cfg, nil, slog.New(slog.DiscardHandler))
+			en := Ending{Session: "s", Owner: tc.owner, Containers: func() []Container { return []Container{tc.c} }}
+			recs := e.endContainers(context.Background(), &en, func() time.Duration { return time.Millisecond })
+			if len(recs) != 1 {
+				t.Fatalf("records = %+v", recs)
+			}
+			r := recs[0]
+			if !strings.HasPrefix(r.Result, tc.result) || r.Signal != tc.signal || r.Container != id || r.Comm != CommContainer {
+				t.Errorf("record = %+v, want result %q signal %q", r, tc.result, tc.signal)
+			}
+			if len(eng.stops) != tc.stops || len(eng.cgroups) != tc.cgrps {
+				t.Errorf("engine stops %v, cgroup kills %v; want %d and %d", eng.stops, eng.cgroups, tc.stops, tc.cgrps)
+			}
+			if tc.stops > 0 && eng.graces[0] != tc.grace {
+				t.Errorf("grace %s, want %s", eng.graces[0], tc.grace)
+			}
+		})
+	}
+}
