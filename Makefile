@@ -60,7 +60,9 @@ check: setup-test vet check-generate test bench-once fuzz vmtest
 
 # VM kernel matrix: every package's tests in QEMU guests booted with real
 # Debian kernels (vmtests/README.md). `make vmtest KERNELS=6.1`,
-# `make vmtest PKGS=./sensor/`. e2e needs Node.js and runs on the host only.
+# `make vmtest PKGS=./sensor/`. e2e needs Node.js and runs on the host only,
+# and so do the packages whose tests need a Docker engine (containers/, a
+# private dockerd from internal/dockertest): the guests have none.
 # The packages whose tests use no kernel feature (no BPF, process, signal,
 # socket or /proc: they compute on synthetic input or parse files) run on
 # the host only, where `make test` runs them; in a guest they would only
@@ -69,7 +71,8 @@ check: setup-test vet check-generate test bench-once fuzz vmtest
 KERNELS ?= 5.10 6.1 6.12 7
 PKGS ?= ./...
 VMTEST_PURE = ./bench/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/...
-VMTEST_EXCLUDE ?= ./e2e/... $(VMTEST_PURE)
+VMTEST_HOST_ONLY = ./e2e/... ./containers/... ./internal/dockertest/...
+VMTEST_EXCLUDE ?= $(VMTEST_HOST_ONLY) $(VMTEST_PURE)
 vmtest: setup-test build
 	CGO_ENABLED=0 $(GO) build -o bin/vmexec ./vmtests/cmd/vmexec
 	CGO_ENABLED=0 $(GO) build -o bin/vmmatrix ./vmtests/cmd/vmmatrix

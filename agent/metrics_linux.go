@@ -206,6 +206,16 @@ func (a *Agent) Health() exporter.Health {
 		Removed:        map[string]uint64{"retired": st.Retired, "evicted": st.Evicted, "folded": st.Folded, "dropped": st.Dropped},
 		PendingEndings: st.PendingEndings, JournalErrors: st.State.JournalErrors,
 		Kills: map[exporter.KillKey]uint64{},
+
+		ContainerAttribution: st.Containers.Attribution == "on",
+		Containers:           map[string]int{"attributed": st.Containers.Claimed - st.Containers.Unattributed, "unattributed": st.Containers.Unattributed},
+		ContainerClaims: map[string]uint64{"claimed": st.Sessions.ContainersClaimed, "contested": st.Sessions.ContainersContested,
+			"refused": st.Sessions.ContainersRefused, "ignored": st.Sessions.ContainersIgnored},
+	}
+	if a.sensor != nil {
+		if n, err := a.sensor.ClientMisses(); err == nil {
+			h.ContainerClaims["unread"] = n
+		}
 	}
 	if srv := a.apiServer(); srv != nil {
 		as := srv.APIStatus()

@@ -205,7 +205,11 @@ func TestContainersOfEndedSessionsAreStoppedAndTheClientAloneStopsNothing(t *tes
 		body := scrape(t, strings.TrimSuffix(strings.TrimPrefix(ag.MetricsURL(), "http://"), "/metrics"))
 		members := sampleSum(body, "mcptrace_session_members", `role="container"`)
 		rss := sampleSum(body, "mcptrace_server_resident_memory_bytes", `server="`+roles.ImageName(eng.Image)+`"`)
-		return members >= 4 && rss > 0, fmt.Sprintf("container members %v, resident bytes of %s %v", members, eng.Image, rss)
+		claimed, _ := sample(body, `mcptrace_container_claims_total{result="claimed"}`)
+		on, _ := sample(body, "mcptrace_container_attribution")
+		attributed, _ := sample(body, `mcptrace_containers{attribution="attributed"}`)
+		return members >= 4 && rss > 0 && claimed >= 4 && on == 1 && attributed >= 4,
+			fmt.Sprintf("container members %v, resident bytes of %s %v, claimed %v, attribution %v, attributed %v", members, eng.Image, rss, claimed, on, attributed)
 	})
 
 	start := time.Now()
@@ -358,6 +362,10 @@ func TestMissingEngineTurnsAttributionOffAndSaysWhyOnce(t *testing.T) {
 		st = s.Containers
 		return st.Attribution == "off" && strings.Contains(st.Reason, "/nonexistent/docker.sock"), fmt.Sprintf("%+v", st)
 	})
+	body := scrape(t, strings.TrimSuffix(strings.TrimPrefix(ag.MetricsURL(), "http://"), "/metrics"))
+	if v, ok := sample(body, "mcptrace_container_attribution"); !ok || v != 0 {
+		t.Errorf("mcptrace_container_attribution = %v (present %v), want 0", v, ok)
+	}
 	time.Sleep(3 * time.Second) // three more rounds of asking the engine
 	if n := strings.Count(ag.Logs(), "container attribution is off"); n != 1 {
 		t.Errorf("said %d times that attribution is off, want once:\n%s", n, ag.Logs())

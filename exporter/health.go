@@ -22,6 +22,15 @@ type Health struct {
 	// PendingEndings are endings decided and not finished.
 	PendingEndings int
 	JournalErrors  uint64
+	// ContainerAttribution: containers sessions start are attributed and
+	// ended with them (the engine answers, the kernel reads requests).
+	ContainerAttribution bool
+	// Containers are the containers sessions claim, by attribution
+	// ("attributed", "unattributed": contested or not verified).
+	Containers map[string]int
+	// ContainerClaims counts container starts by what became of them
+	// ("claimed", "contested", "refused", "ignored", "unread").
+	ContainerClaims map[string]uint64
 }
 
 // MapUsage is how full one BPF map is.
