@@ -263,10 +263,11 @@ func (a *Agent) containerInfoOf(id string) (containerInfo, bool) {
 // the engine was not asked about yet is asked now.
 func (a *Agent) endingContainers(ctx context.Context, claims []sessions.Container) []enforcer.Container {
 	var out []enforcer.Container
+	ask := a.containers.engine != nil // until the engine fails to answer once
 	for _, c := range claims {
 		ec := enforcer.Container{ID: c.ID, UID: c.ClientUID}
 		info, ok := a.containerInfoOf(c.ID)
-		if (!ok || !info.Verified) && a.containers.engine != nil {
+		if (!ok || !info.Verified) && ask {
 			i, err := a.inspectClaim(ctx, c)
 			switch {
 			case errors.Is(err, containers.ErrNotFound):
@@ -274,6 +275,8 @@ func (a *Agent) endingContainers(ctx context.Context, claims []sessions.Containe
 				continue
 			case err == nil:
 				info, ok = i, true
+			default:
+				ask = false
 			}
 		}
 		ec.Image, ec.Init = info.Image, info.Init

@@ -3,6 +3,7 @@ package enforcer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,14 +58,17 @@ const (
 // maxContainerStops bounds the containers one ending stops at once.
 const maxContainerStops = 8
 
-// endContainers ends what en.Containers returns and returns one record
-// per container, in that order. endedAt is the ending's time (boottime ns)
-// and latency the function that measures from it.
-func (e *Enforcer) endContainers(ctx context.Context, en *Ending, latency func() time.Duration) []KillRecord {
+// endContainers ends what en.Containers returns, but the containers in
+// done, and returns one record per container ended, in that order, adding
+// their IDs to done. latency measures from the ending's time.
+func (e *Enforcer) endContainers(ctx context.Context, en *Ending, done map[string]bool, latency func() time.Duration) []KillRecord {
 	if en.Containers == nil {
 		return nil
 	}
-	cs := en.Containers()
+	cs := slices.DeleteFunc(en.Containers(), func(c Container) bool { return done[c.ID] })
+	for _, c := range cs {
+		done[c.ID] = true
+	}
 	recs := make([]KillRecord, len(cs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxContainerStops)

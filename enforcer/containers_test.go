@@ -91,7 +91,7 @@ func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
 			cfg.Containers = &eng
 			e := New(cfg, nil, slog.New(slog.DiscardHandler))
 			en := Ending{Session: "s", Owner: tc.owner, Containers: func() []Container { return []Container{tc.c} }}
-			recs := e.endContainers(context.Background(), &en, func() time.Duration { return time.Millisecond })
+			recs := e.endContainers(context.Background(), &en, map[string]bool{}, func() time.Duration { return time.Millisecond })
 			if len(recs) != 1 {
 				t.Fatalf("records = %+v", recs)
 			}

@@ -233,7 +233,9 @@ type Ending struct {
 	Last []lineage.ID
 	// Containers returns the containers to end, with the processes, under
 	// the same policy, grace and owner authority (ContainerEngine); nil
-	// for none. Called once.
+	// for none. It is called when End starts and once more when the
+	// sweep found no member left: a container a member started in the
+	// meantime is ended too.
 	Containers func() []Container
 }
 

@@ -136,10 +136,11 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	// members (the engine's shim created them), and the engine's grace
 	// runs alongside the members'.
 	var containerRecs []KillRecord
+	ended := map[string]bool{}
 	containersDone := make(chan struct{})
 	go func() {
 		defer close(containersDone)
-		containerRecs = e.endContainers(ctx, &en, s.latency)
+		containerRecs = e.endContainers(ctx, &en, ended, s.latency)
 	}()
 	if e.cfg.Mode == ModeAudit {
 		s.audit(en.Members, &r)
@@ -148,6 +149,11 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	}
 	s.release()
 	<-containersDone
+	if ctx.Err() == nil {
+		// No member is left to start another; one may have done so
+		// while the first round ran.
+		containerRecs = append(containerRecs, e.endContainers(ctx, &en, ended, s.latency)...)
+	}
 	for _, t := range s.order {
 		r.Records = append(r.Records, t.rec)
 	}
