@@ -16,15 +16,20 @@ import (
 // enforcer's decisions are under test here, not an engine (the e2e tests
 // stop real containers of a real dockerd).
 type scriptedEngine struct {
+	script
+	mu      sync.Mutex
+	stops   []string
+	graces  []time.Duration
+	cgroups []string
+}
+
+// script is what a scriptedEngine answers.
+type script struct {
 	stopErr error
 	gone    bool
 	cgroupN int
 	cgroupE error
 	mayStop bool
-	mu      sync.Mutex
-	stops   []string
-	graces  []time.Duration
-	cgroups []string
 }
 
 func (s *scriptedEngine) Stop(_ context.Context, id string, grace time.Duration) (bool, error) {
@@ -56,39 +61,39 @@ func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
 		cfg          Config
 		owner        uint32
 		c            Container
-		eng          scriptedEngine
+		eng          script
 		result       string // prefix
 		signal       string
 		stops, cgrps int
 		grace        time.Duration
 	}{
 		{name: "an attributed container is stopped with the grace period", cfg: Config{Grace: 3 * time.Second}, c: Container{ID: id},
-			eng: scriptedEngine{mayStop: true}, result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: 3 * time.Second},
+			eng: script{mayStop: true}, result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: 3 * time.Second},
 		{name: "the immediate policy stops it with no grace", cfg: Config{Policy: PolicyImmediate}, c: Container{ID: id},
-			eng: scriptedEngine{mayStop: true}, result: ResultKilled, signal: SignalContainerKill, stops: 1},
-		{name: "a container already gone is no error", c: Container{ID: id}, eng: scriptedEngine{gone: true, mayStop: true},
+			eng: script{mayStop: true}, result: ResultKilled, signal: SignalContainerKill, stops: 1},
+		{name: "a container already gone is no error", c: Container{ID: id}, eng: script{gone: true, mayStop: true},
 			result: ResultExitedBeforeSignal, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
 		{name: "an unattributed container is never stopped", c: Container{ID: id, Unattributed: "unattributed: started from two sessions"},
-			eng: scriptedEngine{mayStop: true}, result: ResultRefused + ": unattributed"},
-		{name: "audit mode stops nothing", cfg: Config{Mode: ModeAudit}, c: Container{ID: id}, eng: scriptedEngine{mayStop: true},
+			eng: script{mayStop: true}, result: ResultRefused + ": unattributed"},
+		{name: "audit mode stops nothing", cfg: Config{Mode: ModeAudit}, c: Container{ID: id}, eng: script{mayStop: true},
 			result: ResultWouldKill, signal: SignalContainerStop},
 		{name: "an owner who could not use the engine has nothing stopped", owner: 1000, c: Container{ID: id},
-			eng: scriptedEngine{}, result: ResultSparedPrivilege},
-		{name: "root's sessions need no engine authority", owner: 0, c: Container{ID: id}, eng: scriptedEngine{},
+			eng: script{}, result: ResultSparedPrivilege},
+		{name: "root's sessions need no engine authority", owner: 0, c: Container{ID: id}, eng: script{},
 			result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
 		{name: "an engine that does not answer falls back to the cgroup", c: Container{ID: id, Init: lineage.ID{PID: 9, Start: 9}},
-			eng: scriptedEngine{mayStop: true, stopErr: errors.New("timeout"), cgroupN: 2}, result: ResultKilled, signal: SignalCgroupKill,
+			eng: script{mayStop: true, stopErr: errors.New("timeout"), cgroupN: 2}, result: ResultKilled, signal: SignalCgroupKill,
 			stops: 1, cgrps: 1, grace: DefaultGrace},
-		{name: "a cgroup already empty counts as exited", c: Container{ID: id}, eng: scriptedEngine{mayStop: true, stopErr: errors.New("timeout")},
+		{name: "a cgroup already empty counts as exited", c: Container{ID: id}, eng: script{mayStop: true, stopErr: errors.New("timeout")},
 			result: ResultExitedBeforeSignal, signal: SignalCgroupKill, stops: 1, cgrps: 1, grace: DefaultGrace},
 		{name: "both failing is a failure naming both", c: Container{ID: id},
-			eng:    scriptedEngine{mayStop: true, stopErr: errors.New("timeout"), cgroupE: errors.New("no cgroup")},
+			eng:    script{mayStop: true, stopErr: errors.New("timeout"), cgroupE: errors.New("no cgroup")},
 			result: ResultFailed + ": engine: timeout; cgroup: no cgroup", signal: SignalCgroupKill, stops: 1, cgrps: 1, grace: DefaultGrace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			eng := tc.eng
+			eng := &scriptedEngine{script: tc.eng}
 			cfg := tc.cfg
-			cfg.Containers = &eng
+			cfg.Containers = eng
 			e := New(cfg, nil, slog.New(slog.DiscardHandler))
 			en := Ending{Session: "s", Owner: tc.owner, Containers: func() []Container { return []Container{tc.c} }}
 			recs := e.endContainers(context.Background(), &en, map[string]bool{}, func() time.Duration { return time.Millisecond })
