@@ -27,6 +27,7 @@ func (b *bench) workloads() ([]workload, error) {
 	return []workload{
 		{"fork, CPU 0", "forks/s", fmt.Sprintf("`taskset -c 0 storm f %g`: fork, the child _exit(0)s, waitpid", secs), storm('f', 0)},
 		{"exec, CPU 0", "execs/s", fmt.Sprintf("`taskset -c 0 storm e %g`: fork, the child execv()s a static true, waitpid", secs), storm('e', 0)},
+		{"write, CPU 0", "writes/s", fmt.Sprintf("`taskset -c 0 storm w %g`: write(2) of one byte to /dev/null in a loop", secs), storm('w', 0)},
 		{"fork, unpinned", "forks/s", "the fork storm, one process, not pinned", storm('f', -1)},
 		{"exec, unpinned", "execs/s", "the exec storm, one process, not pinned", storm('e', -1)},
 		{"make -j2", "builds/s", fmt.Sprintf("%d clean builds (`make -j2`) of a generated C project of %d files", builds, files+1),

@@ -21,7 +21,12 @@ type config struct {
 func (b *bench) configs() []config {
 	return []config{
 		{"baseline", b.startBaseline},
-		{"mcptrace", b.startAgentWithSessions},
+		{"mcptrace", func(ctx context.Context) (func() error, error) { return b.startAgentWithSessions(ctx) }},
+		// The same without the container request reader, which runs on
+		// every system call: its price, side by side.
+		{"mcptrace, no containers", func(ctx context.Context) (func() error, error) {
+			return b.startAgentWithSessions(ctx, "--containers.engine-socket=")
+		}},
 		{"bpftrace", b.startBpftrace},
 		{"forkstat", b.startForkstat},
 	}
@@ -64,8 +69,8 @@ func (b *bench) checkNoTracer(ctx context.Context) error {
 // startAgentWithSessions starts the agent (enforcing, default
 // configuration but narrowed to the bench) with a few sessions running
 // `sleep`.
-func (b *bench) startAgentWithSessions(ctx context.Context) (func() error, error) {
-	a, err := b.startAgent(ctx, b.agentDirs())
+func (b *bench) startAgentWithSessions(ctx context.Context, extra ...string) (func() error, error) {
+	a, err := b.startAgent(ctx, b.agentDirs(), extra...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,9 @@ import (
 
 // stormC forks as fast as it can for SECONDS or until MAX children
 // (0: no bound), and prints "children seconds". Mode f: the child
-// _exit(0)s; mode e: the child execs TRUE (a static true).
+// _exit(0)s; mode e: the child execs TRUE (a static true). Mode w forks
+// nothing: it writes one byte to /dev/null in a loop and counts the
+// writes, the system call the container request reader looks at.
 const stormC = `#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -29,7 +31,7 @@ static double now(void) {
 
 int main(int argc, char **argv) {
 	if (argc < 4) {
-		fprintf(stderr, "usage: storm f|e SECONDS MAX [TRUE]\n");
+		fprintf(stderr, "usage: storm f|e|w SECONDS MAX [TRUE]\n");
 		return 2;
 	}
 	char mode = argv[1][0];
@@ -39,6 +41,28 @@ int main(int argc, char **argv) {
 	char *cargv[] = {tp, NULL};
 	double start = now(), el = 0;
 	long n = 0;
+	if (mode == 'w') {
+		FILE *f = fopen("/dev/null", "w");
+		if (!f) {
+			perror("/dev/null");
+			return 1;
+		}
+		int fd = fileno(f);
+		char c = 'x';
+		for (;;) {
+			if (write(fd, &c, 1) != 1) {
+				perror("write");
+				return 1;
+			}
+			n++;
+			if (max > 0 && n >= max)
+				break;
+			if ((n & 4095) == 0 && secs > 0 && now() - start >= secs)
+				break;
+		}
+		printf("%ld %.6f\n", n, now() - start);
+		return 0;
+	}
 	for (;;) {
 		pid_t p = fork();
 		if (p < 0) {
