@@ -280,16 +280,24 @@ func TestIdenticalRunsInTwoSessionsAreNeverConfused(t *testing.T) {
 	gone(t, eng, cb.ID, time.Now(), 30*time.Second)
 }
 
-// docker run -d: the client exits at once; the container is still the
-// session's and ends with it.
+// docker run -d, and docker create then docker start: the clients exit at
+// once; the container is still the session's and ends with it.
 func TestDetachedContainerEndsWithItsSession(t *testing.T) {
 	ag, eng := containerAgent(t)
-	w := startWrapper(t, ag, eng, "detached", `"$DOCKER" run -d --rm --network none "$IMAGE" sleep 600 && exec sleep 600`)
-	c := attributed(t, ag, "detached", 1)[0]
-	start := time.Now()
-	w.kill(syscall.SIGTERM)
-	if took := gone(t, eng, c.ID, start, 30*time.Second); took > stopBound {
-		t.Errorf("detached container gone after %s, want within %s", took, stopBound)
+	for _, tc := range []struct{ name, script string }{
+		{"docker run -d", `"$DOCKER" run -d --rm --network none "$IMAGE" sleep 600 && exec sleep 600`},
+		{"docker create + docker start", `id=$("$DOCKER" create --rm --network none "$IMAGE" sleep 600) && "$DOCKER" start "$id" && exec sleep 600`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := strings.ReplaceAll(strings.Fields(tc.name)[1], "-", "") + "-" + strconv.Itoa(len(tc.script))
+			w := startWrapper(t, ag, eng, id, tc.script)
+			c := attributed(t, ag, id, 1)[0]
+			start := time.Now()
+			w.kill(syscall.SIGTERM)
+			if took := gone(t, eng, c.ID, start, 30*time.Second); took > stopBound {
+				t.Errorf("container gone after %s, want within %s", took, stopBound)
+			}
+		})
 	}
 }
 
