@@ -287,8 +287,21 @@ func TestDetachedContainerEndsWithItsSession(t *testing.T) {
 	for _, tc := range []struct{ name, script string }{
 		{"docker run -d", `"$DOCKER" run -d --rm --network none "$IMAGE" sleep 600 && exec sleep 600`},
 		{"docker create + docker start", `id=$("$DOCKER" create --rm --network none "$IMAGE" sleep 600) && "$DOCKER" start "$id" && exec sleep 600`},
+		// Python's docker-compose sends with sendto(2), not write(2).
+		{"docker-compose run -d", `cd "$COMPOSE_DIR" && docker-compose run -d --rm server >/dev/null && exec sleep 600`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.name, "docker-compose") {
+				if _, err := exec.LookPath("docker-compose"); err != nil {
+					testenv.Missing(t, "docker-compose", "Debian package docker-compose; make setup-test installs it")
+				}
+				dir := t.TempDir()
+				compose := "version: \"2.4\"\nservices:\n  server:\n    image: " + eng.Image + "\n    network_mode: none\n    command: sleep 600\n"
+				if err := os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte(compose), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Setenv("COMPOSE_DIR", dir)
+			}
 			id := strings.ReplaceAll(strings.Fields(tc.name)[1], "-", "") + "-" + strconv.Itoa(len(tc.script))
 			w := startWrapper(t, ag, eng, id, tc.script)
 			c := attributed(t, ag, id, 1)[0]

@@ -9,8 +9,9 @@
 #                            busybox (VM kernel matrix), Node.js and the
 #                            MCP host's npm packages (end-to-end test),
 #                            prometheus (promtool for deploy/, the server
-#                            the end-to-end test starts), docker.io and
-#                            busybox-static (the private Docker engine and
+#                            the end-to-end test starts), docker.io,
+#                            docker-compose and busybox-static (the private
+#                            Docker engine, the clients and
 #                            image of internal/dockertest)
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
 #                            compares against), gcc for its workloads,
@@ -21,7 +22,7 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
-test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io busybox-static) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static) ;;
 bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
 *) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
 esac
