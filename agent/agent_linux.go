@@ -272,8 +272,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		PinDir:         a.opts.PinDir,
 		Logger:         a.opts.Logger,
 	}
-	if sock := a.opts.engineSocket(); sock != "" {
-		sopts.ContainerClients, sopts.EngineSockets = containers.Clients, []string{sock}
+	if a.opts.engineSocket() != "" {
+		sopts.ContainerClients = containers.Clients
 	}
 	s, err := sensor.Open(sopts)
 	if err != nil {

@@ -32,23 +32,26 @@ import (
 // and an engine that was down is tried again.
 const containerCheckInterval = time.Second
 
-// startSlack is how much earlier than its client's start a container may
-// seem to have started and still count as started by it: the engine's
-// wall clock and the kernel's boot clock are compared.
-const startSlack = time.Second
+// verifyWindow is how long after its client's start request a container's
+// first process may start and still count as started by that request.
+const verifyWindow = 10 * time.Second
 
 // containerInfo is what the engine said about a claimed container.
 type containerInfo struct {
 	Image string
 	Name  string
-	// Init is the container's first process (its PID as this PID
-	// namespace sees it, start time from /proc), zero when not running.
-	Init      lineage.ID
-	StartedAt time.Time
-	Running   bool
-	// Verified: the engine has it and it started after its client began.
-	// Why says why not, while it is not.
+	// Init is the container's first process (its PID in this PID
+	// namespace, start time from /proc or the graph), zero when not
+	// running.
+	Init    lineage.ID
+	Running bool
+	// Verified: the engine has it and its first process started within
+	// verifyWindow after the client's start request; Init is that process
+	// (a container restarted since is not the one the request started).
+	// Why says why not; Final: it never will be, so the engine is not
+	// asked again.
 	Verified bool
+	Final    bool
 	Why      string
 }
 
@@ -61,9 +64,11 @@ type containerState struct {
 	up      bool
 	version containers.Version
 	off     string // why attribution is off ("" when on)
-	info    map[string]containerInfo
-	// said remembers that the reason off was logged, so it is said once.
-	said string
+	// offClass is the kind of reason off holds (no hook, no engine, …):
+	// a change of class is logged, a new message of the same class (a
+	// timeout that took 5.01 s instead of 5.02 s) is not.
+	offClass string
+	info     map[string]containerInfo
 }
 
 func newContainerState(socket string) *containerState {
@@ -95,16 +100,27 @@ func (a *Agent) containerStatus() api.ContainerStatus {
 	return st
 }
 
-// setOff records why attribution is off ("" when on) and logs a change
-// once.
-func (cs *containerState) setOff(a *Agent, why string) {
+// Classes of the reasons container attribution is off (containerState.offClass).
+const (
+	offHook    = "hook"    // the kernel's request reader is not attached
+	offConfig  = "config"  // no engine socket is configured
+	offEngine  = "engine"  // the engine does not answer, or not as expected
+	offVersion = "version" // the engine's API versions and ours do not meet
+)
+
+// setOff records why attribution is off (class "" when it is on) and logs
+// a change of class once.
+func (cs *containerState) setOff(a *Agent, class, why string) {
 	cs.mu.Lock()
-	changed := why != cs.said
-	cs.off, cs.said = why, why
+	changed := class != cs.offClass
+	cs.off, cs.offClass = why, class
+	if class != "" {
+		cs.up = false
+	}
 	cs.mu.Unlock()
 	switch {
 	case !changed:
-	case why == "":
+	case class == "":
 		a.log.Info("container attribution is on", "engine_socket", cs.socket)
 	default:
 		a.log.Warn("container attribution is off: containers started by sessions are not ended with them", "reason", why)
@@ -129,13 +145,16 @@ func (a *Agent) watchContainers(ctx context.Context) {
 func (a *Agent) checkContainers(ctx context.Context) {
 	cs := a.containers
 	if err := a.sensor.RequestsErr(); err != nil {
-		cs.setOff(a, err.Error())
+		cs.setOff(a, offHook, err.Error())
 		return
 	}
 	if cs.engine == nil {
-		cs.setOff(a, "no container engine socket is configured (containers.engine-socket)")
+		cs.setOff(a, offConfig, "no container engine socket is configured (containers.engine-socket)")
 		return
 	}
+	// The kernel knows the engine by its socket's inode, which a
+	// restarted engine replaces.
+	sockErr := a.sensor.SetEngineSockets([]string{cs.socket})
 	cs.mu.Lock()
 	up := cs.up
 	cs.mu.Unlock()
@@ -143,30 +162,34 @@ func (a *Agent) checkContainers(ctx context.Context) {
 		nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		v, err := cs.engine.Negotiate(nctx)
 		cancel()
-		if err != nil {
-			cs.setOff(a, err.Error())
+		switch {
+		case err != nil && errors.Is(err, containers.ErrUnreachable):
+			cs.setOff(a, offEngine, err.Error())
+			return
+		case err != nil:
+			cs.setOff(a, offVersion, err.Error())
+			return
+		case sockErr != nil:
+			cs.setOff(a, offEngine, fmt.Sprintf("the engine answers, but its socket cannot be watched: %v", sockErr))
 			return
 		}
 		cs.mu.Lock()
 		cs.up, cs.version = true, v
 		cs.mu.Unlock()
-		cs.setOff(a, "")
+		cs.setOff(a, "", "")
 	}
 	claims := a.tracker.Containers()
 	if len(claims) == 0 {
 		return
 	}
 	// One list of the running containers a round; a claim is inspected
-	// again only when it is not verified yet or stopped running.
+	// only when it is undecided or its running state changed.
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	list, err := cs.engine.List(lctx)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
-			cs.mu.Lock()
-			cs.up = false
-			cs.mu.Unlock()
-			cs.setOff(a, err.Error())
+			cs.setOff(a, offEngine, err.Error())
 		}
 		return
 	}
@@ -180,27 +203,25 @@ func (a *Agent) checkContainers(ctx context.Context) {
 		cs.mu.Lock()
 		old, known := cs.info[c.ID]
 		cs.mu.Unlock()
-		if known && old.Verified && old.Running && running[c.ID] {
-			continue
+		if known && (old.Final || old.Running == running[c.ID]) {
+			continue // decided for good, or nothing changed since asked
 		}
-		info, err := a.inspectClaim(ctx, c)
+		info, err := a.inspectClaim(ctx, c, old)
 		switch {
 		case errors.Is(err, containers.ErrNotFound):
 			// Removed (--rm, docker rm): nothing is left to end.
 			a.tracker.ForgetContainer(c.ID)
 			delete(live, c.ID)
-			cs.mu.Lock()
-			delete(cs.info, c.ID)
-			cs.mu.Unlock()
 			continue
-		case err != nil:
+		case errors.Is(err, containers.ErrUnreachable):
 			if ctx.Err() == nil {
-				cs.mu.Lock()
-				cs.up = false
-				cs.mu.Unlock()
-				cs.setOff(a, err.Error())
+				cs.setOff(a, offEngine, err.Error())
 			}
 			return
+		case err != nil:
+			// This claim's answer was unusable; the others are asked.
+			info = old
+			info.Why = err.Error()
 		}
 		cs.mu.Lock()
 		cs.info[c.ID] = info
@@ -215,15 +236,20 @@ func (a *Agent) checkContainers(ctx context.Context) {
 	cs.mu.Unlock()
 }
 
-// inspectClaim asks the engine about a claimed container and verifies it.
-func (a *Agent) inspectClaim(ctx context.Context, c sessions.Container) (containerInfo, error) {
+// inspectClaim asks the engine about a claimed container and verifies it
+// against what was known (old): a container counts as the claim's only
+// if its first process started within verifyWindow after the client's
+// start request, both on the kernel's boot clock; one that restarted
+// since is not the one the request started.
+func (a *Agent) inspectClaim(ctx context.Context, c sessions.Container, old containerInfo) (containerInfo, error) {
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	x, err := a.containers.engine.Inspect(ictx, c.ID)
 	if err != nil {
 		return containerInfo{}, err
 	}
-	info := containerInfo{Image: x.Image, Name: x.Name, StartedAt: x.StartedAt, Running: x.Running}
+	info := old
+	info.Image, info.Name, info.Running, info.Init = x.Image, x.Name, x.Running, lineage.ID{}
 	if x.Running && x.Pid > 0 {
 		if st, err := procfs.ReadStat(a.opts.ProcRoot, uint32(x.Pid)); err == nil {
 			info.Init = lineage.ID{PID: uint32(x.Pid), Start: st.StartTicks * lineage.TickNS}
@@ -232,22 +258,31 @@ func (a *Agent) inspectClaim(ctx context.Context, c sessions.Container) (contain
 			}
 		}
 	}
-	clientStart := wallOfBoot(c.Client.Start)
 	switch {
-	case x.StartedAt.IsZero():
-		info.Why = "not started yet"
-	case x.StartedAt.Before(clientStart.Add(-startSlack)):
-		info.Why = fmt.Sprintf("it started at %s, before its client (pid %d) began at %s", x.StartedAt.Format(time.RFC3339), c.Client.PID, clientStart.Format(time.RFC3339))
+	case old.Verified && !info.Init.IsZero() && (info.Init.PID != old.Init.PID || info.Init.Tick() != old.Init.Tick()):
+		info.Verified, info.Final = false, true
+		info.Why = "it restarted since its client started it"
+	case old.Verified:
+		if info.Init.IsZero() {
+			info.Init = old.Init // stopped: the cgroup fallback has nothing to do anyway
+		}
+	case info.Init.IsZero():
+		info.Why = "not running"
 	default:
-		info.Verified = true
+		// The first process's start is known to a clock tick (/proc), the
+		// request's to the nanosecond: the process counts as started after
+		// the request when its tick ends after it.
+		first := info.Init.Tick() * lineage.TickNS
+		switch {
+		case first+lineage.TickNS <= c.At:
+			info.Final, info.Why = true, fmt.Sprintf("its first process (pid %d) started before its client's start request (pid %d): the request did not start it", info.Init.PID, c.Client.PID)
+		case first > c.At+uint64(verifyWindow):
+			info.Final, info.Why = true, fmt.Sprintf("its first process (pid %d) started more than %s after its client's start request", info.Init.PID, verifyWindow)
+		default:
+			info.Verified, info.Why = true, ""
+		}
 	}
 	return info, nil
-}
-
-// wallOfBoot converts a CLOCK_BOOTTIME time (ns) to wall clock.
-func wallOfBoot(ns uint64) time.Time {
-	now := procfs.BootTimeNow()
-	return time.Now().Add(-time.Duration(now - min(ns, now)))
 }
 
 // containerInfoOf returns what the engine said about a claimed container.
@@ -266,16 +301,20 @@ func (a *Agent) endingContainers(ctx context.Context, claims []sessions.Containe
 	ask := a.containers.engine != nil // until the engine fails to answer once
 	for _, c := range claims {
 		ec := enforcer.Container{ID: c.ID, UID: c.ClientUID}
+		// Asked again now: a container that restarted since it was
+		// verified is not the one its client's request started.
 		info, ok := a.containerInfoOf(c.ID)
-		if (!ok || !info.Verified) && ask {
-			i, err := a.inspectClaim(ctx, c)
+		if !info.Final && ask {
+			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			i, err := a.inspectClaim(ictx, c, info)
+			cancel()
 			switch {
 			case errors.Is(err, containers.ErrNotFound):
 				a.tracker.ForgetContainer(c.ID)
 				continue
 			case err == nil:
 				info, ok = i, true
-			default:
+			case errors.Is(err, containers.ErrUnreachable):
 				ask = false
 			}
 		}
@@ -311,7 +350,7 @@ func (s engineStopper) Stop(ctx context.Context, id string, grace time.Duration)
 	case errors.Is(err, containers.ErrNotFound):
 		return true, nil
 	case err != nil:
-		return false, err
+		return false, engineErr(err)
 	case !x.Running:
 		return true, nil
 	}
@@ -319,7 +358,16 @@ func (s engineStopper) Stop(ctx context.Context, id string, grace time.Duration)
 	if errors.Is(err, containers.ErrNotFound) {
 		return false, nil // removed once stopped (--rm)
 	}
-	return false, err
+	return false, engineErr(err)
+}
+
+// engineErr marks an engine that did not answer as the enforcer knows it
+// (enforcer.ErrEngineUnreachable): only then does it go around the engine.
+func engineErr(err error) error {
+	if errors.Is(err, containers.ErrUnreachable) {
+		return fmt.Errorf("%w: %w", enforcer.ErrEngineUnreachable, err)
+	}
+	return err
 }
 
 func (s engineStopper) KillCgroup(ctx context.Context, c enforcer.Container) (int, error) {
@@ -327,11 +375,10 @@ func (s engineStopper) KillCgroup(ctx context.Context, c enforcer.Container) (in
 		return 0, errors.New("its first process is not known")
 	}
 	st, err := procfs.ReadStat(s.a.opts.ProcRoot, c.Init.PID)
-	if err != nil {
-		return 0, nil // gone with its container
-	}
-	if st.StartTicks != c.Init.Tick() {
-		return 0, fmt.Errorf("pid %d is another process now", c.Init.PID)
+	if err != nil || st.StartTicks != c.Init.Tick() {
+		// Stopped, or restarted with another first process: its cgroup
+		// is not found by guessing.
+		return 0, fmt.Errorf("its first process (pid %d) is gone: the container stopped or restarted", c.Init.PID)
 	}
 	dir, err := containers.CgroupDir(int(c.Init.PID), c.ID)
 	if err != nil {
@@ -385,7 +432,7 @@ func (a *Agent) sessionContainers(s sessions.Session) []api.Container {
 	var out []api.Container
 	for _, c := range a.tracker.ContainersIn(s) {
 		info, ok := a.containerInfoOf(c.ID)
-		v := api.Container{ID: c.ID, Client: c.Client, Name: info.Name, Image: info.Image, Init: info.Init, Running: info.Running}
+		v := api.Container{ID: c.ID, Client: c.Client, ClientUID: c.ClientUID, Name: info.Name, Image: info.Image, Init: info.Init, Running: info.Running}
 		switch {
 		case c.Contested:
 			v.Attribution = "unattributed: started from two sessions"

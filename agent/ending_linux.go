@@ -95,6 +95,13 @@ func (a *Agent) start(act sessions.Action) {
 		}
 		records := rep.Records
 		rep.Records = nil
+		// A container this ending stopped is not the session's any more:
+		// started again, it is whoever starts it's.
+		for _, r := range records {
+			if r.Container != "" && (r.Result == enforcer.ResultKilled || r.Result == enforcer.ResultExitedBeforeSignal) {
+				a.tracker.ForgetContainer(r.Container)
+			}
+		}
 		a.keepReportLocked(key, rep)
 		delete(a.pending, key)
 		a.journal([]state.Record{jsonRecord(recReport, reportRecord{Key: key, Report: rep, Records: records})})

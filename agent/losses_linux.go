@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/state"
@@ -113,8 +114,12 @@ func (a *Agent) checkLost() error {
 	}
 	a.mu.Lock()
 	grew, changed := a.kernel.account(cs)
-	if len(grew) > 0 {
-		a.kernel.RepairPending = true
+	for i := 0; i+1 < len(grew); i += 2 {
+		// A lost request is counted; /proc holds nothing to repair it
+		// from (its container goes unattributed).
+		if grew[i] != lineage.KindRequest.String() {
+			a.kernel.RepairPending = true
+		}
 	}
 	if changed {
 		a.journal([]state.Record{jsonRecord(recKernel, a.kernel.clone())})

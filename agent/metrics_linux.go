@@ -132,8 +132,8 @@ func (a *Agent) containerMembers(s sessions.Session, active bool, sm *sampler) [
 	var out []exporter.MemberView
 	for _, c := range a.tracker.ContainersIn(s) {
 		info, ok := a.containerInfoOf(c.ID)
-		if !ok || info.Init.IsZero() {
-			continue
+		if !ok || !info.Verified || c.Contested || info.Init.IsZero() {
+			continue // only what the session is proven to have started
 		}
 		for _, p := range a.graph.Descendants(info.Init) {
 			m := exporter.MemberView{ID: p.ID, Role: roles.Container, Server: roles.ImageName(info.Image), Alive: !p.Exited}
@@ -213,7 +213,7 @@ func (a *Agent) Health() exporter.Health {
 			"refused": st.Sessions.ContainersRefused, "ignored": st.Sessions.ContainersIgnored},
 	}
 	if a.sensor != nil {
-		if n, err := a.sensor.ClientMisses(); err == nil {
+		if n, err := a.sensor.RequestDrops(); err == nil {
 			h.ContainerClaims["unread"] = n
 		}
 	}

@@ -450,6 +450,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		// counts differently for a session that exists): they would tell
 		// another user what a refusal does not.
 		st.Sessions, st.Enforcer, st.PendingEndings = sessions.Stats{}, EnforcerStatus{}, 0
+		// Whether attribution is on, not what other users' sessions
+		// claim, nor a reason that may name their containers.
+		st.Containers = ContainerStatus{Attribution: st.Containers.Attribution, Socket: st.Containers.Socket}
 	}
 	st.Now = s.Now()
 	st.API = s.apiStatus()

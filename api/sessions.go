@@ -72,6 +72,9 @@ type Container struct {
 	Name   string     `json:"name,omitempty"`
 	Image  string     `json:"image,omitempty"`
 	Client lineage.ID `json:"client"`
+	// ClientUID is the client's uid: a caller other than root sees only
+	// the containers its own uid's clients started.
+	ClientUID uint32 `json:"client_uid"`
 	// Init is the container's first process, zero when it is not running
 	// or the engine was not asked yet.
 	Init    lineage.ID `json:"init,omitzero"`
@@ -358,7 +361,11 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	members := len(procs)
 	var cs []Container
 	if s.Containers != nil {
-		cs = s.Containers(sess)
+		for _, ct := range s.Containers(sess) {
+			if c.Root() || ct.ClientUID == c.UID {
+				cs = append(cs, ct)
+			}
+		}
 	}
 	var from []int // for each container process: the index of its container
 	for i, ct := range cs {

@@ -115,13 +115,20 @@ struct barrier_event {
  * request line `POST /v1.41/containers/<64 hex>/start` needs 23 + 64 + 6;
  * a power of two, for the verifier's mask. */
 #define REQUEST_LEN 128
-/* sockaddr_un.sun_path: the engine socket paths (map engine_sockets). */
-#define SOCK_PATH_LEN 108
+/* Request records one CPU sends in a second at most (map request_rate). */
+#define REQUESTS_PER_SEC 256
+
+/* Requests read and not sent (map request_drops). */
+enum request_drop {
+	REQUEST_DROP_RATE = 0,       /* over REQUESTS_PER_SEC on a CPU */
+	REQUEST_DROP_UNREADABLE = 1, /* the bytes could not be read */
+	REQUEST_DROP_MAX = 2,
+};
 
 /* An engine API request (kind EVENT_REQUEST): the first bytes a container
  * client (its program named in map client_comms) sent on a unix stream
- * socket whose peer is bound to an engine socket path (map
- * engine_sockets), when they start with "POST /". Nothing else anyone
+ * socket whose peer is an engine's socket (map engine_sockets, by inode),
+ * when they start with "POST /". Nothing else anyone
  * sends on any socket is read. The header's proc is the sender. */
 struct request_event {
 	struct event base;

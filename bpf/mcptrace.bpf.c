@@ -40,6 +40,7 @@ const enum clock_tick *unused_clock_tick __attribute__((unused));
 const struct barrier_event *unused_barrier_event __attribute__((unused));
 const enum record_format *unused_record_format __attribute__((unused));
 const struct request_event *unused_request_event __attribute__((unused));
+const enum request_drop *unused_request_drop __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -173,20 +174,9 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
 /* SIGNAL_GROUP_EXIT from include/linux/sched/signal.h. */
 #define MCPTRACE_SIGNAL_GROUP_EXIT 0x00000004
 
-/* Container clients, by tgid; the value is the process's start time in
- * clock ticks, as in doomed (a recycled pid is not a client; user space
- * seeds clients it finds in /proc). A process becomes one when it execs a
- * program whose name (comm, zero-padded) is a key of client_comms, and
- * stops being one at exit. Only a client's requests to an engine are
- * read (request_sendmsg). User space fills client_comms before attaching
- * and copies a previous agent's clients at takeover. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__type(value, __u64);
-} clients SEC(".maps");
-
+/* The programs whose requests to a container engine are read (their
+ * process name, comm, zero-padded to COMM_LEN): container clients.
+ * Filled by user space before attaching. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16);
@@ -194,24 +184,46 @@ struct {
 	__uint(value_size, 1);
 } client_comms SEC(".maps");
 
-/* The engine sockets' paths (sun_path as the engine bound it,
- * zero-padded to SOCK_PATH_LEN): a client's request is read only when
- * its socket's peer is bound to one of these. Filled by user space. */
+/* The engine sockets, by the identity of their inode (struct sock_id):
+ * a client's request is read only when its socket's peer is bound to one
+ * of these. A path would not do: anyone can bind a socket of that name in
+ * a mount namespace of their own. User space keeps it up to date (an
+ * engine that restarts makes a new socket). */
+struct sock_id {
+	__u64 ino;
+	__u32 dev; /* the kernel's dev_t: major << 20 | minor */
+	__u32 _pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8);
-	__uint(key_size, SOCK_PATH_LEN);
-	__uint(value_size, 1);
+	__type(key, struct sock_id);
+	__type(value, __u8);
 } engine_sockets SEC(".maps");
 
-/* Clients the table had no room for, and requests that matched but could
- * not be read: index 0 and 1. */
+/* Requests not sent to user space, by enum request_drop. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, REQUEST_DROP_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
-} client_misses SEC(".maps");
+} request_drops SEC(".maps");
+
+/* The rate limit of request records, per CPU: at most REQUESTS_PER_SEC
+ * in each second (a client writing start lines in a loop must not crowd
+ * fork, exec and exit records out of the ring buffer). */
+struct request_window {
+	__u64 second;
+	__u64 sent;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct request_window);
+} request_rate SEC(".maps");
 
 static __always_inline void count(void *map, __u32 key)
 {
@@ -360,22 +372,6 @@ static __always_inline void doom_exec(struct task_struct *p)
 		count(&doom_kills, DOOM_KILL_EXEC);
 }
 
-/* client_exec makes p a container client when the program it exec'd is
- * named in client_comms. */
-static __always_inline void client_exec(struct task_struct *p, struct proc_ident *self)
-{
-	/* Zero-padded: the key is all COMM_LEN bytes. */
-	char comm[COMM_LEN] = {};
-	struct task_struct *leader = p->group_leader;
-	if (bpf_probe_read_kernel_str(comm, sizeof(comm), &leader->comm) < 0)
-		return;
-	if (!bpf_map_lookup_elem(&client_comms, comm))
-		return;
-	__u64 tick = self->start / DOOM_TICK_NS;
-	if (bpf_map_update_elem(&clients, &self->pid, &tick, BPF_ANY) < 0)
-		count(&client_misses, 0);
-}
-
 static __always_inline int on_exec(enum run run, struct task_struct *p, struct linux_binprm *bprm)
 {
 	/* self_exec_id counts the task's execs: one claim per exec. */
@@ -425,7 +421,6 @@ static __always_inline int on_exec(enum run run, struct task_struct *p, struct l
 	if (bpf_ringbuf_output(&events, e, offsetof(struct exec_event, args) + (len & (ARGS_LEN - 1)), 0) < 0)
 		count_lost(EVENT_EXEC);
 	doom_exec(p);
-	client_exec(p, &e->base.proc);
 	return 0;
 }
 
@@ -445,8 +440,6 @@ static __always_inline int on_exit(enum run run, struct task_struct *p)
 	ident_of(&self, p);
 	if (is_doomed(&self))
 		bpf_map_delete_elem(&doomed, &self.pid);
-	if (bpf_map_lookup_elem(&clients, &self.pid))
-		bpf_map_delete_elem(&clients, &self.pid);
 
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -463,28 +456,10 @@ static __always_inline int on_exit(enum run run, struct task_struct *p)
 	return 0;
 }
 
-/* fill_request_header is fill_header for the task of
- * bpf_get_current_task, an untrusted pointer on kernels before 5.11
- * (bpf_get_current_task_btf): every field is read with a probe. */
-static __always_inline void fill_request_header(struct event *e, struct task_struct *task)
-{
-	e->time = bpf_ktime_get_boot_ns();
-	e->kind = EVENT_REQUEST;
-	e->flags = 0;
-	e->exit_code = 0;
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->cgroup_id = bpf_get_current_cgroup_id();
-	e->proc.pid = BPF_CORE_READ(task, tgid);
-	e->proc.start = BPF_CORE_READ(task, group_leader, start_boottime);
-	e->parent.pid = BPF_CORE_READ(task, real_parent, tgid);
-	e->parent.start = BPF_CORE_READ(task, real_parent, group_leader, start_boottime);
-	e->creator.pid = 0;
-	e->creator.start = 0;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-}
-
 /* to_engine reports whether fd of task is a unix stream socket connected
- * to a socket bound to one of engine_sockets. */
+ * to a socket whose inode is one of engine_sockets. An accepted socket
+ * carries its listener's path, so the peer of a client's socket names the
+ * engine's socket file. */
 static __always_inline bool to_engine(struct task_struct *task, unsigned long fd)
 {
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
@@ -505,37 +480,79 @@ static __always_inline bool to_engine(struct task_struct *task, unsigned long fd
 	struct unix_sock *peer = (struct unix_sock *)BPF_CORE_READ((struct unix_sock *)sk, peer);
 	if (!peer)
 		return false;
-	struct unix_address *addr = BPF_CORE_READ(peer, addr);
-	if (!addr)
+	struct inode *ino = BPF_CORE_READ(peer, path.dentry, d_inode);
+	if (!ino)
 		return false;
-	char path[SOCK_PATH_LEN] = {};
-	if (bpf_probe_read_kernel_str(path, sizeof(path), &addr->name[0].sun_path) <= 1)
-		return false;
-	return bpf_map_lookup_elem(&engine_sockets, path) != NULL;
+	struct sock_id id = {};
+	id.ino = BPF_CORE_READ(ino, i_ino);
+	id.dev = BPF_CORE_READ(ino, i_sb, s_dev);
+	return bpf_map_lookup_elem(&engine_sockets, &id) != NULL;
 }
 
-/* request_sys_enter: a container client calls write(2) or sendto(2).
- * When the descriptor is a unix stream socket whose peer is an engine
- * socket and the bytes start "POST /", their first REQUEST_LEN bytes go to
- * user space: the request line names the container the client acts on
- * (`POST /v1.41/containers/<id>/start`). Every other call returns at the
- * first test, unread. A tracepoint on every system call, because this
- * kernel kind refuses fentry and kprobes (shared/FACTS.md); its cost is
- * in docs/benchmarks.md. No backup program: a run the kernel skips is
+/* request_allowed applies the per-CPU rate limit of request records. */
+static __always_inline bool request_allowed(void)
+{
+	__u32 zero = 0;
+	struct request_window *w = bpf_map_lookup_elem(&request_rate, &zero);
+	if (!w)
+		return false;
+	__u64 second = bpf_ktime_get_boot_ns() / 1000000000ULL;
+	if (w->second != second) {
+		w->second = second;
+		w->sent = 0;
+	}
+	if (w->sent >= REQUESTS_PER_SEC) {
+		count(&request_drops, REQUEST_DROP_RATE);
+		return false;
+	}
+	w->sent++;
+	return true;
+}
+
+/* fill_request_header is fill_header for the task of
+ * bpf_get_current_task, an untrusted pointer on kernels before 5.11
+ * (bpf_get_current_task_btf): every field is read with a probe. */
+static __always_inline void fill_request_header(struct event *e, struct task_struct *task, char *comm)
+{
+	e->time = bpf_ktime_get_boot_ns();
+	e->kind = EVENT_REQUEST;
+	e->flags = 0;
+	e->exit_code = 0;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->proc.pid = BPF_CORE_READ(task, tgid);
+	e->proc.start = BPF_CORE_READ(task, group_leader, start_boottime);
+	e->parent.pid = BPF_CORE_READ(task, real_parent, tgid);
+	e->parent.start = BPF_CORE_READ(task, real_parent, group_leader, start_boottime);
+	e->creator.pid = 0;
+	e->creator.start = 0;
+	__builtin_memcpy(e->comm, comm, COMM_LEN);
+}
+
+/* request_sys_enter: write(2) or sendto(2) by a container client (a
+ * thread whose comm is in client_comms). When the descriptor is a unix
+ * stream socket whose peer is an engine socket and the bytes start
+ * "POST /", their first REQUEST_LEN bytes go to user space: the request
+ * line names the container the client acts on
+ * (`POST /v1.41/containers/<id>/start`). Every other system call returns
+ * at the first compare, every other process's write at the comm lookup,
+ * unread. A tracepoint on every system call, because this kernel kind
+ * refuses fentry and kprobes (shared/FACTS.md); its price is in
+ * docs/benchmarks.md. No backup program: a run the kernel skips is
  * counted in this program's recursion_misses, which user space reports
- * as lost requests. x86-64 system call numbers and registers. */
+ * as lost requests. x86-64 system call numbers and registers: a 32-bit
+ * (compat) client is not read. */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(request_sys_enter, struct pt_regs *regs, long id)
 {
 	if (id != MCPTRACE_NR_write && id != MCPTRACE_NR_sendto)
 		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u64 *tick = bpf_map_lookup_elem(&clients, &tgid);
-	if (!tick)
+	char comm[COMM_LEN] = {};
+	if (bpf_get_current_comm(comm, sizeof(comm)) < 0)
+		return 0;
+	if (!bpf_map_lookup_elem(&client_comms, comm))
 		return 0;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	if (BPF_CORE_READ(task, group_leader, start_boottime) / DOOM_TICK_NS != *tick)
-		return 0;
 	unsigned long fd = regs->di;
 	const void *buf = (const void *)regs->si;
 	unsigned long len = regs->dx;
@@ -546,12 +563,14 @@ int BPF_PROG(request_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	if (head[0] != 'P' || head[1] != 'O' || head[2] != 'S' || head[3] != 'T' || head[4] != ' ' || head[5] != '/')
 		return 0;
+	if (!request_allowed())
+		return 0;
 	struct request_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_lost(EVENT_REQUEST);
 		return 0;
 	}
-	fill_request_header(&e->base, task);
+	fill_request_header(&e->base, task, comm);
 	__u32 n = len < REQUEST_LEN ? len : REQUEST_LEN;
 	if (n == REQUEST_LEN) {
 		if (bpf_probe_read_user(e->line, REQUEST_LEN, buf) < 0)
@@ -563,7 +582,7 @@ int BPF_PROG(request_sys_enter, struct pt_regs *regs, long id)
 	}
 	if (n == 0) {
 		bpf_ringbuf_discard(e, 0);
-		count(&client_misses, 1);
+		count(&request_drops, REQUEST_DROP_UNREADABLE);
 		return 0;
 	}
 	e->len = n;

@@ -110,6 +110,14 @@ const (
 	McptraceRecordFormatRECORD_FORMAT McptraceRecordFormat = 3
 )
 
+type McptraceRequestDrop uint32
+
+const (
+	McptraceRequestDropREQUEST_DROP_RATE       McptraceRequestDrop = 0
+	McptraceRequestDropREQUEST_DROP_UNREADABLE McptraceRequestDrop = 1
+	McptraceRequestDropREQUEST_DROP_MAX        McptraceRequestDrop = 2
+)
+
 type McptraceRequestEvent struct {
 	_    structs.HostLayout
 	Base McptraceEvent
@@ -118,14 +126,25 @@ type McptraceRequestEvent struct {
 	Line [128]int8
 }
 
+type McptraceRequestWindow struct {
+	_      structs.HostLayout
+	Second uint64
+	Sent   uint64
+}
+
+type McptraceSockId struct {
+	_   structs.HostLayout
+	Ino uint64
+	Dev uint32
+	Pad uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	McptraceMapClaims                  = "claims"
 	McptraceMapClientComms             = "client_comms"
-	McptraceMapClientMisses            = "client_misses"
-	McptraceMapClients                 = "clients"
 	McptraceMapDoomKills               = "doom_kills"
 	McptraceMapDoomed                  = "doomed"
 	McptraceMapEngineSockets           = "engine_sockets"
@@ -133,6 +152,8 @@ const (
 	McptraceMapExecScratch             = "exec_scratch"
 	McptraceMapLostEvents              = "lost_events"
 	McptraceMapRecovered               = "recovered"
+	McptraceMapRequestDrops            = "request_drops"
+	McptraceMapRequestRate             = "request_rate"
 	McptraceMapSpareAll                = "spare_all"
 	McptraceMapSpareComms              = "spare_comms"
 	McptraceProgRequestSysEnter        = "request_sys_enter"
@@ -151,6 +172,7 @@ const (
 	McptraceVarUnusedEventKind         = "unused_event_kind"
 	McptraceVarUnusedExecEvent         = "unused_exec_event"
 	McptraceVarUnusedRecordFormat      = "unused_record_format"
+	McptraceVarUnusedRequestDrop       = "unused_request_drop"
 	McptraceVarUnusedRequestEvent      = "unused_request_event"
 )
 
@@ -212,8 +234,6 @@ type McptraceProgramSpecs struct {
 type McptraceMapSpecs struct {
 	Claims        *ebpf.MapSpec `ebpf:"claims"`
 	ClientComms   *ebpf.MapSpec `ebpf:"client_comms"`
-	ClientMisses  *ebpf.MapSpec `ebpf:"client_misses"`
-	Clients       *ebpf.MapSpec `ebpf:"clients"`
 	DoomKills     *ebpf.MapSpec `ebpf:"doom_kills"`
 	Doomed        *ebpf.MapSpec `ebpf:"doomed"`
 	EngineSockets *ebpf.MapSpec `ebpf:"engine_sockets"`
@@ -221,6 +241,8 @@ type McptraceMapSpecs struct {
 	ExecScratch   *ebpf.MapSpec `ebpf:"exec_scratch"`
 	LostEvents    *ebpf.MapSpec `ebpf:"lost_events"`
 	Recovered     *ebpf.MapSpec `ebpf:"recovered"`
+	RequestDrops  *ebpf.MapSpec `ebpf:"request_drops"`
+	RequestRate   *ebpf.MapSpec `ebpf:"request_rate"`
 	SpareAll      *ebpf.MapSpec `ebpf:"spare_all"`
 	SpareComms    *ebpf.MapSpec `ebpf:"spare_comms"`
 }
@@ -237,6 +259,7 @@ type McptraceVariableSpecs struct {
 	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedRecordFormat *ebpf.VariableSpec `ebpf:"unused_record_format"`
+	UnusedRequestDrop  *ebpf.VariableSpec `ebpf:"unused_request_drop"`
 	UnusedRequestEvent *ebpf.VariableSpec `ebpf:"unused_request_event"`
 }
 
@@ -262,8 +285,6 @@ func (o *McptraceObjects) Close() error {
 type McptraceMaps struct {
 	Claims        *ebpf.Map `ebpf:"claims"`
 	ClientComms   *ebpf.Map `ebpf:"client_comms"`
-	ClientMisses  *ebpf.Map `ebpf:"client_misses"`
-	Clients       *ebpf.Map `ebpf:"clients"`
 	DoomKills     *ebpf.Map `ebpf:"doom_kills"`
 	Doomed        *ebpf.Map `ebpf:"doomed"`
 	EngineSockets *ebpf.Map `ebpf:"engine_sockets"`
@@ -271,6 +292,8 @@ type McptraceMaps struct {
 	ExecScratch   *ebpf.Map `ebpf:"exec_scratch"`
 	LostEvents    *ebpf.Map `ebpf:"lost_events"`
 	Recovered     *ebpf.Map `ebpf:"recovered"`
+	RequestDrops  *ebpf.Map `ebpf:"request_drops"`
+	RequestRate   *ebpf.Map `ebpf:"request_rate"`
 	SpareAll      *ebpf.Map `ebpf:"spare_all"`
 	SpareComms    *ebpf.Map `ebpf:"spare_comms"`
 }
@@ -279,8 +302,6 @@ func (m *McptraceMaps) Close() error {
 	return _McptraceClose(
 		m.Claims,
 		m.ClientComms,
-		m.ClientMisses,
-		m.Clients,
 		m.DoomKills,
 		m.Doomed,
 		m.EngineSockets,
@@ -288,6 +309,8 @@ func (m *McptraceMaps) Close() error {
 		m.ExecScratch,
 		m.LostEvents,
 		m.Recovered,
+		m.RequestDrops,
+		m.RequestRate,
 		m.SpareAll,
 		m.SpareComms,
 	)
@@ -305,6 +328,7 @@ type McptraceVariables struct {
 	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedRecordFormat *ebpf.Variable `ebpf:"unused_record_format"`
+	UnusedRequestDrop  *ebpf.Variable `ebpf:"unused_request_drop"`
 	UnusedRequestEvent *ebpf.Variable `ebpf:"unused_request_event"`
 }
 

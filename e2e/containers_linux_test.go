@@ -457,3 +457,43 @@ func sampleSum(body, metric, label string) float64 {
 	}
 	return sum
 }
+
+// A member that sends a start for a container already running (the
+// engine answers 304 and does nothing) did not start it: the container is
+// shown unattributed and the session's end leaves it running.
+func TestAStartForARunningContainerDoesNotMakeItTheSessions(t *testing.T) {
+	ag, eng := containerAgent(t)
+	id := eng.RunContainer(t, "--rm", eng.Image, "sleep", "600")
+	time.Sleep(50 * time.Millisecond) // its first process starts before the session's request, by a tick at least
+	t.Setenv("VICTIM", id)
+	w := startWrapper(t, ag, eng, "borrow", `"$DOCKER" start "$VICTIM" >/dev/null && exec sleep 600`)
+	waitFor(t, containerWait, "the agent to find the claim unattributed", func() (bool, string) {
+		d, err := ag.Client().Session(context.Background(), "borrow", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range d.Containers {
+			if c.ID == id {
+				return strings.HasPrefix(c.Attribution, "unattributed: its first process"), c.Attribution
+			}
+		}
+		return false, fmt.Sprintf("%+v", d.Containers)
+	})
+	w.kill(syscall.SIGTERM)
+	waitFor(t, 10*time.Second, "the session's ending to be recorded", func() (bool, string) {
+		d, err := ag.Client().Session(context.Background(), "borrow", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, k := range d.Kills {
+			if k.Container == id {
+				return strings.HasPrefix(k.Result, enforcer.ResultRefused+": unattributed"), k.Result
+			}
+		}
+		return false, fmt.Sprintf("%+v", d.Kills)
+	})
+	time.Sleep(stopBound)
+	if !eng.Running(t, id) {
+		t.Fatalf("the session's end stopped a container it did not start")
+	}
+}

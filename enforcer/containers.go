@@ -2,6 +2,7 @@ package enforcer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -45,6 +46,12 @@ type ContainerEngine interface {
 	// rootless engine's socket); why says why not.
 	MayStop(uid uint32) (ok bool, why string)
 }
+
+// ErrEngineUnreachable is what a ContainerEngine's Stop wraps when the
+// engine did not answer: only then are the container's processes killed
+// through its cgroup. Any other error (the engine refused, an
+// authorization plugin said no) is recorded as a failure.
+var ErrEngineUnreachable = errors.New("the container engine did not answer")
 
 // Signals of container records: what was asked of whom.
 const (
@@ -109,10 +116,17 @@ func (e *Enforcer) endContainer(ctx context.Context, en *Ending, c Container, re
 		rec.Result = ResultFailed + ": no container engine is configured"
 		return
 	}
-	if en.Owner != 0 && !e.cfg.CrossUID {
-		if ok, why := e.cfg.Containers.MayStop(en.Owner); !ok {
-			rec.Result = ResultSparedPrivilege + ": " + why
-			return
+	if !e.cfg.CrossUID {
+		// The session's owner, and the client that started it, must
+		// each be able to use the engine themselves.
+		for _, uid := range []uint32{en.Owner, c.UID} {
+			if uid == 0 {
+				continue
+			}
+			if ok, why := e.cfg.Containers.MayStop(uid); !ok {
+				rec.Result = ResultSparedPrivilege + ": " + why
+				return
+			}
 		}
 	}
 	rec.Signal = signal
@@ -126,6 +140,9 @@ func (e *Enforcer) endContainer(ctx context.Context, en *Ending, c Container, re
 		return
 	case ctx.Err() != nil:
 		rec.Result = ResultFailed + ": interrupted: " + err.Error()
+		return
+	case !errors.Is(err, ErrEngineUnreachable):
+		rec.Result = ResultFailed + ": " + err.Error()
 		return
 	}
 	e.log.Warn("the container engine did not stop a container; killing its processes through its cgroup", "session", en.Session, "container", short(c.ID), "err", err)

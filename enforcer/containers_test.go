@@ -82,13 +82,18 @@ func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
 		{name: "root's sessions need no engine authority", owner: 0, c: Container{ID: id}, eng: script{},
 			result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
 		{name: "an engine that does not answer falls back to the cgroup", c: Container{ID: id, Init: lineage.ID{PID: 9, Start: 9}},
-			eng: script{mayStop: true, stopErr: errors.New("timeout"), cgroupN: 2}, result: ResultKilled, signal: SignalCgroupKill,
+			eng: script{mayStop: true, stopErr: ErrEngineUnreachable, cgroupN: 2}, result: ResultKilled, signal: SignalCgroupKill,
 			stops: 1, cgrps: 1, grace: DefaultGrace},
-		{name: "a cgroup already empty counts as exited", c: Container{ID: id}, eng: script{mayStop: true, stopErr: errors.New("timeout")},
+		{name: "a cgroup already empty counts as exited", c: Container{ID: id}, eng: script{mayStop: true, stopErr: ErrEngineUnreachable},
 			result: ResultExitedBeforeSignal, signal: SignalCgroupKill, stops: 1, cgrps: 1, grace: DefaultGrace},
+		{name: "an engine that refuses is a failure, not a reason to go around it", c: Container{ID: id},
+			eng: script{mayStop: true, stopErr: errors.New("authorization denied by plugin")}, result: ResultFailed + ": authorization denied by plugin",
+			signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
+		{name: "a client of another uid that could not use the engine has nothing stopped", owner: 0, c: Container{ID: id, UID: 1000},
+			eng: script{}, result: ResultSparedPrivilege},
 		{name: "both failing is a failure naming both", c: Container{ID: id},
-			eng:    script{mayStop: true, stopErr: errors.New("timeout"), cgroupE: errors.New("no cgroup")},
-			result: ResultFailed + ": engine: timeout; cgroup: no cgroup", signal: SignalCgroupKill, stops: 1, cgrps: 1, grace: DefaultGrace},
+			eng:    script{mayStop: true, stopErr: ErrEngineUnreachable, cgroupE: errors.New("no cgroup")},
+			result: ResultFailed + ": engine: the container engine did not answer; cgroup: no cgroup", signal: SignalCgroupKill, stops: 1, cgrps: 1, grace: DefaultGrace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eng := &scriptedEngine{script: tc.eng}

@@ -57,16 +57,22 @@ func (st *set) counters() (Counters, error) {
 	for _, h := range []struct {
 		name string
 		kind lineage.EventKind
-	}{{"sched_process_fork", lineage.KindFork}, {"sched_process_exec", lineage.KindExec}, {"sched_process_exit", lineage.KindExit}, {requestsProgram, lineage.KindRequest}} {
+		slot uint32 // the kind's index in lost_events and recovered: enum event_kind
+	}{
+		{"sched_process_fork", lineage.KindFork, uint32(bpf.McptraceEventKindEVENT_FORK)},
+		{"sched_process_exec", lineage.KindExec, uint32(bpf.McptraceEventKindEVENT_EXEC)},
+		{"sched_process_exit", lineage.KindExit, uint32(bpf.McptraceEventKindEVENT_EXIT)},
+		{requestsProgram, lineage.KindRequest, uint32(bpf.McptraceEventKindEVENT_REQUEST)},
+	} {
 		var full, rec uint64
 		var err error
-		if st.maps.lost != nil && uint32(h.kind) < st.maps.lost.MaxEntries() {
-			if full, err = sumPerCPU(st.maps.lost, "lost_events", uint32(h.kind)); err != nil {
+		if st.maps.lost != nil && h.slot < st.maps.lost.MaxEntries() {
+			if full, err = sumPerCPU(st.maps.lost, "lost_events", h.slot); err != nil {
 				return c, err
 			}
 		}
-		if st.maps.recovered != nil && uint32(h.kind) < st.maps.recovered.MaxEntries() {
-			if rec, err = sumPerCPU(st.maps.recovered, "recovered", uint32(h.kind)); err != nil {
+		if st.maps.recovered != nil && h.slot < st.maps.recovered.MaxEntries() {
+			if rec, err = sumPerCPU(st.maps.recovered, "recovered", h.slot); err != nil {
 				return c, err
 			}
 		}

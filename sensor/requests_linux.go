@@ -3,39 +3,57 @@ package sensor
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
+	"github.com/mcptrace/mcptrace/bpf"
 	"github.com/mcptrace/mcptrace/containers"
-	"github.com/mcptrace/mcptrace/procfs"
 )
 
 // Engine API requests: the kernel reads the first bytes a container
-// client (a process running a program of Options.ContainerClients) sends
-// on a unix socket connected to one of Options.EngineSockets, and reports
-// the ones that start a container (containers.ParseRequest) as
-// lineage.KindRequest events, in their canonical form. Which session the
-// sender belongs to is not known in the kernel: the tracker drops the
-// requests of processes in no session.
+// client (a thread whose name is one of Options.ContainerClients) sends
+// with write(2) or sendto(2) on a unix stream socket whose peer is one of
+// the engine sockets (by inode: SetEngineSockets), at most 256 records a
+// second per CPU, and reports the ones that start a container
+// (containers.ParseRequest) as lineage.KindRequest events, in their
+// canonical form. Which session the sender belongs to is not known in
+// the kernel: the tracker drops the requests of processes in no session.
 
 // requestsProgram names the program (and its link pin) that reads requests.
-const requestsProgram = "request_sys_enter"
+const requestsProgram = bpf.McptraceProgRequestSysEnter
 
-// commLen and sockPathLen are COMM_LEN and SOCK_PATH_LEN of bpf/events.h.
-const (
-	commLen     = 16
-	sockPathLen = 108
-)
+// commLen is COMM_LEN of bpf/events.h.
+const commLen = 16
 
-// attachRequests fills the client and engine tables and attaches the
-// request reader. An error leaves the sensor running without it: container
+// stubRequests makes the request reader of spec a program that does
+// nothing, so that the rest loads where the kernel refuses it; it
+// returns whether spec has one. Its error is kept (RequestsErr).
+func stubRequests(spec *ebpf.CollectionSpec) bool {
+	p := spec.Programs[requestsProgram]
+	if p == nil {
+		return false
+	}
+	p.Instructions = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
+	return true
+}
+
+// isRequestsLoadError reports whether err is the kernel refusing the
+// request reader (and nothing else).
+func isRequestsLoadError(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "program "+requestsProgram+":")
+}
+
+// attachRequests fills the client names and attaches the request
+// reader. An error leaves the sensor running without it: container
 // attribution is off (RequestsErr says why), process tracking is not.
 func (s *Sensor) attachRequests(opts Options) error {
-	if len(opts.EngineSockets) == 0 {
-		return errors.New("no container engine socket is configured")
-	}
 	if len(opts.ContainerClients) == 0 {
 		return errors.New("no container client program is configured")
 	}
@@ -44,16 +62,6 @@ func (s *Sensor) attachRequests(opts Options) error {
 		copy(k, c[:min(len(c), commLen-1)])
 		if err := s.objs.ClientComms.Update(k, uint8(1), ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("container client %q: %w", c, err)
-		}
-	}
-	for _, p := range socketSpellings(opts.EngineSockets) {
-		k := make([]byte, sockPathLen)
-		if len(p) >= sockPathLen {
-			return fmt.Errorf("engine socket path %s is longer than a unix socket path can be (%d bytes)", p, sockPathLen-1)
-		}
-		copy(k, p)
-		if err := s.objs.EngineSockets.Update(k, uint8(1), ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("engine socket %s: %w", p, err)
 		}
 	}
 	l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.RequestSysEnter, AttachType: ebpf.AttachTraceRawTp})
@@ -68,58 +76,59 @@ func (s *Sensor) attachRequests(opts Options) error {
 	}
 	s.links = append(s.links, l)
 	s.own.primaries[requestsProgram] = s.objs.RequestSysEnter
-	s.seedClients(opts.ContainerClients)
 	return nil
 }
 
-// socketSpellings returns each path as given and, when its directory is
-// reached through a symbolic link (/var/run → /run), as resolved: the
-// kernel compares the path the engine bound, which may be either.
-func socketSpellings(paths []string) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(p string) {
-		if p != "" && !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	for _, p := range paths {
-		add(p)
-		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
-			add(filepath.Join(dir, filepath.Base(p)))
-		}
-	}
-	return out
+// engineSockets remembers the inodes SetEngineSockets put in the kernel.
+type engineSockets struct {
+	mu   sync.Mutex
+	keys map[bpf.McptraceSockId]bool
 }
 
-// seedClients adds the clients already running (started before the
-// programs were attached, or under a previous agent) to the kernel's
-// table, by process name and start tick as /proc shows them.
-func (s *Sensor) seedClients(names []string) {
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n[:min(len(n), commLen-1)]] = true
+// SetEngineSockets tells the kernel which sockets are engines: the inodes
+// the paths name now (a symbolic link is followed). A path with no socket
+// behind it (the engine is not running) is left out; call it again when
+// the engine may have come back or restarted (a new socket is a new
+// inode). It returns the paths that are not sockets, with why.
+func (s *Sensor) SetEngineSockets(paths []string) error {
+	if s.requestsErr != nil {
+		return s.requestsErr
 	}
-	snaps, err := procfs.Scan("/proc")
-	if err != nil {
-		s.log.Warn("could not look for running container clients; their requests are read from their next exec on", "err", err)
-		return
-	}
-	seeded := 0
-	for _, p := range snaps {
-		if !want[p.Comm] {
+	want := map[bpf.McptraceSockId]bool{}
+	var errs []error
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		if err := s.objs.Clients.Update(p.ID.PID, p.ID.Tick(), ebpf.UpdateAny); err != nil {
-			s.log.Warn("could not add a running container client", "pid", p.ID.PID, "err", err)
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || fi.Mode()&os.ModeSocket == 0 {
+			errs = append(errs, fmt.Errorf("%s is not a socket", p))
 			continue
 		}
-		seeded++
+		// The kernel's dev_t is major << 20 | minor; stat(2) encodes it
+		// otherwise.
+		want[bpf.McptraceSockId{Ino: st.Ino, Dev: unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)}] = true
 	}
-	if seeded > 0 {
-		s.log.Info("container clients already running", "processes", seeded)
+	es := &s.engines
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	for k := range es.keys {
+		if !want[k] {
+			if err := s.objs.EngineSockets.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, fmt.Errorf("forget an engine socket: %w", err))
+			}
+		}
 	}
+	for k := range want {
+		if err := s.objs.EngineSockets.Update(k, uint8(1), ebpf.UpdateAny); err != nil {
+			errs = append(errs, fmt.Errorf("engine socket: %w", err))
+			delete(want, k)
+		}
+	}
+	es.keys = want
+	return errors.Join(errs...)
 }
 
 // RequestsDropped counts engine requests the kernel read that start no
@@ -130,13 +139,13 @@ func (s *Sensor) RequestsDropped() uint64 { return s.requestsDropped.Load() }
 // is off), or nil when they are.
 func (s *Sensor) RequestsErr() error { return s.requestsErr }
 
-// ClientMisses counts container clients the kernel's table had no room
-// for and requests it matched but could not read, in every set the
-// sensor reads: each is a container that may go unattributed.
-func (s *Sensor) ClientMisses() (uint64, error) {
+// RequestDrops counts the requests the kernel read but did not send: over
+// its rate limit, or unreadable. Each is a container that may go
+// unattributed.
+func (s *Sensor) RequestDrops() (uint64, error) {
 	var n uint64
-	for i := uint32(0); i < 2; i++ {
-		v, err := sumPerCPU(s.objs.ClientMisses, "client_misses", i)
+	for i := uint32(0); i < uint32(bpf.McptraceRequestDropREQUEST_DROP_MAX); i++ {
+		v, err := sumPerCPU(s.objs.RequestDrops, "request_drops", i)
 		if err != nil {
 			return 0, err
 		}

@@ -100,21 +100,36 @@ func TestSensorReportsTheContainerAClientStartsAndNothingElseItSends(t *testing.
 	other := filepath.Join(dir, "other.sock")
 	engineStandIn(t, engine)
 	engineStandIn(t, other)
-	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients, EngineSockets: []string{engine}})
+	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
 	if err := s.RequestsErr(); err != nil {
 		testenv.Missing(t, "reading container clients' engine requests", err.Error())
+	}
+	if err := s.SetEngineSockets([]string{engine}); err != nil {
+		t.Fatal(err)
 	}
 	start := "POST /v1.41/containers/" + testContainerID + "/start HTTP/1.1\r\nHost: api.moby.localhost\r\nUser-Agent: Docker-Client/20.10.24\r\n\r\n"
 	create := "POST /v1.41/containers/create HTTP/1.1\r\nHost: api.moby.localhost\r\n\r\n"
 	wait := "POST /v1.41/containers/" + testContainerID + "/wait?condition=removed HTTP/1.1\r\n\r\n"
 	dropped := s.RequestsDropped()
 
-	// A client of another name, and a client writing to another socket,
-	// are not read at all; then the real one, whose start is the only
-	// request reported, after its create and wait are dropped.
-	notClient := runClient(t, "dockerd-x", engine, start)
+	// The engine is known by its socket's inode, not its path: the
+	// engine's socket moved away, and another bound in its place (as
+	// anyone can in a mount namespace of their own), the old one is still
+	// the engine and the new one is not.
+	moved := filepath.Join(dir, "engine-moved.sock")
+	if err := os.Rename(engine, moved); err != nil {
+		t.Fatal(err)
+	}
+	engineStandIn(t, engine)
+
+	// A client of another name, a client writing to another socket and
+	// one writing to the impostor at the engine's path are not read at
+	// all; then the real one, whose start is the only request reported,
+	// after its create and wait are dropped.
+	notClient := runClient(t, "dockerd-x", moved, start)
 	elsewhere := runClient(t, "docker", other, start)
-	client := runClient(t, "docker", engine, create, wait, start)
+	impostor := runClient(t, "docker", engine, start)
+	client := runClient(t, "docker", moved, create, wait, start)
 
 	evs := collect(t, s,
 		func(ev lineage.Event) bool {
@@ -128,7 +143,7 @@ func TestSensorReportsTheContainerAClientStartsAndNothingElseItSends(t *testing.
 		}
 	}
 	if len(got) != 1 {
-		t.Fatalf("request events = %+v; want exactly the start sent by pid %d (not %d, named otherwise, nor %d, sent elsewhere)", got, client, notClient, elsewhere)
+		t.Fatalf("request events = %+v; want exactly the start sent by pid %d (not %d, named otherwise, nor %d, sent elsewhere, nor %d, sent to a socket bound at the engine's path)", got, client, notClient, elsewhere, impostor)
 	}
 	ev := got[0]
 	if ev.Proc.PID != client || ev.Comm != "docker" {

@@ -35,12 +35,11 @@ type Options struct {
 	// the programs.
 	PinDir string
 	// ContainerClients are the programs (by process name) whose requests
-	// to EngineSockets the kernel reads, to learn which containers they
-	// start (see requests_linux.go). Either empty: none are read.
+	// to the engine sockets (Sensor.SetEngineSockets) the kernel reads, to
+	// learn which containers they start (see requests_linux.go). Empty:
+	// none are read.
 	ContainerClients []string
-	// EngineSockets are the container engines' unix socket paths.
-	EngineSockets []string
-	Logger        *slog.Logger
+	Logger           *slog.Logger
 	// skipBackups attaches the primary programs only; the benchmark
 	// uses it to price the backups.
 	skipBackups bool
@@ -82,6 +81,7 @@ type Sensor struct {
 	requestsErr error
 	// requestsDropped counts engine requests read that start no container.
 	requestsDropped atomic.Uint64
+	engines         engineSockets
 }
 
 // FeatureError says which kernel feature or privilege Open needs and lacks.
@@ -139,7 +139,14 @@ func Open(opts Options) (*Sensor, error) {
 		differ(spec, opts.variant)
 	}
 	s := &Sensor{log: log}
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+	err = spec.LoadAndAssign(&s.objs, nil)
+	if isRequestsLoadError(err) && stubRequests(spec) {
+		// The request reader is optional: without it container
+		// attribution is off, process tracking is not.
+		s.requestsErr = &FeatureError{Feature: "the container request reader (tp_btf/sys_enter)", Needs: "a kernel whose BTF has the fields it reads", Err: err}
+		err = spec.LoadAndAssign(&s.objs, nil)
+	}
+	if err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			log.Error("verifier rejected program", "log", fmt.Sprintf("%+v", verr))
@@ -182,7 +189,9 @@ func Open(opts Options) (*Sensor, error) {
 		}
 	}
 	// Not fatal: the agent reports it once (RequestsErr).
-	s.requestsErr = s.attachRequests(opts)
+	if s.requestsErr == nil {
+		s.requestsErr = s.attachRequests(opts)
+	}
 	ownRing, err := newRing(s.objs.Events)
 	if err != nil {
 		s.abandon()

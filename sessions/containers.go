@@ -37,8 +37,10 @@ type Container struct {
 	ClientUID uint32     `json:"client_uid"`
 	// At is when the kernel saw the request (CLOCK_BOOTTIME ns).
 	At uint64 `json:"at_ns"`
-	// Owner is the owner of the outermost session the claim belongs to.
-	Owner uint32 `json:"owner_uid"`
+	// Owner is the owner of the outermost session the claim belongs to,
+	// Top that session's root.
+	Owner uint32     `json:"owner_uid"`
+	Top   lineage.ID `json:"top"`
 	// Below are the roots of the active sessions above the client when it
 	// sent the request, innermost first; a contested claim's are followed
 	// by those of the other tree's client.
@@ -58,8 +60,6 @@ type Anchor struct {
 	ChildCoarse bool       `json:"child_coarse,omitempty"`
 }
 
-// top is the outermost root the claim is below.
-func (c *Container) top() lineage.ID { return c.Below[len(c.Below)-1].Root }
 
 // anchor returns the claim's anchor below root.
 func (c *Container) anchor(root lineage.ID) (Anchor, bool) {
@@ -86,7 +86,10 @@ func (t *Tracker) observeRequest(ev lineage.Event) {
 	chain := t.chain(ev.Proc)
 	var below []Anchor
 	for i, a := range chain {
-		s := t.rootSession(a, true)
+		// An ended session counts too: a member may start a container
+		// while its session's ending is under way (the enforcer looks
+		// again once no member is left).
+		s := t.rootSession(a, false)
 		if s == nil {
 			continue
 		}
@@ -105,17 +108,24 @@ func (t *Tracker) observeRequest(ev lineage.Event) {
 	}
 	top := below[len(below)-1].Root
 	owner := uint32(0)
-	if s := t.rootSession(top, true); s != nil {
+	if s := t.rootSession(top, false); s != nil {
 		owner = s.Owner
 	}
-	claim := &Container{ID: id, Client: ev.Proc, ClientUID: ev.UID, At: ev.Time, Owner: owner, Below: below}
+	claim := &Container{ID: id, Client: ev.Proc, ClientUID: ev.UID, At: ev.Time, Owner: owner, Top: top, Below: below}
 	if old, ok := t.containers[id]; ok {
 		switch {
 		case old.Client == claim.Client && old.At == claim.At:
 			return // the same request again (a replay, a duplicate record)
+		case old.Top != top && t.rootSession(old.Top, true) == nil:
+			// The session tree that started it before is over: this
+			// start is the container's now (a container reused, as
+			// docker compose up does).
+			t.forgetContainer(id)
+			t.addClaim(claim)
+			return
 		case old.Contested:
 			return
-		case old.top() != top:
+		case old.Top != top:
 			// Two session trees both started it: not certain, so
 			// neither ends it.
 			// Both trees show it, contested.
@@ -133,12 +143,18 @@ func (t *Tracker) observeRequest(ev lineage.Event) {
 		t.containers[id] = claim
 		return
 	}
+	t.addClaim(claim)
+}
+
+// addClaim keeps a new claim within the bounds; t.mu is held.
+func (t *Tracker) addClaim(claim *Container) {
+	owner := claim.Owner
 	if len(t.containers) >= MaxContainers || t.containersPerUID[owner] >= MaxContainersPerUID {
 		t.st.containersRefused++
-		t.logFor(owner, slog.LevelWarn, "too many containers claimed; this one is not attributed", "container", id[:12], "owner_uid", owner)
+		t.logFor(owner, slog.LevelWarn, "too many containers claimed; this one is not attributed", "container", claim.ID[:12], "owner_uid", owner)
 		return
 	}
-	t.containers[id] = claim
+	t.containers[claim.ID] = claim
 	t.containersPerUID[owner]++
 	t.st.containersClaimed++
 }
@@ -167,7 +183,7 @@ func (t *Tracker) ForgetContainer(id string) {
 // one rooted at root, once it is forgotten; t.mu is held.
 func (t *Tracker) dropContainersBelow(root lineage.ID) {
 	for id, c := range t.containers {
-		if c.top() == root {
+		if c.Top == root {
 			t.forgetContainer(id)
 		}
 	}
@@ -231,6 +247,9 @@ func uncontested(cs []Container) []Container {
 // restoreContainers puts saved claims back; invalid ones are left out.
 func (t *Tracker) restoreContainers(cs []Container) {
 	for _, c := range cs {
+		if c.Top.IsZero() && len(c.Below) > 0 {
+			c.Top = c.Below[len(c.Below)-1].Root
+		}
 		if !containers.ValidID(c.ID) || len(c.Below) == 0 || len(c.Below) > maxAnchors || c.Client.PID == 0 {
 			t.log.Warn("saved container claim left out", "container", c.ID)
 			continue

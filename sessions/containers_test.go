@@ -173,3 +173,30 @@ func itoa(i int) string {
 	}
 	return itoa(i/10) + digits[i%10:i%10+1]
 }
+
+func TestAContainerReusedByALaterSessionIsThatSessionsOnce(t *testing.T) {
+	w := newWorld(t, Config{})
+	a := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "a", "--", "host")
+	id := containerID(10)
+	w.dockerRun(a, 610, alice, id)
+	w.exit(a) // session a ended; its container stopped, not removed
+	b := w.spawn(initID, 700, alice, "mcptrace", "run", "--session", "b", "--", "host")
+	client := w.spawn(b, 710, alice, "docker", "start", "x")
+	w.start(client, alice, id) // docker compose up reuses it
+	if got := w.tr.ContainersOf(w.session("b")); len(got) != 1 || got[0].Contested || got[0].Top != b {
+		t.Errorf("containers of b = %+v, want the reused container, uncontested", got)
+	}
+}
+
+func TestAStartSentWhileItsSessionEndsIsStillTheSessions(t *testing.T) {
+	w := newWorld(t, Config{})
+	a := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "a", "--", "host")
+	sh := w.spawn(a, 610, alice, "sh", "-c", "docker run -d img")
+	client := w.spawn(sh, 611, alice, "docker", "run", "-d", "img")
+	w.exit(a) // the session ended; its ending is under way
+	id := containerID(11)
+	w.start(client, alice, id)
+	if got := containerIDs(w.tr.ContainersOf(w.session("a"))); !slices.Equal(got, []string{id}) {
+		t.Errorf("containers of the ended session = %v, want [%s]", got, id)
+	}
+}
