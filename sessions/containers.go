@@ -60,7 +60,6 @@ type Anchor struct {
 	ChildCoarse bool       `json:"child_coarse,omitempty"`
 }
 
-
 // anchor returns the claim's anchor below root.
 func (c *Container) anchor(root lineage.ID) (Anchor, bool) {
 	for _, a := range c.Below {
