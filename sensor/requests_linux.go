@@ -50,10 +50,12 @@ func isRequestsLoadError(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "program "+requestsProgram+":")
 }
 
-// attachRequests fills the client names and attaches the request
-// reader. An error leaves the sensor running without it: container
-// attribution is off (RequestsErr says why), process tracking is not.
-func (s *Sensor) attachRequests(opts Options) error {
+// prepareRequests fills the client names; the reader is attached once an
+// engine socket exists (SetEngineSockets): a node without a container
+// engine never pays for a hook on every system call. An error leaves the
+// sensor running without it: container attribution is off (RequestsErr
+// says why), process tracking is not.
+func (s *Sensor) prepareRequests(opts Options) error {
 	if len(opts.ContainerClients) == 0 {
 		return errors.New("no container client program is configured")
 	}
@@ -63,6 +65,17 @@ func (s *Sensor) attachRequests(opts Options) error {
 		if err := s.objs.ClientComms.Update(k, uint8(1), ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("container client %q: %w", c, err)
 		}
+	}
+	return nil
+}
+
+// attachRequests attaches the request reader; s.engines.mu is held.
+func (s *Sensor) attachRequests() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
 	}
 	l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.RequestSysEnter, AttachType: ebpf.AttachTraceRawTp})
 	if err != nil {
@@ -74,22 +87,34 @@ func (s *Sensor) attachRequests(opts Options) error {
 			return fmt.Errorf("pin %s link: %w", requestsProgram, err)
 		}
 	}
+	s.mu.Lock()
+	if s.closed { // Close ran meanwhile: it did not see this link
+		s.mu.Unlock()
+		l.Close()
+		return ErrClosed
+	}
 	s.links = append(s.links, l)
 	s.own.primaries[requestsProgram] = s.objs.RequestSysEnter
+	s.mu.Unlock()
+	s.log.Info("reading container clients' engine requests")
 	return nil
 }
 
-// engineSockets remembers the inodes SetEngineSockets put in the kernel.
+// engineSockets remembers the inodes SetEngineSockets put in the kernel,
+// and whether the request reader is attached.
 type engineSockets struct {
-	mu   sync.Mutex
-	keys map[bpf.McptraceSockId]bool
+	mu       sync.Mutex
+	keys     map[bpf.McptraceSockId]bool
+	attached bool
 }
 
 // SetEngineSockets tells the kernel which sockets are engines: the inodes
-// the paths name now (a symbolic link is followed). A path with no socket
-// behind it (the engine is not running) is left out; call it again when
-// the engine may have come back or restarted (a new socket is a new
-// inode). It returns the paths that are not sockets, with why.
+// the paths name now (a symbolic link is followed), and attaches the
+// request reader the first time one exists. A path with no socket behind
+// it (the engine is not running) is left out; call it again when the
+// engine may have come back or restarted (a new socket is a new inode).
+// It returns the paths that are not sockets, with why. Not safe to call
+// concurrently with Close.
 func (s *Sensor) SetEngineSockets(paths []string) error {
 	if s.requestsErr != nil {
 		return s.requestsErr
@@ -128,6 +153,13 @@ func (s *Sensor) SetEngineSockets(paths []string) error {
 		}
 	}
 	es.keys = want
+	if len(want) > 0 && !es.attached {
+		if err := s.attachRequests(); err != nil {
+			s.requestsErr = err
+			return err
+		}
+		es.attached = true
+	}
 	return errors.Join(errs...)
 }
 

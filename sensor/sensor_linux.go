@@ -190,7 +190,7 @@ func Open(opts Options) (*Sensor, error) {
 	}
 	// Not fatal: the agent reports it once (RequestsErr).
 	if s.requestsErr == nil {
-		s.requestsErr = s.attachRequests(opts)
+		s.requestsErr = s.prepareRequests(opts)
 	}
 	ownRing, err := newRing(s.objs.Events)
 	if err != nil {
