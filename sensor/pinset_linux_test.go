@@ -43,6 +43,9 @@ func pinDir(t *testing.T) string {
 // OpenForTest is open for the package's external tests.
 var OpenForTest = open
 
+// PinDirForTest is pinDir for the package's external tests.
+var PinDirForTest = pinDir
+
 // open opens a sensor for one test and closes it when the test ends; a
 // missing kernel feature skips the test naming it (a failure under
 // MCPTRACE_REQUIRE_ALL=1).

@@ -162,3 +162,43 @@ func TestSensorReportsTheContainerAClientStartsAndNothingElseItSends(t *testing.
 		t.Errorf("dropped requests = %d, want 2 (create and wait)", n)
 	}
 }
+
+// The request reader is a hook on every system call. Attached and
+// detached by one agent after another (each pinned set taken over by the
+// next) while processes with many threads exec and a client sends its
+// requests, the kernel stays responsive and every round reads its
+// client's start: in QEMU guests of 5.10 and 6.1, test agents that each
+// attached it showed soft lockups, which this would turn into a time-out.
+func TestRequestReaderSurvivesAgentsTakingOverUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	engine := filepath.Join(dir, "engine.sock")
+	engineStandIn(t, engine)
+	pin := sensor.PinDirForTest(t)
+	start := "POST /v1.41/containers/" + testContainerID + "/start HTTP/1.1\r\n\r\n"
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 4 {
+		s := openSensor(t, sensor.Options{ContainerClients: containers.Clients, PinDir: pin})
+		if err := s.RequestsErr(); err != nil {
+			testenv.Missing(t, "reading container clients' engine requests", err.Error())
+		}
+		if err := s.SetEngineSockets([]string{engine}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			cmd := exec.Command(self, "-test.run=^$")
+			cmd.Env = testenv.HelperEnv("threads-exec")
+			cmd.Run() // exits 7 from sh
+		}
+		client := runClient(t, "docker", engine, start)
+		evs := collect(t, s,
+			func(ev lineage.Event) bool { return ev.Kind == lineage.KindRequest && ev.Proc.PID == client },
+			func(ev lineage.Event) bool { return true })
+		if len(evs) != 1 {
+			t.Fatalf("round %d: %d requests from the client", round, len(evs))
+		}
+		s.Close()
+	}
+}
