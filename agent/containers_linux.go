@@ -388,13 +388,13 @@ func (s engineStopper) KillCgroup(ctx context.Context, c enforcer.Container) (in
 }
 
 func (s engineStopper) MayStop(uid uint32) (bool, string) {
-	return mayUseEngine(s.a.containers.socket, uid)
+	return mayUseEngine(s.a.containers.socket, uid, userGroups)
 }
 
 // mayUseEngine reports whether uid could reach the engine at socket
 // itself: root, the socket's owner (a rootless engine), or a member of
-// the socket's group when the group may write to it.
-func mayUseEngine(socket string, uid uint32) (bool, string) {
+// the socket's group (groupsOf) when the group may write to it.
+func mayUseEngine(socket string, uid uint32, groupsOf func(uid uint32) []string) (bool, string) {
 	if uid == 0 {
 		return true, ""
 	}
@@ -413,17 +413,21 @@ func mayUseEngine(socket string, uid uint32) (bool, string) {
 		return false, fmt.Sprintf("uid %d may not use the container engine (%s is not writable by its group)", uid, socket)
 	}
 	gid := strconv.FormatUint(uint64(st.Gid), 10)
+	if slices.Contains(groupsOf(uid), gid) {
+		return true, ""
+	}
+	return false, fmt.Sprintf("uid %d may not use the container engine (not in group %s of %s)", uid, gid, socket)
+}
+
+// userGroups are the group IDs uid is a member of, from the user and
+// group databases (none when uid is unknown there).
+func userGroups(uid uint32) []string {
 	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
-	if err == nil {
-		if gids, err := u.GroupIds(); err == nil && slices.Contains(gids, gid) {
-			return true, ""
-		}
+	if err != nil {
+		return nil
 	}
-	name := gid
-	if g, err := user.LookupGroupId(gid); err == nil {
-		name = g.Name
-	}
-	return false, fmt.Sprintf("uid %d may not use the container engine (not in group %s of %s)", uid, name, socket)
+	gids, _ := u.GroupIds()
+	return gids
 }
 
 // sessionContainers is what the API shows of the containers a session's
