@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -51,6 +52,13 @@ func Start(t testing.TB, opts agent.Options) *agent.Agent {
 	}
 	if opts.PinDir == "" {
 		opts.PinDir = PinDir(t)
+	}
+	if opts.ContainerEngineSocket == "" {
+		// A socket standing in for a container engine, so that every test
+		// agent runs with the container request reader attached, as on a
+		// node with Docker. It closes what connects: the agent finds no
+		// engine there and says so once.
+		opts.ContainerEngineSocket = standInEngine(t)
 	}
 	if opts.StateDir == "" {
 		opts.StateDir = StateDir(t)
@@ -163,4 +171,30 @@ func ThreadsThenExec() {
 		os.Exit(99)
 	}()
 	select {}
+}
+
+// standInEngine listens on a unix socket until the test ends, closing
+// every connection at once, and returns its path.
+func standInEngine(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcptrace-engine-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "engine.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); os.RemoveAll(dir) })
+	return path
 }
