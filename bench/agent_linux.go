@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +73,10 @@ func (b *bench) startAgent(ctx context.Context, dirs agentDirs, extra ...string)
 		"--log.level", b.agentLogLevel,
 		// Metrics on, as by default, on a port of their own.
 		"--metrics.listen-address", "127.0.0.1:0",
+		// A socket standing in for a container engine, so the container
+		// request reader is attached, as on a node with Docker (extra
+		// may turn it off: the last value given wins).
+		"--containers.engine-socket", b.standInEngine(),
 	}
 	args = append(args, extra...)
 	a.cmd = exec.Command(b.mcptrace, args...)
@@ -228,4 +233,30 @@ func (a *agentProc) logLine(s string) string {
 		}
 	}
 	return ""
+}
+
+// standInEngine returns the path of a unix socket that stands in for a
+// container engine for the whole run (it accepts and closes), created on
+// first use.
+func (b *bench) standInEngine() string {
+	if b.engineSock != "" {
+		return b.engineSock
+	}
+	path := filepath.Join(b.tmp, "engine.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		b.warn("no stand-in engine socket (%v): the container request reader stays detached", err)
+		return path
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	b.engineSock = path
+	return path
 }

@@ -35,6 +35,8 @@ type bench struct {
 	allowForeign  bool
 	foreignSeen   bool // checkNoTracer found programs not the bench's
 	agents        int
+	// engineSock is the stand-in container engine socket (standInEngine).
+	engineSock    string
 	dirs          int
 	res           *results
 	section       string
