@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/mcptrace/mcptrace/bpf"
+	"github.com/mcptrace/mcptrace/containers"
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
@@ -30,6 +31,8 @@ func encodeRecord(kind bpf.McptraceEventKind, flags uint8, comm, filename string
 		size = execArgsOffset + min(int(argsLen), execSize-execArgsOffset)
 	case bpf.McptraceEventKindEVENT_BARRIER:
 		size = barrierSize
+	case bpf.McptraceEventKindEVENT_REQUEST:
+		size = requestSize
 	}
 	raw := aligned(make([]byte, size))
 	h := (*bpf.McptraceEvent)(unsafe.Pointer(&raw[0]))
@@ -47,6 +50,11 @@ func encodeRecord(kind bpf.McptraceEventKind, flags uint8, comm, filename string
 	}
 	if kind == bpf.McptraceEventKindEVENT_BARRIER {
 		(*bpf.McptraceBarrierEvent)(unsafe.Pointer(&raw[0])).Seq = 77
+	}
+	if kind == bpf.McptraceEventKindEVENT_REQUEST {
+		r := (*bpf.McptraceRequestEvent)(unsafe.Pointer(&raw[0]))
+		r.Len = argsLen
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r.Line[0])), len(r.Line)), args)
 	}
 	return raw
 }
@@ -67,6 +75,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "x", "/x", 9, []byte("a\x00b\x00"))[:execArgsOffset+4])
 	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_BARRIER, 0, "", "", 0, nil))
 	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_EXEC, 0, "x", "/x", 3, []byte("a\x00b"))[:headerSize+8])
+	start := []byte("POST /v1.41/containers/" + strings.Repeat("ab", 32) + "/start HTTP/1.1\r\n")
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_REQUEST, 0, "docker", "", uint32(len(start)), start))
+	f.Add(encodeRecord(bpf.McptraceEventKindEVENT_REQUEST, 0, "docker", "", 500, start))
 	f.Add([]byte{})
 	var d decoder // one for every input: interning must not change a result
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -86,8 +97,10 @@ func FuzzDecodeRecord(f *testing.F) {
 			case kind == bpf.McptraceEventKindEVENT_EXEC && short &&
 				(len(raw) < execArgsOffset || int((*bpf.McptraceExecEvent)(unsafe.Pointer(&raw[0])).ArgsLen) > len(raw)-execArgsOffset),
 				kind == bpf.McptraceEventKindEVENT_BARRIER && len(raw) < barrierSize && short,
+				kind == bpf.McptraceEventKindEVENT_REQUEST && len(raw) < requestSize && short,
 				kind != bpf.McptraceEventKindEVENT_FORK && kind != bpf.McptraceEventKindEVENT_EXEC &&
-					kind != bpf.McptraceEventKindEVENT_EXIT && kind != bpf.McptraceEventKindEVENT_BARRIER && !short:
+					kind != bpf.McptraceEventKindEVENT_EXIT && kind != bpf.McptraceEventKindEVENT_BARRIER &&
+					kind != bpf.McptraceEventKindEVENT_REQUEST && !short:
 			default:
 				t.Fatalf("kind %d, %d bytes: unexpected error %v", kind, len(raw), err)
 			}
@@ -100,6 +113,9 @@ func FuzzDecodeRecord(f *testing.F) {
 			return
 		}
 		ev := rec.ev
+		if rec.dropped != (ev.Kind == lineage.KindRequest && ev.Request == "") {
+			t.Fatalf("dropped %v for %+v", rec.dropped, ev)
+		}
 		if ev.Proc != (lineage.ID{PID: h.Proc.Pid, Start: h.Proc.Start}) || ev.Time != h.Time || ev.UID != h.Uid {
 			t.Fatalf("header fields not carried: %+v", ev)
 		}
@@ -127,6 +143,19 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 			if len(ev.Argv) > len(x.Args) {
 				t.Fatalf("%d argv elements from %d bytes", len(ev.Argv), len(x.Args))
+			}
+		case lineage.KindRequest:
+			// Only the canonical form of a start the record's own bytes
+			// hold, or nothing.
+			r := (*bpf.McptraceRequestEvent)(unsafe.Pointer(&raw[0]))
+			line := unsafe.Slice((*byte)(unsafe.Pointer(&r.Line[0])), len(r.Line))[:min(int(r.Len), len(r.Line))]
+			if kind != bpf.McptraceEventKindEVENT_REQUEST || ev.Request != canonicalRequest(line) {
+				t.Fatalf("request %q from kind %d and line %q", ev.Request, kind, line)
+			}
+			if ev.Request != "" {
+				if _, _, ok := containers.ParseRequest(ev.Request); !ok {
+					t.Fatalf("kept request %q is not a start", ev.Request)
+				}
 			}
 		default:
 			t.Fatalf("decoded kind %v from record kind %d", ev.Kind, kind)
