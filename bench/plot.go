@@ -87,7 +87,7 @@ func plotRatios(s *stormResults) string {
 	for j, t := range tracers {
 		p(`<rect x="%.1f" y="%.1f" width="12" height="12" fill="%s"/>`, lx, ly-10, plotColors[j%len(plotColors)])
 		p(`<text x="%.1f" y="%.1f">%s</text>`, lx+17, ly, html.EscapeString(t))
-		lx += 110
+		lx += legendWidth(t)
 	}
 	p(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#111" stroke-width="1.5"/>`, lx, lx+24, ly-4, ly-4)
 	p(`<text x="%.1f" y="%.1f">1.0 = no tracer</text>`, lx+30, ly)
@@ -97,3 +97,8 @@ func plotRatios(s *stormResults) string {
 	p(`</svg>`)
 	return b.String()
 }
+
+// legendWidth is the room a legend entry named t takes: its swatch, its
+// text (about 7 px a character at the legend's size) and a gap, at least
+// 110 px.
+func legendWidth(t string) float64 { return max(110, 17+7*float64(len(t))+18) }
