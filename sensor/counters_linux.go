@@ -33,6 +33,12 @@ type Counters struct {
 	Doom DoomKills
 	// Read counts the records this sensor read from the set's ring.
 	Read uint64
+	// RequestSkips counts runs of the container request reader the
+	// kernel skipped (recursion_misses; it has no backup). It runs on
+	// every system call, so nearly all of them read nothing; a client's
+	// start may be among them. Not in Lost: nothing the graph needs was
+	// lost, and /proc holds nothing to repair a request from.
+	RequestSkips uint64
 }
 
 // Counters returns the counters of every set the sensor has read or reads:
@@ -86,6 +92,10 @@ func (st *set) counters() (Counters, error) {
 		}
 		// A primary can also run after its backup stood in (an evicted
 		// claim): never let that hide a loss of another event.
+		if h.kind == lineage.KindRequest {
+			c.Lost[h.kind], c.Recovered[h.kind], c.RequestSkips = full, rec, misses
+			continue
+		}
 		var skipped uint64
 		if misses > rec {
 			skipped = misses - rec

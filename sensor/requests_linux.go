@@ -171,11 +171,18 @@ func (s *Sensor) RequestsDropped() uint64 { return s.requestsDropped.Load() }
 // is off), or nil when they are.
 func (s *Sensor) RequestsErr() error { return s.requestsErr }
 
-// RequestDrops counts the requests the kernel read but did not send: over
-// its rate limit, or unreadable. Each is a container that may go
-// unattributed.
+// RequestDrops counts the requests the kernel read but did not send (over
+// its rate limit, or unreadable) and the runs of the reader it skipped
+// (Counters.RequestSkips). Each may be a container that goes unattributed.
 func (s *Sensor) RequestDrops() (uint64, error) {
+	cs, err := s.Counters()
+	if err != nil {
+		return 0, err
+	}
 	var n uint64
+	for _, c := range cs {
+		n += c.RequestSkips
+	}
 	for i := uint32(0); i < uint32(bpf.McptraceRequestDropREQUEST_DROP_MAX); i++ {
 		v, err := sumPerCPU(s.objs.RequestDrops, "request_drops", i)
 		if err != nil {
