@@ -319,13 +319,10 @@ func (a *Agent) endingContainers(ctx context.Context, claims []sessions.Containe
 			}
 		}
 		ec.Image, ec.Init = info.Image, info.Init
-		switch {
-		case c.Contested:
-			ec.Unattributed = "unattributed: started from two sessions"
-		case !ok:
+		if !ok {
 			ec.Unattributed = "unattributed: the container engine was never reached to verify it"
-		case !info.Verified:
-			ec.Unattributed = "unattributed: " + info.Why
+		} else {
+			ec.Unattributed = unattributed(c, info)
 		}
 		out = append(out, ec)
 	}
@@ -437,17 +434,27 @@ func (a *Agent) sessionContainers(s sessions.Session) []api.Container {
 	for _, c := range a.tracker.ContainersIn(s) {
 		info, ok := a.containerInfoOf(c.ID)
 		v := api.Container{ID: c.ID, Client: c.Client, ClientUID: c.ClientUID, Name: info.Name, Image: info.Image, Init: info.Init, Running: info.Running}
-		switch {
-		case c.Contested:
-			v.Attribution = "unattributed: started from two sessions"
-		case !ok:
+		switch why := unattributed(c, info); {
+		case !ok && !c.Contested:
 			v.Attribution = "pending"
-		case !info.Verified:
-			v.Attribution = "unattributed: " + info.Why
+		case why != "":
+			v.Attribution = why
 		default:
 			v.Attribution = "attributed"
 		}
 		out = append(out, v)
 	}
 	return out
+}
+
+// unattributed says why a claim the engine was asked about is not ended
+// with its session ("" when it is).
+func unattributed(c sessions.Container, info containerInfo) string {
+	switch {
+	case c.Contested:
+		return "unattributed: started from two sessions"
+	case !info.Verified:
+		return "unattributed: " + info.Why
+	}
+	return ""
 }

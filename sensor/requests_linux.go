@@ -147,6 +147,9 @@ func (s *Sensor) SetEngineSockets(paths []string) error {
 		}
 	}
 	for k := range want {
+		if es.keys[k] {
+			continue // already there: no system call a second
+		}
 		if err := s.objs.EngineSockets.Update(k, uint8(1), ebpf.UpdateAny); err != nil {
 			errs = append(errs, fmt.Errorf("engine socket: %w", err))
 			delete(want, k)
