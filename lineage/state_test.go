@@ -1123,6 +1123,9 @@ func canonical(s State) State {
 	if len(s.Repaired) == 0 {
 		out.Repaired = nil
 	}
+	if len(s.Recent) == 0 {
+		out.Recent = nil // "recent":[] and no key both mean none
+	}
 	out.Stats.Gaps = nil
 	for k, v := range s.Stats.Gaps {
 		if v != 0 {
