@@ -281,6 +281,20 @@ func BootTimeNow() uint64 {
 	return uint64(ts.Nano())
 }
 
+// BootID returns the id of this boot (root/sys/kernel/random/boot_id),
+// which changes at every reboot: boot-clock times from different boots
+// are not comparable.
+func BootID(root string) (string, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	b, err := os.ReadFile(filepath.Join(root, "sys/kernel/random/boot_id"))
+	if err != nil {
+		return "", fmt.Errorf("procfs: reading the boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 // readErr wraps a read error; a process that is gone (ENOENT, or ESRCH
 // through a handle on an exited process) wraps fs.ErrNotExist.
 func readErr(pid uint32, err error) error {

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -261,13 +260,4 @@ func (f *file) close() error {
 		return fmt.Errorf("state: closing %s: %w", f.name, err)
 	}
 	return nil
-}
-
-// readBootID returns this boot's id, which changes at every reboot.
-func readBootID() (string, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return "", fmt.Errorf("state: reading boot id: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }

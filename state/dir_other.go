@@ -20,7 +20,6 @@ type entry struct {
 type file struct{}
 
 func openDir(string) (*dir, error)              { return nil, errUnsupported }
-func readBootID() (string, error)               { return "", errUnsupported }
 func (*dir) close() error                       { return errUnsupported }
 func (*dir) list() ([]entry, error)             { return nil, errUnsupported }
 func (*dir) readFile(string) ([]byte, error)    { return nil, errUnsupported }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcptrace/mcptrace/procfs"
 )
 
 // Options configure Open.
@@ -153,7 +155,7 @@ func Open(opts Options) (*Store, *Loaded, error) {
 	boot := opts.BootID
 	if boot == "" {
 		var err error
-		if boot, err = readBootID(); err != nil {
+		if boot, err = procfs.BootID(""); err != nil {
 			return nil, nil, err
 		}
 	}
