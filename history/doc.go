@@ -1,0 +1,32 @@
+// Package history is the node's journal of what happened, kept on disk
+// for forensics after the fact: every kernel process event (birth, exec
+// with its argv redacted, exit), the sessions with their members, kills
+// and containers as the agent last saw them, and notes of what the
+// journal itself lost.
+//
+// It is an embedded bbolt store (one file, history.db, in Options.Dir):
+// every batch is one transaction, written by one goroutine off the
+// agent's hot path, and committed with fsync, so a crash at any moment
+// loses at most the batch being written and never leaves a half-written
+// one. A store that cannot be opened is moved aside (history.db.corrupt-
+// TIME), said once in the log, and a new one is started: the agent runs
+// on.
+//
+// Event keys are the event's time on the wall clock, its PID and its
+// kind. The wall time is the boot-clock time plus this boot's epoch,
+// fixed the first time a boot is seen and kept in the store, so the same
+// event always has the same key: writing it again (the agent replays its
+// state journal after a restart and hands the events here once more) is
+// harmless, and events the journal had queued when the agent was killed
+// are repaired that way.
+//
+// The store is bounded by age (Options.MaxAge) and size
+// (Options.MaxBytes): the oldest records go first. The queue in front of
+// the writer is bounded too (Options.MaxQueue); what does not fit is
+// counted (Stats.Dropped) and noted in the store, never blocked on.
+//
+// What it does not do: decide who may read what (package api narrows
+// every answer to the caller), interpret session details (they are
+// stored as the agent hands them), or redact (the agent hands it argv
+// already redacted; see agent.stateArgv).
+package history

@@ -1,0 +1,481 @@
+package history
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcptrace/mcptrace/procfs"
+)
+
+// Options configure Open. Zero values take the defaults.
+type Options struct {
+	// Dir holds history.db; created 0700 when missing.
+	Dir string
+	// MaxAge and MaxBytes bound the store: older records, and the
+	// oldest records while the file would outgrow MaxBytes, are removed.
+	MaxAge   time.Duration
+	MaxBytes int64
+	// MaxQueue bounds the bytes of records waiting for the writer.
+	MaxQueue int
+	// FlushInterval is the longest a record waits for the writer.
+	FlushInterval time.Duration
+	// Now is the wall clock, BootNow the boot clock (ns) and BootID this
+	// boot's id; tests inject them.
+	Now     func() time.Time
+	BootNow func() uint64
+	BootID  string
+	Logger  *slog.Logger
+}
+
+func (o *Options) fill() error {
+	if o.Dir == "" {
+		o.Dir = DefaultDir
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultMaxAge
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxQueue <= 0 {
+		o.MaxQueue = DefaultMaxQueue
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.BootNow == nil {
+		o.BootNow = procfs.BootTimeNow
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.BootID == "" {
+		id, err := procfs.BootID("")
+		if err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		o.BootID = id
+	}
+	return nil
+}
+
+// minBytes is the smallest MaxBytes: bbolt's own pages and one batch
+// must fit.
+const minBytes = 1 << 20
+
+// Stats are the journal's counters.
+type Stats struct {
+	Events   uint64 `json:"events"`   // events written
+	Sessions uint64 `json:"sessions"` // session records written (each update counts)
+	// Dropped counts events that did not fit the queue (Options.MaxQueue)
+	// and were never written; Failed those in batches the store refused.
+	Dropped uint64 `json:"dropped"`
+	Failed  uint64 `json:"failed"`
+	Batches uint64 `json:"batches"`
+	// Pruned counts records removed by retention (age or size).
+	Pruned uint64 `json:"pruned"`
+	// FileBytes is the store's file size, InUseBytes what its records
+	// take of it.
+	FileBytes  int64 `json:"file_bytes"`
+	InUseBytes int64 `json:"in_use_bytes"`
+	// Oldest is the time of the oldest event kept.
+	Oldest time.Time `json:"oldest,omitzero"`
+	// MovedAside is the file a store that could not be opened was moved
+	// to by Open; "" when none was.
+	MovedAside string `json:"moved_aside,omitempty"`
+}
+
+// Journal is an open history store and its writer.
+type Journal struct {
+	db    *bolt.DB
+	path  string
+	opts  Options
+	epoch uint64 // this boot's wall ns at boot time 0
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	events   []Event
+	sessions []Session
+	notes    []Note
+	queued   int    // bytes in the queue
+	seq      uint64 // records queued so far
+	done     uint64 // records settled (written or failed)
+	settled  chan struct{}
+	dropped  uint64 // events dropped since the last note about it
+	closed   bool
+	wake     chan struct{}
+	stop     chan struct{}
+	finished chan struct{}
+
+	stats      statsCounters
+	movedAside string
+	lastFail   time.Time
+}
+
+type statsCounters struct {
+	events, sessions, dropped, failed, batches, pruned atomic.Uint64
+	file, inUse                                         atomic.Int64
+	oldest                                              atomic.Uint64
+}
+
+// Open opens (or creates) the store in opts.Dir and starts its writer.
+// A store bbolt cannot open, or of another format, is moved aside and a
+// new one created: the error is then nil, the log says so, and
+// Stats.MovedAside names the old file. Open fails only when no store can
+// be had at all (the directory is not writable, another agent holds it).
+func Open(opts Options) (*Journal, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	if opts.MaxBytes < minBytes {
+		return nil, fmt.Errorf("history: max-bytes %d is below the least a store needs (%d)", opts.MaxBytes, minBytes)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("history: creating %s: %w", opts.Dir, err)
+	}
+	j := &Journal{
+		path:     filepath.Join(opts.Dir, FileName),
+		opts:     opts,
+		log:      opts.Logger,
+		settled:  make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		finished: make(chan struct{}),
+	}
+	db, err := j.open()
+	if err != nil {
+		if errors.Is(err, errLocked) {
+			return nil, err
+		}
+		aside := fmt.Sprintf("%s.corrupt-%s", j.path, opts.Now().UTC().Format("20060102T150405Z"))
+		if rerr := os.Rename(j.path, aside); rerr != nil {
+			return nil, fmt.Errorf("history: %s cannot be opened (%v), nor moved aside: %w", j.path, err, rerr)
+		}
+		j.log.Error("history store could not be opened; it was moved aside and a new one started: the history before this moment is in the old file only",
+			"store", j.path, "moved_to", aside, "err", err)
+		j.movedAside = aside
+		if db, err = j.open(); err != nil {
+			return nil, err
+		}
+	}
+	j.db = db
+	if j.movedAside != "" {
+		j.notes = append(j.notes, Note{At: opts.Now(), What: "the store before this one could not be opened and was moved to " + filepath.Base(j.movedAside)})
+		j.seq++
+	}
+	j.prune()
+	go j.run()
+	return j, nil
+}
+
+var errLocked = errors.New("history: the store is in use by another process (another agent?)")
+
+// open opens the file, checks its format and this boot's epoch.
+func (j *Journal) open() (*bolt.DB, error) {
+	db, err := bolt.Open(j.path, 0o600, &bolt.Options{
+		Timeout:      time.Second,
+		FreelistType: bolt.FreelistMapType,
+		// Grow the file in small steps, so that MaxBytes bounds it.
+		InitialMmapSize: 0,
+	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s", errLocked, j.path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history: opening %s: %w", j.path, err)
+	}
+	db.AllocSize = int(min(16<<20, j.opts.MaxBytes/16))
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		switch v := meta.Get(keyFormat); {
+		case v == nil:
+			if tx.Bucket(bucketEvents) != nil {
+				return errors.New("the store has records but no format")
+			}
+			if err := meta.Put(keyFormat, binary.BigEndian.AppendUint32(nil, formatVersion)); err != nil {
+				return err
+			}
+		case len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion:
+			return fmt.Errorf("the store's format is %x, not %d", v, formatVersion)
+		}
+		for _, name := range [][]byte{bucketEvents, bucketSessions, bucketNotes, bucketBoots} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		boots := tx.Bucket(bucketBoots)
+		if v := boots.Get([]byte(j.opts.BootID)); len(v) == 8 {
+			j.epoch = binary.BigEndian.Uint64(v)
+			return nil
+		}
+		j.epoch = wallNS(j.opts.Now()) - j.opts.BootNow()
+		return boots.Put([]byte(j.opts.BootID), binary.BigEndian.AppendUint64(nil, j.epoch))
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("history: %s: %w", j.path, err)
+	}
+	return db, nil
+}
+
+// Wall is the wall time of a boot-clock time of this boot.
+func (j *Journal) Wall(boot uint64) time.Time { return time.Unix(0, int64(j.epoch+boot)) }
+
+// Boot is the boot-clock time of a wall time of this boot; 0 before it.
+func (j *Journal) Boot(t time.Time) uint64 {
+	w := wallNS(t)
+	if w < j.epoch {
+		return 0
+	}
+	return w - j.epoch
+}
+
+// Events queues kernel events (copying their data). Events that do not
+// fit the queue are dropped and counted; Events never blocks on the
+// writer.
+func (j *Journal) Events(evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	n := 0
+	for _, e := range evs {
+		n += len(e.Data)
+	}
+	buf := make([]byte, 0, n)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		j.stats.dropped.Add(uint64(len(evs)))
+		return
+	}
+	for _, e := range evs {
+		size := len(e.Data) + eventKeyLen
+		if j.queued+size > j.opts.MaxQueue {
+			j.dropped++
+			j.stats.dropped.Add(1)
+			continue
+		}
+		start := len(buf)
+		buf = append(buf, e.Data...)
+		e.Data = buf[start:len(buf):len(buf)]
+		j.events = append(j.events, e)
+		j.queued += size
+		j.seq++
+	}
+	if j.queued >= j.opts.MaxQueue/8 {
+		j.kick()
+	}
+}
+
+// PutSession queues a session record; it replaces the one with the same
+// Owner, ID and Began.
+func (j *Journal) PutSession(s Session) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	j.sessions = append(j.sessions, s)
+	j.queued += len(s.Detail) + 256
+	j.seq++
+}
+
+// AddNote queues a note.
+func (j *Journal) AddNote(n Note) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	j.notes = append(j.notes, n)
+	j.seq++
+}
+
+func (j *Journal) kick() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush returns once every record queued before the call is settled:
+// written, or counted as failed. It fails only when ctx ends first.
+func (j *Journal) Flush(ctx context.Context) error {
+	j.mu.Lock()
+	want := j.seq
+	j.mu.Unlock()
+	for {
+		j.mu.Lock()
+		done, ch := j.done, j.settled
+		j.mu.Unlock()
+		if done >= want {
+			return nil
+		}
+		j.kick()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("history: flushing: %w", ctx.Err())
+		}
+	}
+}
+
+// Close writes what is queued and closes the store.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	close(j.stop)
+	<-j.finished
+	return j.db.Close()
+}
+
+// Path is the store's file.
+func (j *Journal) Path() string { return j.path }
+
+// Stats returns the journal's counters.
+func (j *Journal) Stats() Stats {
+	s := Stats{
+		Events:     j.stats.events.Load(),
+		Sessions:   j.stats.sessions.Load(),
+		Dropped:    j.stats.dropped.Load(),
+		Failed:     j.stats.failed.Load(),
+		Batches:    j.stats.batches.Load(),
+		Pruned:     j.stats.pruned.Load(),
+		FileBytes:  j.stats.file.Load(),
+		InUseBytes: j.stats.inUse.Load(),
+		MovedAside: j.movedAside,
+	}
+	if o := j.stats.oldest.Load(); o != 0 {
+		s.Oldest = time.Unix(0, int64(o))
+	}
+	return s
+}
+
+// pruneEvery is how often retention runs besides at Open and when the
+// store grows past its bound.
+const pruneEvery = time.Minute
+
+func (j *Journal) run() {
+	defer close(j.finished)
+	tick := time.NewTicker(j.opts.FlushInterval)
+	defer tick.Stop()
+	lastPrune := time.Now()
+	for {
+		stopping := false
+		select {
+		case <-j.wake:
+		case <-tick.C:
+		case <-j.stop:
+			stopping = true
+		}
+		j.write()
+		if j.stats.inUse.Load() > j.opts.MaxBytes*3/4 || time.Since(lastPrune) >= pruneEvery {
+			j.prune()
+			lastPrune = time.Now()
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// write commits what is queued in one transaction.
+func (j *Journal) write() {
+	j.mu.Lock()
+	evs, sess, notes, upto := j.events, j.sessions, j.notes, j.seq
+	j.events, j.sessions, j.notes, j.queued = nil, nil, nil, 0
+	if j.dropped > 0 {
+		notes = append(notes, Note{At: j.opts.Now(), What: "events dropped: the queue to the writer was full", Count: j.dropped})
+		j.dropped = 0
+	}
+	j.mu.Unlock()
+	if len(evs)+len(sess)+len(notes) > 0 {
+		err := j.db.Update(func(tx *bolt.Tx) error {
+			eb := tx.Bucket(bucketEvents)
+			eb.FillPercent = 0.95 // keys arrive nearly in order
+			for _, e := range evs {
+				if err := eb.Put(eventKey(j.epoch+e.Time, e.PID, e.Kind), e.Data); err != nil {
+					return err
+				}
+			}
+			sb := tx.Bucket(bucketSessions)
+			for _, s := range sess {
+				b, err := json.Marshal(s)
+				if err != nil {
+					return err
+				}
+				if err := sb.Put(sessionKey(s.Began, s.Owner, s.ID), b); err != nil {
+					return err
+				}
+			}
+			nb := tx.Bucket(bucketNotes)
+			for _, n := range notes {
+				seq, err := nb.NextSequence()
+				if err != nil {
+					return err
+				}
+				b, err := json.Marshal(n)
+				if err != nil {
+					return err
+				}
+				if err := nb.Put(binary.BigEndian.AppendUint64(timeKey(wallNS(n.At)), seq), b); err != nil {
+					return err
+				}
+			}
+			j.sizes(tx)
+			return nil
+		})
+		if err != nil {
+			j.stats.failed.Add(uint64(len(evs) + len(sess) + len(notes)))
+			if now := time.Now(); now.Sub(j.lastFail) > time.Minute {
+				j.lastFail = now
+				j.log.Error("history: a batch could not be written; its records are lost to the history (counted in failed)",
+					"events", len(evs), "sessions", len(sess), "err", err)
+			}
+		} else {
+			j.stats.events.Add(uint64(len(evs)))
+			j.stats.sessions.Add(uint64(len(sess)))
+			j.stats.batches.Add(1)
+		}
+	}
+	j.mu.Lock()
+	j.done = upto
+	close(j.settled)
+	j.settled = make(chan struct{})
+	j.mu.Unlock()
+}
+
+// sizes records the file's size and what its records use, as of the
+// last commit (bbolt counts free pages at commit).
+func (j *Journal) sizes(tx *bolt.Tx) {
+	size := tx.Size()
+	if fi, err := os.Stat(j.path); err == nil {
+		j.stats.file.Store(fi.Size())
+	}
+	j.stats.inUse.Store(max(0, size-int64(j.db.Stats().FreeAlloc)))
+	if k, _ := tx.Bucket(bucketEvents).Cursor().First(); k != nil {
+		j.stats.oldest.Store(keyTime(k))
+	}
+}

@@ -1,0 +1,114 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Filter selects sessions: those of Owner (every owner when nil) that
+// overlap [From, To] (unbounded where zero), and, when ID is not empty,
+// with that ID.
+type Filter struct {
+	Owner    *uint32
+	ID       string
+	From, To time.Time
+}
+
+func (f Filter) match(s Session) bool {
+	if f.Owner != nil && s.Owner != *f.Owner || f.ID != "" && s.ID != f.ID {
+		return false
+	}
+	if !f.To.IsZero() && s.Began.After(f.To) {
+		return false
+	}
+	last := s.Ended
+	if last.IsZero() {
+		last = s.Written
+	}
+	return f.From.IsZero() || !last.Before(f.From)
+}
+
+// Sessions returns up to limit sessions f selects, the newest (by Began)
+// first, without their details.
+func (j *Journal) Sessions(f Filter, limit int) ([]Session, error) {
+	var out []Session
+	err := j.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketSessions).Cursor()
+		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
+			if _, owner, id, ok := parseSessionKey(k); !ok || f.Owner != nil && owner != *f.Owner || f.ID != "" && id != f.ID {
+				continue
+			}
+			var s Session
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("history: session record %x: %w", k, err)
+			}
+			if f.match(s) {
+				s.Detail = nil
+				out = append(out, s)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Session returns the newest session f selects, with its details.
+func (j *Journal) Session(f Filter) (Session, bool, error) {
+	var out Session
+	found := false
+	err := j.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketSessions).Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			if _, owner, id, ok := parseSessionKey(k); !ok || f.Owner != nil && owner != *f.Owner || f.ID != "" && id != f.ID {
+				continue
+			}
+			var s Session
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("history: session record %x: %w", k, err)
+			}
+			if f.match(s) {
+				s.Detail = bytes.Clone(s.Detail)
+				out, found = s, true
+				return nil
+			}
+		}
+		return nil
+	})
+	return out, found, err
+}
+
+// EventsBetween calls fn with the data of each event from `from` to `to`
+// (inclusive), oldest first, until fn returns false. The data is valid
+// only during the call.
+func (j *Journal) EventsBetween(from, to time.Time, fn func(at time.Time, data []byte) bool) error {
+	return j.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		end := wallNS(to)
+		for k, v := c.Seek(timeKey(wallNS(from))); k != nil && keyTime(k) <= end; k, v = c.Next() {
+			if !fn(time.Unix(0, int64(keyTime(k))), v) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Notes returns the journal's notes about itself, oldest first.
+func (j *Journal) Notes() ([]Note, error) {
+	var out []Note
+	err := j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketNotes).ForEach(func(k, v []byte) error {
+			var n Note
+			if err := json.Unmarshal(v, &n); err != nil {
+				return fmt.Errorf("history: note %x: %w", k, err)
+			}
+			out = append(out, n)
+			return nil
+		})
+	})
+	return out, err
+}

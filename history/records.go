@@ -1,0 +1,122 @@
+package history
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"time"
+)
+
+// Event is one kernel event for the journal.
+type Event struct {
+	// Time is the event's boot-clock time (ns), PID its process and Kind
+	// its lineage.EventKind: with the boot's epoch, its key.
+	Time uint64
+	PID  uint32
+	Kind uint8
+	// Data is the event as state.AppendEvent encodes it, argv redacted.
+	// Events copies it.
+	Data []byte
+}
+
+// Session is what the journal keeps of a session: a summary to list and
+// the details the agent last handed in (an api.SessionDetail in JSON, as
+// root sees it, argv redacted).
+type Session struct {
+	Owner  uint32 `json:"owner_uid"`
+	ID     string `json:"id"`
+	Origin string `json:"origin,omitempty"`
+	// Began is when the session began; with Owner and ID it names the
+	// session in the journal (IDs are reused over time).
+	Began     time.Time `json:"began"`
+	Ended     time.Time `json:"ended,omitzero"`
+	EndReason string    `json:"end_reason,omitempty"`
+	// Host is the root's program; Servers the MCP servers it ran.
+	Host    string   `json:"host,omitempty"`
+	Servers []string `json:"servers,omitempty"`
+	// Members counts the processes the session ever had that the journal
+	// saw; Killed those the enforcer killed, Survivors those it could not.
+	Members    int `json:"members"`
+	Killed     int `json:"killed"`
+	Survivors  int `json:"survivors,omitempty"`
+	Containers int `json:"containers,omitempty"`
+	// PeakRSS is the most resident memory the session's servers (and
+	// what ran for them) held together in one sample; LeakedRSS what the
+	// processes the enforcer had to kill held in their last sample.
+	PeakRSS   uint64 `json:"peak_rss_bytes,omitempty"`
+	LeakedRSS uint64 `json:"leaked_rss_bytes,omitempty"`
+	// Written is when the agent last handed the session in.
+	Written time.Time       `json:"written"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
+}
+
+// Note is something the journal says about itself: records it dropped
+// or lost, a store moved aside.
+type Note struct {
+	At    time.Time `json:"at"`
+	What  string    `json:"what"`
+	Count uint64    `json:"count,omitempty"`
+}
+
+// Key layouts (all integers big-endian, so keys sort by time):
+//
+//	events    wall ns u64 | pid u32 | kind u8
+//	sessions  began wall ns u64 | owner u32 | id
+//	notes     wall ns u64 | sequence u64
+//	boots     boot id → epoch (wall ns at boot) u64
+const (
+	eventKeyLen = 13
+	noteKeyLen  = 16
+)
+
+var (
+	bucketEvents   = []byte("events")
+	bucketSessions = []byte("sessions")
+	bucketNotes    = []byte("notes")
+	bucketBoots    = []byte("boots")
+	bucketMeta     = []byte("meta")
+	keyFormat      = []byte("format")
+)
+
+// formatVersion is the layout above; a store of another version is moved
+// aside.
+const formatVersion = 1
+
+func eventKey(wall uint64, pid uint32, kind uint8) []byte {
+	k := make([]byte, eventKeyLen)
+	binary.BigEndian.PutUint64(k, wall)
+	binary.BigEndian.PutUint32(k[8:], pid)
+	k[12] = kind
+	return k
+}
+
+func sessionKey(began time.Time, owner uint32, id string) []byte {
+	k := make([]byte, 12, 12+len(id))
+	binary.BigEndian.PutUint64(k, wallNS(began))
+	binary.BigEndian.PutUint32(k[8:], owner)
+	return append(k, id...)
+}
+
+func parseSessionKey(k []byte) (began uint64, owner uint32, id string, ok bool) {
+	if len(k) < 12 {
+		return 0, 0, "", false
+	}
+	return binary.BigEndian.Uint64(k), binary.BigEndian.Uint32(k[8:]), string(k[12:]), true
+}
+
+// keyTime is the wall time (ns) every key of events, sessions and notes
+// starts with; 0 for a key too short to hold one.
+func keyTime(k []byte) uint64 {
+	if len(k) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k)
+}
+
+func timeKey(ns uint64) []byte { return binary.BigEndian.AppendUint64(nil, ns) }
+
+func wallNS(t time.Time) uint64 {
+	if t.IsZero() || t.UnixNano() < 0 {
+		return 0
+	}
+	return uint64(t.UnixNano())
+}

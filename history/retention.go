@@ -1,0 +1,111 @@
+package history
+
+import (
+	"encoding/json"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Retention: records older than MaxAge go, and while the records use
+// more than 3/4 of MaxBytes the oldest go until they use 5/8 of it, so
+// the file (records, free pages bbolt reuses, and one growth step of
+// MaxBytes/16) stays within MaxBytes. Events and notes go by their time,
+// sessions by the last time the agent wrote them: a session still
+// running keeps its record however long ago it began.
+
+// maxDeletesPerTx bounds one retention transaction.
+const maxDeletesPerTx = 100_000
+
+func (j *Journal) prune() {
+	cutoff := wallNS(j.opts.Now().Add(-j.opts.MaxAge))
+	j.trim(func(_ *bolt.Tx) uint64 { return cutoff })
+	for range 16 {
+		over := j.stats.inUse.Load() - j.opts.MaxBytes*5/8
+		if j.stats.inUse.Load() <= j.opts.MaxBytes*3/4 || over <= 0 {
+			return
+		}
+		// The time before which the oldest records take `over` bytes.
+		if !j.trim(func(tx *bolt.Tx) uint64 { return timeOfBytes(tx, over) }) {
+			return
+		}
+	}
+}
+
+// trim removes, in one transaction, the records older than the time
+// before(tx) gives; it reports whether it removed any.
+func (j *Journal) trim(before func(*bolt.Tx) uint64) bool {
+	removed := 0
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		t := before(tx)
+		for _, name := range [][]byte{bucketEvents, bucketNotes} {
+			c := tx.Bucket(name).Cursor()
+			for k, _ := c.First(); k != nil && keyTime(k) < t && removed < maxDeletesPerTx; k, _ = c.First() {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				removed++
+			}
+		}
+		sb := tx.Bucket(bucketSessions)
+		var gone [][]byte
+		err := sb.ForEach(func(k, v []byte) error {
+			if keyTime(k) >= t {
+				return nil
+			}
+			var w struct {
+				Written time.Time `json:"written"`
+			}
+			if json.Unmarshal(v, &w) != nil || wallNS(w.Written) < t {
+				gone = append(gone, k)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range gone {
+			if err := sb.Delete(k); err != nil {
+				return err
+			}
+			removed++
+		}
+		j.sizes(tx)
+		return nil
+	})
+	if err != nil {
+		j.log.Error("history: retention could not remove old records", "err", err)
+		return false
+	}
+	j.stats.pruned.Add(uint64(removed))
+	if removed > 0 {
+		// The counts of free pages are those of this commit; the next
+		// commit sees them as free.
+		_ = j.db.Update(func(tx *bolt.Tx) error { j.sizes(tx); return nil })
+	}
+	return removed > 0
+}
+
+// perRecord is what bbolt spends on a record besides its key and value
+// (its element header in a leaf page, and page slack).
+const perRecord = 24
+
+// timeOfBytes is the time before which the oldest events take at least
+// n bytes. When all events take less, it is past the newest event and
+// the oldest session.
+func timeOfBytes(tx *bolt.Tx, n int64) uint64 {
+	var sum int64
+	var last uint64
+	c := tx.Bucket(bucketEvents).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		sum += int64(len(k) + len(v) + perRecord)
+		last = keyTime(k) + 1
+		if sum >= n {
+			return last
+		}
+	}
+	if k, _ := tx.Bucket(bucketSessions).Cursor().First(); k != nil {
+		last = max(last, keyTime(k)+1)
+	}
+	return last
+}
