@@ -128,8 +128,8 @@ type Journal struct {
 
 type statsCounters struct {
 	events, sessions, dropped, failed, batches, pruned atomic.Uint64
-	file, inUse                                         atomic.Int64
-	oldest                                              atomic.Uint64
+	file, inUse                                        atomic.Int64
+	oldest                                             atomic.Uint64
 }
 
 // Open opens (or creates) the store in opts.Dir and starts its writer.
