@@ -149,14 +149,10 @@ func sessionVisible(c Caller, s sessions.Session) bool { return c.Root() || s.Ow
 // began).
 func killVisible(c Caller, r enforcer.KillRecord) bool { return c.Root() || r.UID == c.UID }
 
-// kills returns the records of sess that c may see, reading only that
-// session's records.
-func (s *Server) kills(c Caller, sess sessions.Session) []Kill {
-	if s.Enforcer == nil {
-		return nil
-	}
+// killsFor returns the records c may see, as Kills.
+func killsFor(c Caller, recs []enforcer.KillRecord) []Kill {
 	var out []Kill
-	for _, r := range s.Enforcer.SessionRecords(sess.Owner, sess.ID) {
+	for _, r := range recs {
 		if !killVisible(c, r) {
 			continue
 		}
@@ -180,25 +176,36 @@ type outcome struct {
 }
 
 func (s *Server) outcome(c Caller, sess sessions.Session) outcome {
-	o := outcome{reports: map[uint32]enforcer.Report{}}
-	if s.Report != nil {
-		gens := []uint32{0}
-		for _, m := range sess.Markers {
-			gens = append(gens, m.Ended)
-		}
-		for _, g := range gens {
-			if r, ok := s.Report(sessions.EndingKey(sess, g)); ok {
-				o.reports[g] = r
-			}
+	o := outcome{reports: s.reports(sess)}
+	if s.Enforcer != nil {
+		o.kills = killsFor(c, s.Enforcer.SessionRecords(sess.Owner, sess.ID))
+	}
+	return o
+}
+
+// reports returns the enforcer's reports of sess's endings, by
+// generation, without their records.
+func (s *Server) reports(sess sessions.Session) map[uint32]enforcer.Report {
+	out := map[uint32]enforcer.Report{}
+	if s.Report == nil {
+		return out
+	}
+	gens := []uint32{0}
+	for _, m := range sess.Markers {
+		gens = append(gens, m.Ended)
+	}
+	for _, g := range gens {
+		if r, ok := s.Report(sessions.EndingKey(sess, g)); ok {
+			r.Records = nil
+			out[g] = r
 		}
 	}
-	o.kills = s.kills(c, sess)
-	return o
+	return out
 }
 
 // info is a session's summary with the counts of its members given and of
 // the kills in o: callers pass only what the caller may see.
-func (s *Server) info(c Caller, sess sessions.Session, members, alive int, o outcome) SessionInfo {
+func info(c Caller, sess sessions.Session, members, alive int, o outcome) SessionInfo {
 	sess.Markers = markersFor(c, sess.Markers)
 	if !c.Root() && sess.Parent != "" && sess.ParentOwner != c.UID {
 		// Nested in another owner's session (a tenant's tool under a
@@ -292,7 +299,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 		func(sess sessions.Session) bool { return sessionVisible(c, sess) },
 		func(p lineage.Process) bool { return processVisible(c, p) })
 	for _, l := range listed {
-		out = append(out, s.info(c, l.Session, l.Members, l.Alive, s.outcome(c, l.Session)))
+		out = append(out, info(c, l.Session, l.Members, l.Alive, s.outcome(c, l.Session)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -348,61 +355,8 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Members and kill records of other uids are neither shown nor
-	// counted to a caller other than root.
-	procs := visible(c, s.Sessions.Members(sess.Ref()))
-	o := s.outcome(c, sess)
-	alive := 0
-	for _, p := range procs {
-		if !p.Exited {
-			alive++
-		}
-	}
-	info := s.info(c, sess, len(procs), alive, o)
-	members := len(procs)
-	var cs []Container
-	if s.Containers != nil {
-		for _, ct := range s.Containers(sess) {
-			if c.Root() || ct.ClientUID == c.UID {
-				cs = append(cs, ct)
-			}
-		}
-	}
-	var from []int // for each container process: the index of its container
-	for i, ct := range cs {
-		if ct.Init.IsZero() {
-			continue
-		}
-		for _, p := range visible(c, s.Graph.Descendants(ct.Init)) {
-			procs = append(procs, p)
-			from = append(from, i)
-		}
-	}
-	present(c, wantsRaw(c, r), procs)
-	if s.Refresh != nil {
-		s.Refresh(procs)
-	}
-	gens := s.Sessions.Generations(sess.Ref(), procs)
-	rs := roles.Classify(sess.Root, sess.SparesRoot(), procs[:members])
-	clientGen := map[lineage.ID]uint32{}
-	for i, p := range procs[:members] {
-		clientGen[p.ID] = gens[i]
-	}
-	for j, i := range from {
-		ct := cs[i]
-		name := roles.ImageName(ct.Image)
-		rs = append(rs, roles.Member{Role: roles.Container, Server: name, Named: name != ""})
-		gens[members+j] = clientGen[ct.Client]
-	}
-	writeJSON(w, http.StatusOK, SessionDetail{
-		Now:         s.Now(),
-		Session:     info,
-		Processes:   procs,
-		Generations: gens,
-		Roles:       rs,
-		Endings:     endings(c, sess, o),
-		Kills:       o.kills,
-		Containers:  cs,
-	})
+	// counted to a caller other than root (Detail).
+	writeJSON(w, http.StatusOK, Detail(c, s.Record(sess), wantsRaw(c, r)))
 }
 
 // callerNode finds the caller's own process in the graph: the agent first

@@ -12,6 +12,7 @@ import (
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/exporter"
+	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/procmatch"
@@ -36,7 +37,19 @@ type Config struct {
 	State      State
 	Metrics    Metrics
 	Containers Containers
+	History    History
 	Log        Log
+}
+
+// History configures the journal of what happened on the node, kept on
+// disk for forensics (mcptrace history, tree --session of past sessions).
+type History struct {
+	// Dir holds the store (history.dir); "" keeps no history.
+	Dir string
+	// MaxAge is how long records are kept (history.max-age).
+	MaxAge time.Duration
+	// MaxBytes bounds the store's file (history.max-bytes).
+	MaxBytes int
 }
 
 // Containers configures the attribution of containers that session
@@ -225,6 +238,11 @@ func Default() Config {
 			IdleAfter:      exporter.DefaultIdleAfter,
 		},
 		Containers: Containers{EngineSocket: containers.DefaultEngineSocket},
+		History: History{
+			Dir:      history.DefaultDir,
+			MaxAge:   history.DefaultMaxAge,
+			MaxBytes: history.DefaultMaxBytes,
+		},
 		State: State{
 			Dir:                state.DefaultDir,
 			CheckpointInterval: state.DefaultCheckpointInterval,
@@ -326,6 +344,17 @@ func (c *Config) options() []option {
 				}
 				return absPath(c.Containers.EngineSocket)
 			}},
+		{"history.dir", "where the journal of every session, process and kill is kept on disk for `mcptrace history` and past sessions' trees (argv redacted); empty: no history", &c.History.Dir,
+			func() error {
+				if c.History.Dir == "" {
+					return nil
+				}
+				return absPath(c.History.Dir)
+			}},
+		{"history.max-age", "how long the history keeps records", &c.History.MaxAge,
+			func() error { return between(c.History.MaxAge, time.Minute, 366*24*time.Hour) }},
+		{"history.max-bytes", "most bytes the history's store takes on disk; past it the oldest records go first", &c.History.MaxBytes,
+			func() error { return between(c.History.MaxBytes, history.MinBytes, 1<<40) }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,

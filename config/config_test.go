@@ -281,6 +281,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 			"sessions.within-pid",              // 0 (the whole node) is valid
 			"metrics.listen-address",           // "" (no metrics) is valid
 			"containers.engine-socket",         // "" (attribution off) is valid
+			"history.dir",                      // "" (no history) is valid
 			"enforcer.reap-superseded-after",   // 0 (never) is valid
 			"sessions.rules", "enforcer.spare": // no rules is valid
 			continue
@@ -304,6 +305,9 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"bpf.pin-dir":                    "/sys/fs/bpf/mcptrace",
 		"state.dir":                      "/run/mcptrace/state",
 		"state.checkpoint-interval":      "30s",
+		"history.dir":                    "/var/lib/mcptrace/history",
+		"history.max-age":                "168h0m0s",
+		"history.max-bytes":              "268435456",
 		"lineage.retention":              "5m0s",
 		"lineage.proc-root":              "/proc",
 		"lineage.repair-interval":        "1s",

@@ -73,9 +73,9 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// minBytes is the smallest MaxBytes: bbolt's own pages and one batch
+// MinBytes is the smallest MaxBytes: bbolt's own pages and one batch
 // must fit.
-const minBytes = 1 << 20
+const MinBytes = 1 << 20
 
 // Stats are the journal's counters.
 type Stats struct {
@@ -141,8 +141,8 @@ func Open(opts Options) (*Journal, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	if opts.MaxBytes < minBytes {
-		return nil, fmt.Errorf("history: max-bytes %d is below the least a store needs (%d)", opts.MaxBytes, minBytes)
+	if opts.MaxBytes < MinBytes {
+		return nil, fmt.Errorf("history: max-bytes %d is below the least a store needs (%d)", opts.MaxBytes, MinBytes)
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("history: creating %s: %w", opts.Dir, err)
