@@ -16,6 +16,7 @@ import (
 	"github.com/mcptrace/mcptrace/containers"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/exporter"
+	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/internal/quota"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
@@ -76,7 +77,13 @@ type Options struct {
 	// sessions start are attributed and ended
 	// (containers.DefaultEngineSocket); "-" turns attribution off.
 	ContainerEngineSocket string
-	Logger                *slog.Logger
+	// HistoryDir holds the history journal (history.DefaultDir); "-"
+	// keeps none. HistoryMaxAge and HistoryMaxBytes bound it (zero: the
+	// history package's defaults).
+	HistoryDir      string
+	HistoryMaxAge   time.Duration
+	HistoryMaxBytes int64
+	Logger          *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -112,6 +119,9 @@ func (o *Options) defaults() {
 	}
 	if o.ContainerEngineSocket == "" {
 		o.ContainerEngineSocket = containers.DefaultEngineSocket
+	}
+	if o.HistoryDir == "" {
+		o.HistoryDir = history.DefaultDir
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -173,6 +183,9 @@ type Agent struct {
 	// containers is the container engine and what it said about the
 	// containers sessions claim (containers_linux.go).
 	containers *containerState
+	// hist is the history journal and what was recorded in it
+	// (history_linux.go).
+	hist historyState
 
 	// endCtx bounds enforcement; the agent cancels it when it stops,
 	// and what was under way resumes at the next start.
@@ -261,6 +274,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := sensor.Preflight(); err != nil {
 		return err
 	}
+	// The history first: the state's replay hands it the events a crash
+	// may have taken from it.
+	a.openHistory()
+	defer a.closeHistory()
 	if err := a.load(); err != nil {
 		return err
 	}
@@ -360,6 +377,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Status:   a.Status,
 
 		Containers: a.sessionContainers,
+		History:    a.History,
 		Now:        procfs.BootTimeNow,
 		Log:        a.opts.Logger.With("component", "api"),
 
@@ -381,7 +399,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.watchContainers(ctx)
 	}()
-	if ml != nil || a.opts.ReapSupersededAfter > 0 {
+	hctx, hcancel := context.WithCancel(context.Background())
+	hdone := make(chan struct{})
+	go func() {
+		defer close(hdone)
+		a.recordHistory(hctx)
+	}()
+	if ml != nil || a.opts.ReapSupersededAfter > 0 || a.hist.j != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -418,6 +442,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if cerr := a.checkpoint(); cerr != nil {
 		a.log.Error("final checkpoint failed; the next start replays the journal", "err", cerr)
 	}
+	// The last records of the sessions, after the last endings' reports.
+	hcancel()
+	<-hdone
 	os.Remove(a.opts.Socket)
 	if err != nil && !errors.Is(err, sensor.ErrClosed) {
 		return err

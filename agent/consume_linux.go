@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/sessions"
@@ -26,6 +27,7 @@ func (a *Agent) consume() error {
 	debug := a.log.Enabled(context.Background(), slog.LevelDebug-4)
 	recs := make([]state.Record, 0, maxBatch)
 	var enc []byte // the batch's journal records, encoded back to back; reused
+	var hev []history.Event
 	for {
 		b, err := a.sensor.ReadBatch(maxBatch)
 		if errors.Is(err, sensor.ErrClosed) {
@@ -49,6 +51,10 @@ func (a *Agent) consume() error {
 			rec, enc = eventRecord(enc, ev)
 			recs = append(recs, rec)
 		}
+		// To the history before the state journal: a checkpoint's cut
+		// then comes after every event the history was handed
+		// (flushHistory).
+		hev = a.historyEvents(b.Events, func(i int) []byte { return recs[i].Data }, hev)
 		a.hold.wait()
 		a.mu.Lock()
 		var acts []sessions.Action

@@ -211,6 +211,9 @@ func (a *Agent) replay(rec state.Record) error {
 		a.graph.Apply(ev)
 		a.countEvent(ev.Kind)
 		a.markPending(a.tracker.Observe(ev))
+		// The history may have lost it to a crash; the same event is
+		// the same record there.
+		a.historyEvents([]lineage.Event{ev}, func(int) []byte { return rec.Data }, nil)
 	case recOp:
 		var op sessions.Op
 		if err := json.Unmarshal(rec.Data, &op); err != nil {
@@ -400,6 +403,9 @@ func (a *Agent) checkpoint() (err error) {
 			a.mu.Unlock()
 		}
 	}()
+	// Events before the cut leave the state journal with this
+	// checkpoint: the history must hold them first.
+	a.flushHistory()
 	redactGraph(&doc.Graph)
 	b, err := json.Marshal(doc)
 	if err != nil {

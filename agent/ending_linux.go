@@ -86,6 +86,10 @@ func (a *Agent) start(act sessions.Action) {
 	go func() {
 		defer a.ending.Done()
 		rep := a.enf.End(a.endCtx, en)
+		// The history's record while the containers this ending stopped
+		// are still the session's; the one with its report follows.
+		a.recordSession(s)
+		defer a.kickHistory()
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		delete(a.running, key)

@@ -112,6 +112,14 @@ func (a *Agent) Sample() exporter.Picture {
 		}
 		v.Members = append(v.Members, a.containerMembers(s, active, sm)...)
 		views = append(views, v)
+		var ids []lineage.ID
+		var rss []uint64
+		for _, m := range v.Members {
+			if m.Role != roles.Host {
+				ids, rss = append(ids, m.ID), append(rss, m.RSSBytes)
+			}
+		}
+		a.noteUsage(s, ids, rss)
 	}
 	for id, seen := range sm.io {
 		if seen.seq != sm.seq {

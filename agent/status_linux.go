@@ -28,6 +28,7 @@ func (a *Agent) Status() api.Status {
 		Lost:          map[string]uint64{},
 		Gaps:          gapCounts(gs),
 		Recovered:     map[string]uint64{},
+		History:       a.historyStatus(),
 	}
 	for _, k := range eventKinds {
 		st.Events[k.String()] = a.events[k].Load()

@@ -136,6 +136,60 @@ func (c *Client) Session(ctx context.Context, id string, owner *uint32) (Session
 	return out, c.get(ctx, sessionPath(id, "", owner), &out)
 }
 
+// SessionAt returns session id as the history recorded it, the one with
+// that ID at time at (owner's, when not nil).
+func (c *Client) SessionAt(ctx context.Context, id string, owner *uint32, at time.Time) (SessionDetail, error) {
+	var out SessionDetail
+	p := sessionPath(id, "", owner)
+	sep := "?"
+	if owner != nil {
+		sep = "&"
+	}
+	return out, c.get(ctx, p+sep+"at="+url.QueryEscape(at.UTC().Format(time.RFC3339Nano)), &out)
+}
+
+// TreeAt returns pid and what it created as the history has them at
+// time at.
+func (c *Client) TreeAt(ctx context.Context, pid uint32, at time.Time) (ProcessList, error) {
+	var out ProcessList
+	return out, c.get(ctx, "/v1/tree/"+strconv.FormatUint(uint64(pid), 10)+"?at="+url.QueryEscape(at.UTC().Format(time.RFC3339Nano)), &out)
+}
+
+// HistoryQuery selects sessions of the history (GET /v1/history).
+type HistoryQuery struct {
+	From, To time.Time
+	ID       string
+	Owner    *uint32
+	Limit    int
+}
+
+// History lists the sessions of the history the caller may see, newest
+// first.
+func (c *Client) History(ctx context.Context, q HistoryQuery) (HistoryList, error) {
+	v := url.Values{}
+	if !q.From.IsZero() {
+		v.Set("from", q.From.UTC().Format(time.RFC3339Nano))
+	}
+	if !q.To.IsZero() {
+		v.Set("to", q.To.UTC().Format(time.RFC3339Nano))
+	}
+	if q.ID != "" {
+		v.Set("id", q.ID)
+	}
+	if q.Owner != nil {
+		v.Set("owner", strconv.FormatUint(uint64(*q.Owner), 10))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out HistoryList
+	p := "/v1/history"
+	if len(v) > 0 {
+		p += "?" + v.Encode()
+	}
+	return out, c.get(ctx, p, &out)
+}
+
 // sessionPath is the API path of session id (owner's, when not nil),
 // then tail.
 func sessionPath(id, tail string, owner *uint32) string {

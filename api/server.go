@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/ratelog"
+	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/sessions"
@@ -43,6 +44,9 @@ type Server struct {
 	// Containers gives the containers members of a session started, with
 	// what the engine said of them. Optional.
 	Containers func(sessions.Session) []Container
+	// History is the journal past sessions are read from; an error says
+	// why there is none. Optional.
+	History func() (*history.Journal, error)
 	Now        func() uint64 // CLOCK_BOOTTIME ns
 	Log        *slog.Logger
 	// MaxConnections and MaxConnectionsPerUID cap the open connections of
@@ -128,7 +132,7 @@ func (s *Server) handler() http.Handler {
 		h       http.HandlerFunc
 	}{
 		{"GET /v1/processes", s.handleProcesses},
-		{"GET /v1/tree/{pid}", s.handleRelatives((*lineage.Graph).Descendants)},
+		{"GET /v1/tree/{pid}", s.handleTree},
 		{"GET /v1/ancestors/{pid}", s.handleRelatives((*lineage.Graph).Ancestors)},
 		{"GET /v1/status", s.handleStatus},
 		{"GET /v1/sessions", s.handleSessions},
@@ -136,6 +140,7 @@ func (s *Server) handler() http.Handler {
 		{"POST /v1/sessions", s.handleBegin},
 		{"POST /v1/sessions/{id}/end", s.handleEnd},
 		{"POST /v1/mark", s.handleMark},
+		{"GET /v1/history", s.handleHistory},
 	}
 	s.requestsOnce.Do(func() {
 		s.requests = make(map[string]*atomic.Uint64, len(routes)+1)
@@ -433,6 +438,30 @@ func (s *Server) handleRelatives(query func(*lineage.Graph, lineage.ID) []lineag
 		}
 		s.list(w, r, c, query(s.Graph, p.ID))
 	}
+}
+
+// handleTree answers with the {pid} node and its descendants; with
+// ?at=TIME, as the history has them at that time.
+func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query().Get("at")
+	if v == "" {
+		s.handleRelatives((*lineage.Graph).Descendants)(w, r)
+		return
+	}
+	c, ok := s.caller(w, r)
+	if !ok {
+		return
+	}
+	at, ok := timeParam(w, v, "at")
+	if !ok {
+		return
+	}
+	pid, err := strconv.ParseUint(r.PathValue("pid"), 10, 32)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("pid %q is not a process id", ratelog.Field(r.PathValue("pid"))))
+		return
+	}
+	s.pastTree(w, c, uint32(pid), at)
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +63,10 @@ type SessionDetail struct {
 	// members in Processes, with role container and the image as their
 	// server, and the generation of the client that started it.
 	Containers []Container `json:"containers,omitempty"`
+	// Recorded is set when the answer comes from the history: when the
+	// agent last recorded the session (it no longer holds it, or the
+	// caller asked for a time with ?at=).
+	Recorded time.Time `json:"recorded,omitzero"`
 }
 
 // Container is a container a member of a session started.
@@ -349,9 +352,25 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	at, ok := timeParam(w, r.URL.Query().Get("at"), "at")
+	if !ok {
+		return
+	}
+	if !at.IsZero() {
+		s.pastSession(w, c, r.PathValue("id"), owner, at)
+		return
+	}
 	sess, err := s.Sessions.Resolve(c.UID, r.PathValue("id"), owner)
-	if err != nil || !sessionVisible(c, sess) {
-		s.refuse(w, c, r.PathValue("id"), cmp.Or(err, sessions.ErrNoSession))
+	if err == nil && !sessionVisible(c, sess) {
+		err = sessions.ErrNoSession
+	}
+	if errors.Is(err, sessions.ErrNoSession) && sessions.ValidID(r.PathValue("id")) {
+		// Not in memory (any more): the history may hold it.
+		s.pastSession(w, c, r.PathValue("id"), owner, time.Time{})
+		return
+	}
+	if err != nil {
+		s.refuse(w, c, r.PathValue("id"), err)
 		return
 	}
 	// Members and kill records of other uids are neither shown nor

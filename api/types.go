@@ -66,6 +66,8 @@ type Status struct {
 	// Containers says whether containers that sessions start are
 	// attributed and ended with them, and why not.
 	Containers ContainerStatus `json:"containers"`
+	// History is the journal of sessions kept on disk.
+	History HistoryStatus `json:"history"`
 }
 
 // ContainerStatus is container attribution and the engine it asks.

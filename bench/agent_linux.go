@@ -20,7 +20,9 @@ import (
 type agentDirs struct {
 	pinDir   string
 	stateDir string
-	socket   string
+	// historyDir is on disk, as the default history.dir is.
+	historyDir string
+	socket     string
 }
 
 // newAgentDirs returns fresh private places under tmp (the state under
@@ -28,9 +30,10 @@ type agentDirs struct {
 func newAgentDirs(tmp, shm string, n int) agentDirs {
 	name := fmt.Sprintf("agent%d", n)
 	return agentDirs{
-		pinDir:   fmt.Sprintf("/sys/fs/bpf/mcptrace-bench-%d-%d", os.Getpid(), n),
-		stateDir: filepath.Join(shm, name, "state"),
-		socket:   filepath.Join(tmp, name, "api.sock"),
+		pinDir:     fmt.Sprintf("/sys/fs/bpf/mcptrace-bench-%d-%d", os.Getpid(), n),
+		stateDir:   filepath.Join(shm, name, "state"),
+		historyDir: filepath.Join(tmp, name, "history"),
+		socket:     filepath.Join(tmp, name, "api.sock"),
 	}
 }
 
@@ -69,6 +72,7 @@ func (b *bench) startAgent(ctx context.Context, dirs agentDirs, extra ...string)
 		"--sessions.default-rules=false",
 		"--bpf.pin-dir", dirs.pinDir,
 		"--state.dir", dirs.stateDir,
+		"--history.dir", dirs.historyDir,
 		"--api.socket", dirs.socket,
 		"--log.level", b.agentLogLevel,
 		// Metrics on, as by default, on a port of their own.

@@ -27,6 +27,11 @@ func (b *bench) configs() []config {
 		{"mcptrace, no containers", func(ctx context.Context) (func() error, error) {
 			return b.startAgentWithSessions(ctx, "--containers.engine-socket=")
 		}},
+		// The same without the history journal, which writes every
+		// event to disk: its price, side by side.
+		{"mcptrace, no history", func(ctx context.Context) (func() error, error) {
+			return b.startAgentWithSessions(ctx, "--history.dir=")
+		}},
 		{"bpftrace", b.startBpftrace},
 		{"forkstat", b.startForkstat},
 	}

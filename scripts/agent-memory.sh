@@ -23,7 +23,7 @@ pids=$dir/pids
 touch "$pids"
 
 "$bin" agent --sessions.within-pid $$ --sessions.default-rules=false --bpf.pin-dir "$pin" \
-	--state.dir "$dir/state" --api.socket "$sock" --log.level warn &
+	--state.dir "$dir/state" --history.dir "$dir/history" --api.socket "$sock" --log.level warn &
 agent=$!
 cleanup() {
 	xargs -r kill -9 <"$pids" 2>/dev/null || true

@@ -38,14 +38,18 @@ func agentOptions(cfg config.Config, log *slog.Logger) (agent.Options, error) {
 		SampleInterval:          cfg.Metrics.SampleInterval,
 		IdleAfter:               cfg.Metrics.IdleAfter,
 		ReapSupersededAfter:     cfg.Enforcer.ReapSupersededAfter,
-		ContainerEngineSocket:   engineSocket(cfg.Containers.EngineSocket),
+		ContainerEngineSocket:   offAsDash(cfg.Containers.EngineSocket),
+		HistoryDir:              offAsDash(cfg.History.Dir),
+		HistoryMaxAge:           cfg.History.MaxAge,
+		HistoryMaxBytes:         int64(cfg.History.MaxBytes),
 		Logger:                  log,
 	}, nil
 }
 
-// engineSocket is containers.engine-socket as agent.Options takes it:
-// empty (off) is "-".
-func engineSocket(s string) string {
+// offAsDash is an option that an empty value turns off
+// (containers.engine-socket, history.dir) as agent.Options takes it:
+// empty there means the default, "-" off.
+func offAsDash(s string) string {
 	if s == "" {
 		return "-"
 	}

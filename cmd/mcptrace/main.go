@@ -10,6 +10,7 @@
 //	mcptrace session begin --pid PID [--id ID]
 //	mcptrace session end ID                   end a session, its root included
 //	mcptrace sessions                         list sessions
+//	mcptrace history [--since 24h]            list past sessions from the history
 //	mcptrace uninstall                        detach the pinned programs, forget the state
 //
 // This file only wires packages together; see docs/ARCHITECTURE.md.
@@ -47,7 +48,7 @@ type usageError struct{ error }
 
 func newRoot() *cobra.Command {
 	return newRootWith(newAgentCmd(), newTreeCmd(), newStatusCmd(),
-		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newUninstallCmd())
+		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newUninstallCmd())
 }
 
 // newRootWith is the root command with these subcommands.

@@ -35,6 +35,7 @@ func newTreeCmd() *cobra.Command {
 		raw        bool
 		width      int
 		verbose    bool
+		at         string
 	)
 	cmd := &cobra.Command{
 		Use:   "tree [PID]",
@@ -47,7 +48,12 @@ func newTreeCmd() *cobra.Command {
                                  children of wrappers that already exited
   mcptrace tree --ancestors PID  the creator chain from PID up to init
   mcptrace tree --session ID     the members of a session, with what the
-                                 enforcer did to each
+                                 enforcer did to each; a session the agent
+                                 no longer holds comes from its history
+  mcptrace tree --session ID --at TIME
+                                 the session with that ID at that time
+  mcptrace tree PID --at TIME    PID and what it had created at that time,
+                                 from the history of sessions
 
 Exited processes stay in the graph while something they created lives, and
 are shown as exited so the chain is never broken. Secrets in command lines
@@ -78,12 +84,25 @@ uid. Root may ask for raw command lines with --raw.`,
 					selectors++
 				}
 			}
+			var when time.Time
+			if at != "" {
+				if when, err = parseWhen(at, time.Now()); err != nil {
+					return usageError{fmt.Errorf("--at: %w", err)}
+				}
+				if cmd.Flags().Changed("ancestors") || selectors == 0 {
+					return usageError{fmt.Errorf("--at goes with PID or --session ID: the history keeps sessions and what they started")}
+				}
+			}
 			switch {
 			case selectors > 1:
 				return usageError{fmt.Errorf("give one of PID, --ancestors PID, --session ID")}
 			case cmd.Flags().Changed("session"):
 				var d api.SessionDetail
-				d, err = c.Session(ctx, session, ownerOf(cmd, owner))
+				if at != "" {
+					d, err = c.SessionAt(ctx, session, ownerOf(cmd, owner), when)
+				} else {
+					d, err = c.Session(ctx, session, ownerOf(cmd, owner))
+				}
 				if !asJSON {
 					placeContainers(d)
 				}
@@ -104,7 +123,11 @@ uid. Root may ask for raw command lines with --raw.`,
 				if perr != nil {
 					return usageError{fmt.Errorf("PID %q is not a process id", args[0])}
 				}
-				list, err = c.Tree(ctx, uint32(pid))
+				if at != "" {
+					list, err = c.TreeAt(ctx, uint32(pid), when)
+				} else {
+					list, err = c.Tree(ctx, uint32(pid))
+				}
 			default:
 				list, err = c.Processes(ctx)
 			}
@@ -132,6 +155,12 @@ uid. Root may ask for raw command lines with --raw.`,
 			if cmd.Flags().Changed("ancestors") {
 				return treeview.Chain(out, list.Processes, opts)
 			}
+			if detail != nil && !detail.Recorded.IsZero() {
+				fmt.Fprintf(out, "from the history, as recorded %s\n", detail.Recorded.Local().Format(timeLayout))
+			}
+			if at != "" && detail == nil {
+				fmt.Fprintf(out, "from the history, as at %s\n", when.Local().Format(timeLayout))
+			}
 			if err := treeview.Tree(out, list.Processes, opts); err != nil {
 				return err
 			}
@@ -146,6 +175,7 @@ uid. Root may ask for raw command lines with --raw.`,
 	f.Uint32Var(&ancestors, "ancestors", 0, "show the creator chain of `PID` up to init instead of a tree")
 	f.StringVar(&session, "session", "", "show the members of session `ID`, marking what the enforcer did")
 	f.Uint32Var(&owner, "owner", 0, "with --session: "+ownerUsage)
+	f.StringVar(&at, "at", "", "with PID or --session: as the history has it at `TIME` (a duration ago, 90m, or a time, 2026-11-26T09:00:00Z)")
 	f.BoolVar(&asJSON, "json", false, "print the processes as JSON for machines")
 	f.BoolVar(&kernel, "kernel-threads", false, "include kernel threads")
 	f.BoolVar(&noChain, "no-chain", false, "show only each process's current program, not its exec chain")

@@ -63,6 +63,11 @@ func Start(t testing.TB, opts agent.Options) *agent.Agent {
 	if opts.StateDir == "" {
 		opts.StateDir = StateDir(t)
 	}
+	if opts.HistoryDir == "" {
+		// Every test agent keeps a history, as the default agent does,
+		// in a directory of its own.
+		opts.HistoryDir = HistoryDir(t)
+	}
 	if opts.Logger == nil {
 		level := slog.LevelWarn
 		level.UnmarshalText([]byte(os.Getenv("MCPTRACE_TEST_LOG")))
@@ -128,9 +133,15 @@ func PinDir(t testing.TB) string {
 
 // StateDir returns a private state directory (state.dir) for one test's
 // agents, removed when the test ends.
-func StateDir(t testing.TB) string {
+func StateDir(t testing.TB) string { return tempDir(t, "mcptrace-state-") }
+
+// HistoryDir returns a private history directory (history.dir) for one
+// test's agents, removed when the test ends.
+func HistoryDir(t testing.TB) string { return tempDir(t, "mcptrace-history-") }
+
+func tempDir(t testing.TB, pattern string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "mcptrace-state-")
+	dir, err := os.MkdirTemp("", pattern)
 	if err != nil {
 		t.Fatal(err)
 	}

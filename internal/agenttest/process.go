@@ -26,6 +26,8 @@ type Process struct {
 	Socket   string
 	PinDir   string
 	StateDir string
+	// HistoryDir is the agent's history.dir, kept across restarts.
+	HistoryDir string
 	// Args are the flags every start passes after the private ones.
 	Args []string
 
@@ -46,12 +48,13 @@ func StartProcess(t testing.TB, flags ...string) *Process {
 	os.Chmod(dir, 0o755) // tests connect as other users too
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	p := &Process{
-		t:        t,
-		Bin:      testenv.Binary(t),
-		Socket:   filepath.Join(dir, "mcptrace.sock"),
-		PinDir:   PinDir(t),
-		StateDir: filepath.Join(dir, "state"),
-		Args:     flags,
+		t:          t,
+		Bin:        testenv.Binary(t),
+		Socket:     filepath.Join(dir, "mcptrace.sock"),
+		PinDir:     PinDir(t),
+		StateDir:   filepath.Join(dir, "state"),
+		HistoryDir: filepath.Join(dir, "history"),
+		Args:       flags,
 	}
 	t.Cleanup(func() {
 		p.Stop(syscall.SIGKILL)
@@ -71,7 +74,7 @@ func (p *Process) Start() time.Duration {
 		p.t.Fatal("agent already running")
 	}
 	args := append([]string{"agent", "--api.socket", p.Socket, "--bpf.pin-dir", p.PinDir, "--state.dir", p.StateDir,
-		"--sessions.default-rules=false", WithinFlag(), "--metrics.listen-address", "127.0.0.1:0"}, p.Args...)
+		"--history.dir", p.HistoryDir, "--sessions.default-rules=false", WithinFlag(), "--metrics.listen-address", "127.0.0.1:0"}, p.Args...)
 	cmd := exec.Command(p.Bin, args...)
 	cmd.Stderr = &p.logs
 	start := time.Now()
