@@ -2,11 +2,11 @@ package api
 
 import (
 	"cmp"
-	"slices"
 	"encoding/json"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
-	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/history"
+	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/sessions"
@@ -47,8 +47,8 @@ type Server struct {
 	// History is the journal past sessions are read from; an error says
 	// why there is none. Optional.
 	History func() (*history.Journal, error)
-	Now        func() uint64 // CLOCK_BOOTTIME ns
-	Log        *slog.Logger
+	Now     func() uint64 // CLOCK_BOOTTIME ns
+	Log     *slog.Logger
 	// MaxConnections and MaxConnectionsPerUID cap the open connections of
 	// non-root users, together and per uid; 0 takes the defaults
 	// (DefaultMaxConnections, DefaultMaxConnectionsPerUID).
