@@ -126,6 +126,15 @@ func TestHistoryAnswersForSessionsTheAgentForgotAndAcrossARestart(t *testing.T) 
 		t.Fatalf("tree --session from the history: %v\n%s", err, out)
 	}
 
+	// The timeline of the past session: a row per member, a cross per kill.
+	svg, err := ag.CLI("tree", "--session", "hist-a", "--format", "svg")
+	if err != nil {
+		t.Fatalf("tree --format svg: %v\n%s", err, svg)
+	}
+	if rows, kills := strings.Count(svg, `<g class="proc"`), strings.Count(svg, `<g class="kill"`); rows != len(d.Processes) || kills != 2 {
+		t.Errorf("the timeline has %d rows and %d kills, want %d and 2", rows, kills, len(d.Processes))
+	}
+
 	ag.Stop(syscall.SIGKILL)
 	ag.Start()
 	d = pastSession(t, ag, "hist-a")

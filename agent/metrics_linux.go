@@ -220,6 +220,10 @@ func (a *Agent) Health() exporter.Health {
 		ContainerClaims: map[string]uint64{"claimed": st.Sessions.ContainersClaimed, "contested": st.Sessions.ContainersContested,
 			"refused": st.Sessions.ContainersRefused, "ignored": st.Sessions.ContainersIgnored},
 	}
+	if hs := st.History.Stats; hs != nil {
+		h.History, h.HistoryBytes = true, hs.FileBytes
+		h.HistoryRecords = map[string]uint64{"written": hs.Events + hs.Sessions, "dropped": hs.Dropped, "failed": hs.Failed}
+	}
 	if a.sensor != nil {
 		if n, err := a.sensor.RequestDrops(); err == nil {
 			h.ContainerClaims["unread"] = n

@@ -45,26 +45,29 @@ var (
 	descSampleTimestamp = desc("exporter", "last_sample_timestamp_seconds", "Unix time of the last sample.")
 	descFolded          = desc("exporter", "folded_label_values", "Label values of the last sample summed under \"other\" to bound the series (server, host_kind).", "label")
 
-	descProcesses   = desc("lineage", "processes", "Processes in the lineage graph, alive or exited (exited ones are kept while something they created lives, or for lineage.retention).", "state")
-	descImageBytes  = desc("lineage", "image_bytes", "Bytes the exec images (file names and command lines) of the lineage graph hold, by the graph's own accounting.")
-	descRepairs     = desc("lineage", "repairs_total", "Repairs of the lineage graph from /proc after lost events.")
-	descGaps        = desc("lineage", "gaps_total", "What the lineage graph had to fill in, by kind of gap.", "gap")
-	descRemoved     = desc("lineage", "removed_processes_total", "Exited processes the lineage graph let go, by why: retired, evicted (over a cap), folded (out of a chain of exited creators), dropped (no session held them).", "why")
-	descEvents      = desc("bpf", "events_total", "Kernel events applied to the lineage graph, by kind.", "kind")
-	descLost        = desc("bpf", "lost_events_total", "Kernel events the BPF programs could not send, by kind (each loss is repaired from /proc).", "kind")
-	descRecovered   = desc("bpf", "recovered_events_total", "Kernel events the primary BPF program missed and a backup program delivered, by kind.", "kind")
-	descMapEntries  = desc("bpf", "map_entries", "Entries in a BPF map.", "map")
-	descMapMax      = desc("bpf", "map_max_entries", "Capacity of a BPF map.", "map")
-	descRequests    = desc("api", "requests_total", "API requests served, by endpoint.", "route")
-	descRefused     = desc("api", "refused_total", "API connections and requests refused, by reason.", "reason")
-	descKills       = desc("enforcer", "kills_total", "Members of ended sessions and generations, by why they ended and what the enforcer did to each.", "reason", "result")
-	descEndings     = desc("enforcer", "ending_duration_seconds", "Time from a session's (or generation's) end to the death of its last member that the enforcer ended.")
-	descPending     = desc("enforcer", "pending_endings", "Endings of sessions and generations the enforcer is still working on.")
-	descJournal     = desc("state", "journal_errors_total", "Appends to the state journal that failed (the agent checkpoints instead).")
-	descAttribution = desc("container", "attribution", "1 when containers that session members start are attributed to their sessions and ended with them; 0 when attribution is off (mcptrace status says why: no engine, engine not answering, no kernel hook).")
-	descContainers  = desc("", "containers", "Containers session members started, by attribution: attributed (ended with the session) or unattributed (started from two sessions, or not verified with the engine: never ended).", "attribution")
-	descClaims      = desc("container", "claims_total", "Container starts the kernel read from container clients, by what became of them: claimed by a session, contested (another session claimed it too), refused (over a bound), ignored (sent from no session), unread (the kernel's client table was full or the request could not be read).", "result")
-	descBuildInfo   = desc("", "build_info", "Always 1; the labels say which build of mcptrace runs.", "version", "revision", "goversion")
+	descProcesses    = desc("lineage", "processes", "Processes in the lineage graph, alive or exited (exited ones are kept while something they created lives, or for lineage.retention).", "state")
+	descImageBytes   = desc("lineage", "image_bytes", "Bytes the exec images (file names and command lines) of the lineage graph hold, by the graph's own accounting.")
+	descRepairs      = desc("lineage", "repairs_total", "Repairs of the lineage graph from /proc after lost events.")
+	descGaps         = desc("lineage", "gaps_total", "What the lineage graph had to fill in, by kind of gap.", "gap")
+	descRemoved      = desc("lineage", "removed_processes_total", "Exited processes the lineage graph let go, by why: retired, evicted (over a cap), folded (out of a chain of exited creators), dropped (no session held them).", "why")
+	descEvents       = desc("bpf", "events_total", "Kernel events applied to the lineage graph, by kind.", "kind")
+	descLost         = desc("bpf", "lost_events_total", "Kernel events the BPF programs could not send, by kind (each loss is repaired from /proc).", "kind")
+	descRecovered    = desc("bpf", "recovered_events_total", "Kernel events the primary BPF program missed and a backup program delivered, by kind.", "kind")
+	descMapEntries   = desc("bpf", "map_entries", "Entries in a BPF map.", "map")
+	descMapMax       = desc("bpf", "map_max_entries", "Capacity of a BPF map.", "map")
+	descRequests     = desc("api", "requests_total", "API requests served, by endpoint.", "route")
+	descRefused      = desc("api", "refused_total", "API connections and requests refused, by reason.", "reason")
+	descKills        = desc("enforcer", "kills_total", "Members of ended sessions and generations, by why they ended and what the enforcer did to each.", "reason", "result")
+	descEndings      = desc("enforcer", "ending_duration_seconds", "Time from a session's (or generation's) end to the death of its last member that the enforcer ended.")
+	descPending      = desc("enforcer", "pending_endings", "Endings of sessions and generations the enforcer is still working on.")
+	descJournal      = desc("state", "journal_errors_total", "Appends to the state journal that failed (the agent checkpoints instead).")
+	descAttribution  = desc("container", "attribution", "1 when containers that session members start are attributed to their sessions and ended with them; 0 when attribution is off (mcptrace status says why: no engine, engine not answering, no kernel hook).")
+	descContainers   = desc("", "containers", "Containers session members started, by attribution: attributed (ended with the session) or unattributed (started from two sessions, or not verified with the engine: never ended).", "attribution")
+	descClaims       = desc("container", "claims_total", "Container starts the kernel read from container clients, by what became of them: claimed by a session, contested (another session claimed it too), refused (over a bound), ignored (sent from no session), unread (the kernel's client table was full or the request could not be read).", "result")
+	descHistory      = desc("history", "records_total", "Records handed to the history journal, by result: written (events and session records on disk), dropped (the queue to the writer was full), failed (the store refused the batch). Dropped and failed are lost to the history.", "result")
+	descHistoryBytes = desc("history", "bytes", "The history store's file size on disk (bounded by history.max-bytes).")
+	descHistoryOn    = desc("history", "enabled", "1 when the agent keeps a history (history.dir); 0 when it is off or its store could not be opened (mcptrace status says why).")
+	descBuildInfo    = desc("", "build_info", "Always 1; the labels say which build of mcptrace runs.", "version", "revision", "goversion")
 )
 
 // collector turns a Source into metrics.
@@ -91,7 +94,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descMembers, descServers, descServerRSS, descServerCPU, descOrphaned,
 		descOrphanedRSS, descDuplicates, descIdle, descSampleDuration, descSampleTimestamp, descFolded, descProcesses,
 		descImageBytes, descRepairs, descGaps, descRemoved, descEvents, descLost, descRecovered, descMapEntries, descMapMax,
-		descRequests, descRefused, descKills, descEndings, descPending, descJournal, descAttribution, descContainers, descClaims, descBuildInfo} {
+		descRequests, descRefused, descKills, descEndings, descPending, descJournal, descAttribution, descContainers, descClaims, descHistory, descHistoryBytes, descHistoryOn, descBuildInfo} {
 		ch <- d
 	}
 }
@@ -153,6 +156,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range h.ContainerClaims {
 		counter(descClaims, float64(v), k)
 	}
+	on := 0.0
+	if h.History {
+		on = 1
+		for k, v := range h.HistoryRecords {
+			counter(descHistory, float64(v), k)
+		}
+		gauge(descHistoryBytes, float64(h.HistoryBytes))
+	}
+	gauge(descHistoryOn, on)
 	gauge(descBuildInfo, 1, c.build[:]...)
 }
 

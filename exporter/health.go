@@ -31,6 +31,12 @@ type Health struct {
 	// ContainerClaims counts container starts by what became of them
 	// ("claimed", "contested", "refused", "ignored", "unread").
 	ContainerClaims map[string]uint64
+	// History: the agent keeps a history. HistoryRecords counts records
+	// by result ("written", "dropped", "failed"); HistoryBytes is the
+	// store's file size.
+	History        bool
+	HistoryRecords map[string]uint64
+	HistoryBytes   int64
 }
 
 // MapUsage is how full one BPF map is.

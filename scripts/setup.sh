@@ -12,7 +12,10 @@
 #                            the end-to-end test starts), docker.io,
 #                            docker-compose and busybox-static (the private
 #                            Docker engine, the clients and
-#                            image of internal/dockertest)
+#                            image of internal/dockertest), graphviz and
+#                            librsvg2-bin (the tests render the session
+#                            pictures: dot for --format dot, rsvg-convert
+#                            for the SVG timeline)
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
 #                            compares against), gcc for its workloads,
 #                            bpftool, taskset; Node.js and the MCP host's
@@ -22,7 +25,7 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
-test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin) ;;
 bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
 *) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
 esac

@@ -36,6 +36,7 @@ func newTreeCmd() *cobra.Command {
 		width      int
 		verbose    bool
 		at         string
+		format     string
 	)
 	cmd := &cobra.Command{
 		Use:   "tree [PID]",
@@ -59,13 +60,33 @@ Exited processes stay in the graph while something they created lives, and
 are shown as exited so the chain is never broken. Secrets in command lines
 are redacted, also in --json: the agent redacts them for every caller but
 root, and shows a user only the programs a process ran under that user's
-uid. Root may ask for raw command lines with --raw.`,
+uid. Root may ask for raw command lines with --raw.
+
+Pictures for incident reports:
+
+  mcptrace tree --session ID --format svg > s.svg   a timeline of the session:
+                              births, execs, deaths, kills, destroy markers
+  mcptrace tree [PID] --format dot | dot -Tsvg > t.svg
+                              the lineage as a Graphviz graph`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig(cmd)
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				format = "json"
+			}
+			switch format {
+			case "text", "json", "dot":
+			case "svg":
+				if !cmd.Flags().Changed("session") {
+					return usageError{fmt.Errorf("--format svg draws the timeline of one session: give --session ID")}
+				}
+			default:
+				return usageError{fmt.Errorf("--format %q: want text, json, dot or svg", format)}
+			}
+			asJSON = format == "json"
 			if raw && os.Geteuid() != 0 {
 				return usageError{fmt.Errorf("--raw is for root: the agent redacts command lines for every other user")}
 			}
@@ -152,8 +173,15 @@ uid. Root may ask for raw command lines with --raw.`,
 			}
 			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel, Notes: notes,
 				Labels: labels, FullArgv: verbose}
-			if cmd.Flags().Changed("ancestors") {
+			if cmd.Flags().Changed("ancestors") && format == "text" {
 				return treeview.Chain(out, list.Processes, opts)
+			}
+			switch format {
+			case "dot":
+				opts.Width = 60
+				return treeview.Dot(out, list.Processes, opts)
+			case "svg":
+				return treeview.TimelineSVG(out, timeline(*detail, labels))
 			}
 			if detail != nil && !detail.Recorded.IsZero() {
 				fmt.Fprintf(out, "from the history, as recorded %s\n", detail.Recorded.Local().Format(timeLayout))
@@ -176,7 +204,8 @@ uid. Root may ask for raw command lines with --raw.`,
 	f.StringVar(&session, "session", "", "show the members of session `ID`, marking what the enforcer did")
 	f.Uint32Var(&owner, "owner", 0, "with --session: "+ownerUsage)
 	f.StringVar(&at, "at", "", "with PID or --session: as the history has it at `TIME` (a duration ago, 90m, or a time, 2026-11-26T09:00:00Z)")
-	f.BoolVar(&asJSON, "json", false, "print the processes as JSON for machines")
+	f.BoolVar(&asJSON, "json", false, "print the processes as JSON for machines (--format json)")
+	f.StringVar(&format, "format", "text", "text, json, dot (a Graphviz graph) or svg (with --session: a timeline of the session)")
 	f.BoolVar(&kernel, "kernel-threads", false, "include kernel threads")
 	f.BoolVar(&noChain, "no-chain", false, "show only each process's current program, not its exec chain")
 	f.BoolVar(&showSecret, "show-secrets", false, "do not redact command lines here (the agent redacts them for every user but root; root gets them raw)")
@@ -342,4 +371,42 @@ func killNotes(kills []api.Kill) map[lineage.ID]string {
 		notes[k.Process] = note
 	}
 	return notes
+}
+
+// timeline is what the SVG timeline shows of a session's detail. Kill
+// times are wall times: they are put on the boot clock of the detail's
+// Now, taken at Recorded (from the history) or now.
+func timeline(d api.SessionDetail, labels map[lineage.ID]string) treeview.Timeline {
+	s := d.Session
+	wallNow := time.Now()
+	if !d.Recorded.IsZero() {
+		wallNow = d.Recorded
+	}
+	boot := func(t time.Time) uint64 {
+		back := wallNow.Sub(t)
+		if back < 0 || uint64(back) > d.Now {
+			return d.Now
+		}
+		return d.Now - uint64(back)
+	}
+	tl := treeview.Timeline{
+		Title:     fmt.Sprintf("session %s (uid %d, %s): %s", s.ID, s.Owner, s.Origin, s.State),
+		Start:     wallNow.Add(-time.Duration(d.Now - min(s.Began, d.Now))),
+		Begin:     s.Began,
+		End:       s.EndedAt,
+		Now:       d.Now,
+		EndWhy:    s.EndReason,
+		Processes: d.Processes,
+		Labels:    labels,
+	}
+	for _, k := range d.Kills {
+		if k.Result == enforcer.ResultKilled {
+			tl.Kills = append(tl.Kills, treeview.TimelineMark{Process: k.Process, At: boot(k.At),
+				What: fmt.Sprintf("killed by mcptrace %s after %.0fms", k.Signal, k.LatencyMS)})
+		}
+	}
+	for _, m := range s.Markers {
+		tl.Markers = append(tl.Markers, treeview.TimelineMark{At: m.At, What: fmt.Sprintf("marker: generation %d ended", m.Ended)})
+	}
+	return tl
 }
