@@ -66,8 +66,8 @@ func sessionPicture() Timeline {
 		Title: "session claude-4242 (uid 1000, rule:claude): ended <&> \x1b[31m", Start: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC),
 		Begin: begin, End: procs[3].ExitTime - 5*ms, Now: now, EndWhy: "root-exit",
 		Processes: procs, Labels: labels,
-		Kills:     []TimelineMark{{Process: procs[3].ID, At: procs[3].ExitTime - ms, What: "killed by mcptrace SIGTERM after 1ms"}},
-		Markers:   []TimelineMark{{At: begin + 60*sec, What: "marker: generation 1 ended"}},
+		Kills:   []TimelineMark{{Process: procs[3].ID, At: procs[3].ExitTime - ms, What: "killed by mcptrace SIGTERM after 1ms"}},
+		Markers: []TimelineMark{{At: begin + 60*sec, What: "marker: generation 1 ended"}},
 	}
 }
 
