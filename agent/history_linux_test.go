@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
@@ -108,6 +109,8 @@ func TestHistoryAnswersForSessionsTheAgentForgotAndAcrossARestart(t *testing.T) 
 		return len(d.Processes) >= 2, fmt.Sprint(len(d.Processes), " members")
 	})
 
+	aliveAt := time.Now()
+	time.Sleep(50 * time.Millisecond) // the session's members are seconds old by then: aliveAt is within their lives
 	s.root.Kill()
 	s.rootCmd.Wait()
 	s.waitNoSurvivor(t, "session hist-a's members dead")
@@ -124,6 +127,26 @@ func TestHistoryAnswersForSessionsTheAgentForgotAndAcrossARestart(t *testing.T) 
 	t.Logf("tree --session hist-a from the history:\n%s", out)
 	if err != nil || !strings.Contains(out, "from the history") {
 		t.Fatalf("tree --session from the history: %v\n%s", err, out)
+	}
+
+	// The daemon and its dead wrapper's place, as they were when alive.
+	past, err := ag.Client().TreeAt(context.Background(), s.root.PID, aliveAt)
+	if err != nil {
+		t.Fatalf("tree %d --at: %v", s.root.PID, err)
+	}
+	var alive []uint32
+	for _, p := range past.Processes {
+		if !p.Exited {
+			alive = append(alive, p.ID.PID)
+		}
+	}
+	for _, p := range s.all {
+		if !slices.Contains(alive, p.PID) {
+			t.Errorf("tree %d --at %s: alive %v, lacks %s", s.root.PID, aliveAt.Format(time.RFC3339Nano), alive, p)
+		}
+	}
+	if _, err := ag.Client().TreeAt(context.Background(), s.root.PID, aliveAt.Add(-time.Hour)); err == nil {
+		t.Errorf("tree %d --at an hour before it was born answered", s.root.PID)
 	}
 
 	// The timeline of the past session: a row per member, a cross per kill.

@@ -17,7 +17,7 @@ import (
 
 const (
 	crashDirVar = "HISTORY_TEST_DIR"
-	crashBatch  = 1000
+	crashBatch  = 200
 )
 
 func TestMain(m *testing.M) {
@@ -78,6 +78,11 @@ func crashChild() {
 		}
 		n += crashBatch
 		say("A %d", n)
+		// A pause, so that 20 rounds write a bounded store (well within
+		// the default MaxBytes: retention would remove the first events
+		// this test counts on) and a kill falls as often between
+		// batches as within one.
+		time.Sleep(time.Millisecond)
 	}
 }
 

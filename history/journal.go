@@ -97,6 +97,9 @@ type Stats struct {
 	// MovedAside is the file a store that could not be opened was moved
 	// to by Open; "" when none was.
 	MovedAside string `json:"moved_aside,omitempty"`
+	// Corrupt: a read or write found the store corrupt in use; it takes
+	// no more records and is moved aside at the next start.
+	Corrupt bool `json:"corrupt,omitempty"`
 }
 
 // Journal is an open history store and its writer.
@@ -124,6 +127,7 @@ type Journal struct {
 	stats      statsCounters
 	movedAside string
 	lastFail   time.Time
+	broken     atomic.Bool // a read or write found the store corrupt
 }
 
 type statsCounters struct {
@@ -157,6 +161,14 @@ func Open(opts Options) (*Journal, error) {
 		finished: make(chan struct{}),
 	}
 	db, err := j.open()
+	if err == nil {
+		// A store a reader or the writer found corrupt (brokenFile) is
+		// moved aside now that no reader holds it.
+		if why, rerr := os.ReadFile(j.path + brokenSuffix); rerr == nil {
+			db.Close()
+			db, err = nil, fmt.Errorf("history: found corrupt while in use: %s", why)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, errLocked) {
 			return nil, err
@@ -168,6 +180,7 @@ func Open(opts Options) (*Journal, error) {
 		j.log.Error("history store could not be opened; it was moved aside and a new one started: the history before this moment is in the old file only",
 			"store", j.path, "moved_to", aside, "err", err)
 		j.movedAside = aside
+		os.Remove(j.path + brokenSuffix)
 		if db, err = j.open(); err != nil {
 			return nil, err
 		}
@@ -184,9 +197,18 @@ func Open(opts Options) (*Journal, error) {
 
 var errLocked = errors.New("history: the store is in use by another process (another agent?)")
 
-// open opens the file, checks its format and this boot's epoch.
-func (j *Journal) open() (*bolt.DB, error) {
-	db, err := bolt.Open(j.path, 0o600, &bolt.Options{
+// open opens the file, checks its format and this boot's epoch. A panic
+// of bbolt's on a damaged file is an error here.
+func (j *Journal) open() (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				db.Close()
+			}
+			db, err = nil, fmt.Errorf("history: opening %s: %w: %v", j.path, ErrCorrupt, r)
+		}
+	}()
+	db, err = bolt.Open(j.path, 0o600, &bolt.Options{
 		Timeout:      time.Second,
 		FreelistType: bolt.FreelistMapType,
 		// Grow the file in small steps, so that MaxBytes bounds it.
@@ -366,6 +388,7 @@ func (j *Journal) Stats() Stats {
 		FileBytes:  j.stats.file.Load(),
 		InUseBytes: j.stats.inUse.Load(),
 		MovedAside: j.movedAside,
+		Corrupt:    j.broken.Load(),
 	}
 	if o := j.stats.oldest.Load(); o != 0 {
 		s.Oldest = time.Unix(0, int64(o))
@@ -412,7 +435,7 @@ func (j *Journal) write() {
 	}
 	j.mu.Unlock()
 	if len(evs)+len(sess)+len(notes) > 0 {
-		err := j.db.Update(func(tx *bolt.Tx) error {
+		err := j.update("writing a batch", func(tx *bolt.Tx) error {
 			eb := tx.Bucket(bucketEvents)
 			eb.FillPercent = 0.95 // keys arrive nearly in order
 			for _, e := range evs {
@@ -478,4 +501,38 @@ func (j *Journal) sizes(tx *bolt.Tx) {
 	if k, _ := tx.Bucket(bucketEvents).Cursor().First(); k != nil {
 		j.stats.oldest.Store(keyTime(k))
 	}
+}
+
+// ErrCorrupt is wrapped by the errors of a store found corrupt in use:
+// it takes nothing more and is moved aside at the next Open.
+var ErrCorrupt = errors.New("history: the store is corrupt")
+
+// brokenSuffix names the file that marks a store found corrupt in use.
+const brokenSuffix = ".corrupt"
+
+// update and view run f in a transaction. bbolt panics on some damage
+// to its pages; that panic ends here, the store is marked corrupt (said
+// once in the log, moved aside at the next Open) and takes nothing more.
+func (j *Journal) update(what string, f func(*bolt.Tx) error) error {
+	return j.guard(what, func() error { return j.db.Update(f) })
+}
+
+func (j *Journal) view(what string, f func(*bolt.Tx) error) error {
+	return j.guard(what, func() error { return j.db.View(f) })
+}
+
+func (j *Journal) guard(what string, f func() error) (err error) {
+	if j.broken.Load() {
+		return fmt.Errorf("%w (%s)", ErrCorrupt, what)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, what, r)
+			if j.broken.CompareAndSwap(false, true) {
+				os.WriteFile(j.path+brokenSuffix, []byte(err.Error()), 0o600)
+				j.log.Error("history store is corrupt; it takes no more records and is moved aside at the next start", "store", j.path, "err", err)
+			}
+		}
+	}()
+	return f()
 }

@@ -36,7 +36,7 @@ func (f Filter) match(s Session) bool {
 // first, without their details.
 func (j *Journal) Sessions(f Filter, limit int) ([]Session, error) {
 	var out []Session
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view("reading sessions", func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketSessions).Cursor()
 		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
 			if _, owner, id, ok := parseSessionKey(k); !ok || f.Owner != nil && owner != *f.Owner || f.ID != "" && id != f.ID {
@@ -60,7 +60,7 @@ func (j *Journal) Sessions(f Filter, limit int) ([]Session, error) {
 func (j *Journal) Session(f Filter) (Session, bool, error) {
 	var out Session
 	found := false
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view("reading sessions", func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketSessions).Cursor()
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
 			if _, owner, id, ok := parseSessionKey(k); !ok || f.Owner != nil && owner != *f.Owner || f.ID != "" && id != f.ID {
@@ -85,7 +85,7 @@ func (j *Journal) Session(f Filter) (Session, bool, error) {
 // (inclusive), oldest first, until fn returns false. The data is valid
 // only during the call.
 func (j *Journal) EventsBetween(from, to time.Time, fn func(at time.Time, data []byte) bool) error {
-	return j.db.View(func(tx *bolt.Tx) error {
+	return j.view("reading", func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
 		end := wallNS(to)
 		for k, v := c.Seek(timeKey(wallNS(from))); k != nil && keyTime(k) <= end; k, v = c.Next() {
@@ -100,7 +100,7 @@ func (j *Journal) EventsBetween(from, to time.Time, fn func(at time.Time, data [
 // Notes returns the journal's notes about itself, oldest first.
 func (j *Journal) Notes() ([]Note, error) {
 	var out []Note
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view("reading sessions", func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketNotes).ForEach(func(k, v []byte) error {
 			var n Note
 			if err := json.Unmarshal(v, &n); err != nil {

@@ -36,7 +36,7 @@ func (j *Journal) prune() {
 // before(tx) gives; it reports whether it removed any.
 func (j *Journal) trim(before func(*bolt.Tx) uint64) bool {
 	removed := 0
-	err := j.db.Update(func(tx *bolt.Tx) error {
+	err := j.update("removing old records", func(tx *bolt.Tx) error {
 		t := before(tx)
 		for _, name := range [][]byte{bucketEvents, bucketNotes} {
 			c := tx.Bucket(name).Cursor()
@@ -81,7 +81,7 @@ func (j *Journal) trim(before func(*bolt.Tx) uint64) bool {
 	if removed > 0 {
 		// The counts of free pages are those of this commit; the next
 		// commit sees them as free.
-		_ = j.db.Update(func(tx *bolt.Tx) error { j.sizes(tx); return nil })
+		_ = j.update("measuring", func(tx *bolt.Tx) error { j.sizes(tx); return nil })
 	}
 	return removed > 0
 }
