@@ -19,8 +19,8 @@ import (
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
-	"github.com/mcptrace/mcptrace/state"
 	"github.com/mcptrace/mcptrace/sessions"
+	"github.com/mcptrace/mcptrace/state"
 )
 
 // pastSession waits until the agent answers for session id from its
