@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/history"
 )
 
 // events drives the agent at the top creation rate this machine reaches
@@ -49,7 +50,13 @@ func (b *bench) events(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if st1, err = a.historyFlushed(ctx, st1); err != nil {
+			return err
+		}
+		h0, h1 := historyOf(st0), historyOf(st1)
 		res.runs = append(res.runs, eventRun{
+			histWritten: h1.Events - h0.Events, histDropped: h1.Dropped - h0.Dropped, histFailed: h1.Failed - h0.Failed,
+			histBytes: h1.FileBytes - h0.FileBytes,
 			name: s.name, processes: r.children, seconds: r.seconds,
 			made:      uint64(3 * r.children),
 			handled:   sum(st1.Events) - sum(st0.Events),
@@ -86,6 +93,30 @@ func (a *agentProc) settled(ctx context.Context, before api.Status, want uint64,
 		st = next
 	}
 	return st, nil
+}
+
+// historyFlushed waits (up to 30 s) until the history's written events
+// stop moving, and returns the status then.
+func (a *agentProc) historyFlushed(ctx context.Context, st api.Status) (api.Status, error) {
+	for range 30 {
+		time.Sleep(time.Second)
+		next, err := a.status(ctx)
+		if err != nil {
+			return next, err
+		}
+		if historyOf(next).Events == historyOf(st).Events {
+			return next, nil
+		}
+		st = next
+	}
+	return st, nil
+}
+
+func historyOf(st api.Status) history.Stats {
+	if st.History.Stats == nil {
+		return history.Stats{}
+	}
+	return *st.History.Stats
 }
 
 func sum(m map[string]uint64) uint64 {

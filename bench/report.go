@@ -160,6 +160,24 @@ func targets(r *results) []target {
 		}
 	}
 	ts = append(ts, t1, t2)
+	// The history's price: fork and exec storms with it within a point of
+	// the agent without it.
+	tHist := target{goal: "history: fork and exec storms within 1 point of the agent without it (ratio difference ≤ 0.01)"}
+	if s := r.storms; s != nil && len(s.raw[configNoHistory]) > 0 {
+		worst, worstW := math.Inf(1), ""
+		for _, w := range s.workloads {
+			if !strings.HasPrefix(w.name, "fork") && !strings.HasPrefix(w.name, "exec") {
+				continue
+			}
+			if d := s.ratio("mcptrace", w.name) - s.ratio(configNoHistory, w.name); d < worst {
+				worst, worstW = d, w.name
+			}
+		}
+		if worstW != "" {
+			tHist.measured, tHist.pass = fmt.Sprintf("worst %+.3f (%s)", worst, worstW), ptr(worst >= -0.01)
+		}
+	}
+	ts = append(ts, tHist)
 	// bpf_stats.
 	t := target{goal: "≤ 1 µs per program run (mcptrace, bpf_stats)"}
 	if s := r.bpfstats; s != nil {
@@ -195,14 +213,18 @@ func targets(r *results) []target {
 	}
 	// Events.
 	tLost := target{goal: "0 lost events at the top rate and in the 1M burst"}
+	tDropped := target{goal: "history: 0 events dropped or failed at the top rate and in the 1M burst"}
 	if e := r.events; e != nil && len(e.runs) > 0 {
-		var parts []string
-		lost := uint64(0)
+		var parts, hparts []string
+		lost, dropped := uint64(0), uint64(0)
 		for _, run := range e.runs {
 			parts = append(parts, fmt.Sprintf("%s: %d", run.name, run.lost))
 			lost += run.lost
+			hparts = append(hparts, fmt.Sprintf("%s: %d of %d", run.name, run.histDropped+run.histFailed, run.histWritten+run.histDropped+run.histFailed))
+			dropped += run.histDropped + run.histFailed
 		}
 		tLost.measured, tLost.pass = strings.Join(parts, "; "), ptr(lost == 0)
+		tDropped.measured, tDropped.pass = strings.Join(hparts, "; "), ptr(dropped == 0)
 	}
 	// Kill.
 	tKill := target{goal: "p99 kill latency ≤ 50 ms, immediate policy"}
@@ -238,7 +260,7 @@ func targets(r *results) []target {
 		tConsume.measured = fmt.Sprintf("ratio %.3f, lost %d", ratio, lost)
 		tConsume.pass = ptr(ratio >= 0.97 && lost == 0)
 	}
-	return append(ts, tIdle, tPer, tFlat, tLost, tKill, tSeed, tScrape, tConsume)
+	return append(ts, tIdle, tPer, tFlat, tLost, tDropped, tKill, tSeed, tScrape, tConsume)
 }
 
 func renderMetrics(p printer, m *metricsResults) {
@@ -314,11 +336,14 @@ func renderStorms(p printer, s *stormResults, svg string) {
 	p("### 1. Node overhead: storms and a realistic mix")
 	p("")
 	p("Each configuration is started, runs every workload, and is stopped, in")
-	p("%d interleaved rounds (baseline, mcptrace, bpftrace, forkstat); the", s.rounds)
+	p("%d interleaved rounds (%s); the", s.rounds, strings.Join(s.configs, ", "))
 	p("tables give medians, and each ratio is median / baseline median (higher is")
 	p("better). mcptrace: the agent enforcing with its default configuration,")
 	p("narrowed to the bench (`--sessions.within-pid`, no host rules), %d `mcptrace", benchSessions)
-	p("run` sessions of `sleep` active. bpftrace: `printf` on")
+	p("run` sessions of `sleep` active, its history on this disk; \"no containers\"")
+	p("and \"no history\" are the same agent without the container request reader")
+	p("(`--containers.engine-socket=`) and without the history (`--history.dir=`).")
+	p("bpftrace: `printf` on")
 	p("sched_process_fork/exec/exit, to a file. forkstat: `forkstat -e fork,exec,exit`")
 	p("(proc connector), output discarded. Before every baseline round the bench checks")
 	p("that no sched_process_* program is loaded.")
@@ -414,6 +439,21 @@ func renderEvents(p printer, e *eventResults) {
 			lost += " (" + strings.Join(ks, ", ") + ")"
 		}
 		p("| %s | %d | %s/s | %d | %d | %s | %d | %d |", r.name, r.processes, num(float64(r.processes)/r.seconds), r.made, r.handled, lost, r.recovered, r.repairs)
+	}
+	p("")
+	p("The history journal (history.dir on this disk) over the same loads: what it")
+	p("wrote, dropped (its queue full) and failed (the store refused), and how much")
+	p("its file grew per event written (it reuses the pages retention frees, so the")
+	p("growth is the store's size per event until history.max-bytes).")
+	p("")
+	p("| load | events written | dropped | failed | file growth | bytes per event |")
+	p("|---|---|---|---|---|---|")
+	for _, r := range e.runs {
+		per := "-"
+		if r.histWritten > 0 {
+			per = fmt.Sprintf("%.0f", float64(r.histBytes)/float64(r.histWritten))
+		}
+		p("| %s | %d | %d | %d | %s | %s |", r.name, r.histWritten, r.histDropped, r.histFailed, mib(r.histBytes), per)
 	}
 	p("")
 }

@@ -121,6 +121,10 @@ type eventRun struct {
 	recovered uint64
 	repairs   uint64
 	lostKinds map[string]uint64
+	// The history journal over the load: events it wrote, dropped and
+	// failed, and its file's growth.
+	histWritten, histDropped, histFailed uint64
+	histBytes                            int64
 }
 
 type eventResults struct {

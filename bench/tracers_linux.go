@@ -18,6 +18,9 @@ type config struct {
 	start func(ctx context.Context) (stop func() error, err error)
 }
 
+// configNoHistory is the agent without its history journal.
+const configNoHistory = "mcptrace, no history"
+
 func (b *bench) configs() []config {
 	return []config{
 		{"baseline", b.startBaseline},
@@ -29,7 +32,7 @@ func (b *bench) configs() []config {
 		}},
 		// The same without the history journal, which writes every
 		// event to disk: its price, side by side.
-		{"mcptrace, no history", func(ctx context.Context) (func() error, error) {
+		{configNoHistory, func(ctx context.Context) (func() error, error) {
 			return b.startAgentWithSessions(ctx, "--history.dir=")
 		}},
 		{"bpftrace", b.startBpftrace},
