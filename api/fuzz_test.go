@@ -7,13 +7,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/mcptrace/mcptrace/history"
 )
 
 // FuzzRequest drives every route with arbitrary methods, paths, query
 // strings and bodies, as root or as another user, against a synthetic
 // node: nothing panics, every answer is one of the API's statuses, and a
-// caller other than root never reads root's secrets nor a session's
-// owner or root pid in a refusal.
+// caller other than root never reads root's secrets (of live sessions or
+// of the history's) nor a session's owner or root pid in a refusal.
 func FuzzRequest(f *testing.F) {
 	for _, seed := range []struct {
 		method uint8
@@ -33,13 +35,19 @@ func FuzzRequest(f *testing.F) {
 		{1, "/v1/mark", `{"session":`, nobody},
 		{1, "/v1/mark", `{}`, 0},
 		{2, "/v1/sessions/%2e%2e/end", "", nobody},
+		{0, "/v1/history?from=2026-11-25T08:00:00Z&owner=0", "", nobody},
+		{0, "/v1/sessions/past?owner=0", "", nobody},
+		{0, "/v1/sessions/past?at=2026-11-25T09:00:02Z", "", nobody},
+		{0, "/v1/tree/501?at=2026-11-25T09:00:02Z", "", nobody},
 	} {
 		f.Add(seed.method, seed.path, []byte(seed.body), seed.uid)
 	}
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, "PATCH", http.MethodHead}
 	allowed := map[int]bool{200: true, 400: true, 403: true, 404: true, 405: true, 409: true, 413: true}
+	past := pastJournal(f) // root's past session holds ROOTSECRET and HOSTSECRET unredacted
 	f.Fuzz(func(t *testing.T, m uint8, path string, body []byte, uid uint32) {
 		w := newWorld(t)
+		w.s.History = func() (*history.Journal, error) { return past, nil }
 		host := w.spawn(init1, 310, 0, "gateway", "--api-key=HOSTSECRET")
 		w.begin(host, "victim")
 		w.spawn(host, 311, 0, "sh", "-c", "mysql -pROOTSECRET")

@@ -14,6 +14,7 @@ import (
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/roles"
 	"github.com/mcptrace/mcptrace/sessions"
 )
@@ -152,7 +153,9 @@ func sessionVisible(c Caller, s sessions.Session) bool { return c.Root() || s.Ow
 // began).
 func killVisible(c Caller, r enforcer.KillRecord) bool { return c.Root() || r.UID == c.UID }
 
-// killsFor returns the records c may see, as Kills.
+// killsFor returns the records c may see, as Kills, argv redacted (the
+// enforcer keeps them redacted already; a record read back from the
+// history is redacted here again, whoever wrote it).
 func killsFor(c Caller, recs []enforcer.KillRecord) []Kill {
 	var out []Kill
 	for _, r := range recs {
@@ -160,7 +163,7 @@ func killsFor(c Caller, recs []enforcer.KillRecord) []Kill {
 			continue
 		}
 		out = append(out, Kill{
-			Session: r.Session, Generation: r.Generation, Process: r.Process, Container: r.Container, Comm: r.Comm, Argv: r.Argv,
+			Session: r.Session, Generation: r.Generation, Process: r.Process, Container: r.Container, Comm: r.Comm, Argv: redact.Argv(r.Argv),
 			Signal: r.Signal, Result: r.Result, LatencyMS: float64(r.Latency) / float64(time.Millisecond), At: r.At,
 		})
 	}
