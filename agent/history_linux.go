@@ -57,6 +57,7 @@ type historyEntry struct {
 type sessionUsage struct {
 	peak uint64
 	last map[lineage.ID]uint64
+	cpu  map[lineage.ID]float64 // CPU seconds each used, as last sampled
 }
 
 // historyEvery is how often changed sessions are recorded. Every exited
@@ -228,10 +229,8 @@ func (a *Agent) recordSession(s sessions.Session) {
 
 // storedRecord is what an earlier agent recorded of s, if anything.
 func (a *Agent) storedRecord(s sessions.Session) (api.SessionRecord, bool) {
-	owner := s.Owner
-	began := a.hist.j.Wall(s.Began)
-	hs, ok, err := a.hist.j.Session(history.Filter{Owner: &owner, ID: s.ID, From: began, To: began})
-	if err != nil || !ok || !hs.Began.Equal(began) {
+	hs, ok, err := a.hist.j.SessionAt(s.Owner, s.ID, a.hist.j.Wall(s.Began))
+	if err != nil || !ok {
 		return api.SessionRecord{}, false
 	}
 	var rec api.SessionRecord
@@ -275,6 +274,9 @@ func (a *Agent) summary(s sessions.Session, rec api.SessionRecord) history.Sessi
 	a.hist.mu.Lock()
 	if u := a.hist.usage[keyOf(s)]; u != nil {
 		hs.PeakRSS = u.peak
+		for _, c := range u.cpu {
+			hs.CPUSeconds += c
+		}
 		for id, rss := range u.last {
 			if killed[id] {
 				hs.LeakedRSS += rss
@@ -287,7 +289,7 @@ func (a *Agent) summary(s sessions.Session, rec api.SessionRecord) history.Sessi
 
 // noteUsage keeps what a sample saw of a session's servers and what ran
 // for them (everything but the host).
-func (a *Agent) noteUsage(s sessions.Session, members []lineage.ID, rss []uint64) {
+func (a *Agent) noteUsage(s sessions.Session, members []lineage.ID, rss []uint64, cpu []float64) {
 	if a.hist.j == nil {
 		return
 	}
@@ -297,13 +299,16 @@ func (a *Agent) noteUsage(s sessions.Session, members []lineage.ID, rss []uint64
 	k := keyOf(s)
 	u := a.hist.usage[k]
 	if u == nil {
-		u = &sessionUsage{last: map[lineage.ID]uint64{}}
+		u = &sessionUsage{last: map[lineage.ID]uint64{}, cpu: map[lineage.ID]float64{}}
 		a.hist.usage[k] = u
 	}
 	for i, id := range members {
 		if rss[i] > 0 {
 			u.last[id] = rss[i]
 			sum += rss[i]
+		}
+		if cpu[i] > 0 {
+			u.cpu[id] = cpu[i]
 		}
 	}
 	u.peak = max(u.peak, sum)
@@ -328,6 +333,14 @@ func redactRecord(rec *api.SessionRecord) {
 	rec.Records = slices.Clone(rec.Records)
 	for i := range rec.Records {
 		rec.Records[i].Argv = redact.Argv(rec.Records[i].Argv)
+	}
+}
+
+// historyNote says something in the history about what the agent lost
+// or repaired, for whoever reads it later.
+func (a *Agent) historyNote(what string, count uint64) {
+	if a.hist.j != nil {
+		a.hist.j.AddNote(history.Note{At: time.Now(), What: what, Count: count})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
@@ -128,6 +129,7 @@ func (a *Agent) checkLost() error {
 	a.mu.Unlock()
 	if len(grew) > 0 {
 		a.log.Warn("kernel lost events; repairing the graph from /proc", grew...)
+		a.historyNote("the kernel lost events (the graph is repaired from /proc): "+pairs(grew), 0)
 	}
 	if !need {
 		return nil
@@ -145,7 +147,17 @@ func (a *Agent) checkLost() error {
 	a.mu.Unlock()
 	a.scan()
 	a.log.Info("graph repaired from /proc", "added", res.Added, "marked_exited", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
+	a.historyNote(fmt.Sprintf("the graph was repaired from /proc: %d processes added, %d marked exited", res.Added, res.MarkedExited), 0)
 	// A repair is not journaled: a checkpoint keeps what it learned.
 	a.checkpointOrLog()
 	return nil
+}
+
+// pairs writes slog's key, value pairs as "k=v, k=v".
+func pairs(kv []any) string {
+	var parts []string
+	for i := 0; i+1 < len(kv); i += 2 {
+		parts = append(parts, fmt.Sprintf("%v=%v", kv[i], kv[i+1]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -114,12 +114,13 @@ func (a *Agent) Sample() exporter.Picture {
 		views = append(views, v)
 		var ids []lineage.ID
 		var rss []uint64
+		var cpu []float64
 		for _, m := range v.Members {
 			if m.Role != roles.Host {
-				ids, rss = append(ids, m.ID), append(rss, m.RSSBytes)
+				ids, rss, cpu = append(ids, m.ID), append(rss, m.RSSBytes), append(cpu, m.CPUSeconds)
 			}
 		}
-		a.noteUsage(s, ids, rss)
+		a.noteUsage(s, ids, rss, cpu)
 	}
 	for id, seen := range sm.io {
 		if seen.seq != sm.seq {

@@ -33,7 +33,14 @@ type HistoryList struct {
 	Oldest time.Time `json:"oldest,omitzero"`
 	// Truncated: more sessions matched than Limit.
 	Truncated bool `json:"truncated,omitempty"`
+	// Notes are what the agent and the history said of their own losses
+	// and repairs in the time range, newest last (root only: they are
+	// the node's).
+	Notes []history.Note `json:"notes,omitempty"`
 }
+
+// maxNotes bounds the notes one answer lists (the newest).
+const maxNotes = 100
 
 const (
 	// DefaultHistoryLimit and MaxHistoryLimit bound what one history
@@ -124,6 +131,20 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		list, out.Truncated = list[:limit], true
 	}
 	out.Sessions = append(out.Sessions, list...)
+	if c.Root() {
+		notes, err := j.Notes()
+		if err != nil {
+			s.note(slog.LevelError, c.UID, "history: reading notes", "err", err)
+		}
+		for _, n := range notes {
+			if (from.IsZero() || !n.At.Before(from)) && (to.IsZero() || !n.At.After(to)) {
+				out.Notes = append(out.Notes, n)
+			}
+		}
+		if len(out.Notes) > maxNotes {
+			out.Notes = out.Notes[len(out.Notes)-maxNotes:]
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -150,7 +171,7 @@ func (s *Server) pastSession(w http.ResponseWriter, c Caller, id string, owner *
 	}
 	j, err := s.History()
 	f, may := historyFilter(c, owner)
-	if err != nil || !may {
+	if err != nil || !may || !sessions.ValidID(id) {
 		noSession(w, id)
 		return
 	}
@@ -201,11 +222,7 @@ func (s *Server) pastTree(w http.ResponseWriter, c Caller, pid uint32, at time.T
 		return
 	}
 	for _, hs := range list {
-		g := f
-		g.ID = hs.ID
-		owner := hs.Owner
-		g.Owner = &owner
-		full, ok, err := j.Session(g)
+		full, ok, err := j.SessionAt(hs.Owner, hs.ID, hs.Began)
 		if err != nil || !ok {
 			continue
 		}

@@ -93,7 +93,10 @@ func TestHistoryAnswersAreNarrowedToTheCaller(t *testing.T) {
 		{"root lists every owner's sessions", 0, "/v1/history", 200, []string{`"id":"past"`, `"id":"mine"`}, nil},
 		{"a user lists its own sessions only", 1000, "/v1/history", 200, []string{`"id":"mine"`}, []string{`"past"`}},
 		{"a user naming another owner lists nothing", 1000, "/v1/history?owner=0", 200, []string{`"sessions":[]`}, []string{`"past"`}},
-		{"a user sees its own past session", 1000, "/v1/sessions/mine", 200, []string{`"recorded":`, "server.js"}, nil},
+		// The history's clock is an hour past the session's end: a
+		// session that ended an hour ago, with its dead members and kills.
+		{"a user sees its own session that ended an hour ago", 1000, "/v1/sessions/mine", 200,
+			[]string{`"recorded":`, "server.js", `"exited":true`, `"result":"killed"`, `"state":"ended"`}, nil},
 		{"another owner's past session answers as absent", 1000, "/v1/sessions/past?owner=0", 404, nil, []string{"ROOTSECRET", "HOSTSECRET", "mysql"}},
 		{"root sees a past session redacted", 0, "/v1/sessions/past", 200, []string{"mysql", `"recorded":`}, []string{"ROOTSECRET", "HOSTSECRET"}},
 		{"a past session by time", 1000, "/v1/sessions/mine?at=" + at, 200, []string{"server.js"}, nil},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/mcptrace/mcptrace/enforcer"
@@ -29,7 +30,16 @@ type SessionRecord struct {
 	// are the kill records of every ending.
 	Reports map[uint32]enforcer.Report `json:"reports,omitempty"`
 	Records []enforcer.KillRecord      `json:"records,omitempty"`
+	// MembersDropped counts the exited members (and container
+	// processes) MergeRecords let go past MaxRecordMembers, oldest first.
+	MembersDropped int `json:"members_dropped,omitempty"`
 }
+
+// MaxRecordMembers bounds the members and container processes a merged
+// record keeps: a host that runs for days and starts a process a second
+// would otherwise grow its record without end. Kill records are bounded
+// by the enforcer (enforcer.RecordLimit).
+const MaxRecordMembers = 10_000
 
 // ContainerProcess is a process of the container Containers[Of].
 type ContainerProcess struct {
@@ -131,15 +141,20 @@ func Detail(c Caller, rec SessionRecord, raw bool) SessionDetail {
 	if procs == nil {
 		procs = []lineage.Process{}
 	}
+	dropped := 0
+	if c.Root() {
+		dropped = rec.MembersDropped
+	}
 	return SessionDetail{
-		Now:         rec.Now,
-		Session:     info,
-		Processes:   procs,
-		Generations: gens,
-		Roles:       rs,
-		Endings:     endings(c, rec.Session, o),
-		Kills:       o.kills,
-		Containers:  cs,
+		MembersDropped: dropped,
+		Now:            rec.Now,
+		Session:        info,
+		Processes:      procs,
+		Generations:    gens,
+		Roles:          rs,
+		Endings:        endings(c, rec.Session, o),
+		Kills:          o.kills,
+		Containers:     cs,
 	}
 }
 
@@ -201,6 +216,8 @@ func MergeRecords(old, cur SessionRecord) SessionRecord {
 			out.Reports[g] = r
 		}
 	}
+	out.MembersDropped = old.MembersDropped + cur.MembersDropped
+	out.Members, out.Generations, out.ContainerProcesses, out.MembersDropped = boundMembers(out, len(cur.Members))
 	type key struct {
 		gen       uint32
 		proc      lineage.ID
@@ -219,4 +236,57 @@ func MergeRecords(old, cur SessionRecord) SessionRecord {
 		}
 	}
 	return out
+}
+
+// boundMembers drops, past MaxRecordMembers, the oldest exited members
+// the agent no longer holds (those after the first keep of rec.Members),
+// then the oldest exited container processes.
+func boundMembers(rec SessionRecord, keep int) ([]lineage.Process, []uint32, []ContainerProcess, int) {
+	over := len(rec.Members) + len(rec.ContainerProcesses) - MaxRecordMembers
+	if over <= 0 {
+		return rec.Members, rec.Generations, rec.ContainerProcesses, rec.MembersDropped
+	}
+	dropped := rec.MembersDropped
+	// The older members, by exit time, oldest first.
+	old := make([]int, 0, len(rec.Members)-keep)
+	for i := keep; i < len(rec.Members); i++ {
+		old = append(old, i)
+	}
+	slices.SortFunc(old, func(a, b int) int { return cmpExit(rec.Members[a], rec.Members[b]) })
+	gone := map[int]bool{}
+	for _, i := range old {
+		if over == 0 {
+			break
+		}
+		if rec.Members[i].Exited && rec.Members[i].ID != rec.Session.Root {
+			gone[i] = true
+			over--
+			dropped++
+		}
+	}
+	var ms []lineage.Process
+	var gs []uint32
+	for i, p := range rec.Members {
+		if !gone[i] {
+			ms = append(ms, p)
+			gs = append(gs, rec.Generations[i])
+		}
+	}
+	cps := rec.ContainerProcesses
+	if over > 0 {
+		cps = nil
+		for _, cp := range rec.ContainerProcesses {
+			if over > 0 && cp.Process.Exited {
+				over--
+				dropped++
+				continue
+			}
+			cps = append(cps, cp)
+		}
+	}
+	return ms, gs, cps, dropped
+}
+
+func cmpExit(a, b lineage.Process) int {
+	return cmp.Or(cmp.Compare(a.ExitTime, b.ExitTime), cmp.Compare(a.ID.Start, b.ID.Start))
 }

@@ -482,6 +482,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		// Whether attribution is on, not what other users' sessions
 		// claim, nor a reason that may name their containers.
 		st.Containers = ContainerStatus{Attribution: st.Containers.Attribution, Socket: st.Containers.Socket}
+		// Whether there is a history, not how many session records it
+		// wrote (they move with other users' sessions).
+		st.History = HistoryStatus{Off: st.History.Off, Store: st.History.Store}
 	}
 	st.Now = s.Now()
 	st.API = s.apiStatus()

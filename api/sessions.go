@@ -64,6 +64,9 @@ type SessionDetail struct {
 	// members in Processes, with role container and the image as their
 	// server, and the generation of the client that started it.
 	Containers []Container `json:"containers,omitempty"`
+	// MembersDropped counts (to root) the exited members the history let
+	// go past api.MaxRecordMembers, oldest first.
+	MembersDropped int `json:"members_dropped,omitempty"`
 	// Recorded is set when the answer comes from the history: when the
 	// agent last recorded the session (it no longer holds it, or the
 	// caller asked for a time with ?at=).

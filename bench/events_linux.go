@@ -57,7 +57,7 @@ func (b *bench) events(ctx context.Context) error {
 		res.runs = append(res.runs, eventRun{
 			histWritten: h1.Events - h0.Events, histDropped: h1.Dropped - h0.Dropped, histFailed: h1.Failed - h0.Failed,
 			histBytes: h1.FileBytes - h0.FileBytes,
-			name: s.name, processes: r.children, seconds: r.seconds,
+			name:      s.name, processes: r.children, seconds: r.seconds,
 			made:      uint64(3 * r.children),
 			handled:   sum(st1.Events) - sum(st0.Events),
 			lost:      sum(st1.Lost) - sum(st0.Lost),

@@ -14,8 +14,11 @@ const (
 	// DefaultMaxQueue bounds the bytes of records waiting for the writer.
 	DefaultMaxQueue = 64 << 20
 	// DefaultFlushInterval is the longest a record waits to be written
-	// when the writer is idle: the most a crash can take.
-	DefaultFlushInterval = 200 * time.Millisecond
+	// when nothing asks for it sooner (a checkpoint, a full eighth of
+	// the queue): what a crash takes from the queue, and what the agent's
+	// state replay hands in again. Longer batches rewrite the last,
+	// partly filled pages of the store less often.
+	DefaultFlushInterval = time.Second
 )
 
 // FileName is the store's file in Options.Dir.

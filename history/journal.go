@@ -237,7 +237,7 @@ func (j *Journal) open() (db *bolt.DB, err error) {
 		case len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion:
 			return fmt.Errorf("the store's format is %x, not %d", v, formatVersion)
 		}
-		for _, name := range [][]byte{bucketEvents, bucketSessions, bucketNotes, bucketBoots} {
+		for _, name := range [][]byte{bucketEvents, bucketSessions, bucketDetails, bucketNotes, bucketBoots} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -443,13 +443,19 @@ func (j *Journal) write() {
 					return err
 				}
 			}
-			sb := tx.Bucket(bucketSessions)
+			sb, db := tx.Bucket(bucketSessions), tx.Bucket(bucketDetails)
 			for _, s := range sess {
+				detail := s.Detail
+				s.Detail = nil
 				b, err := json.Marshal(s)
 				if err != nil {
 					return err
 				}
-				if err := sb.Put(sessionKey(s.Began, s.Owner, s.ID), b); err != nil {
+				k := sessionKey(s.Began, s.Owner, s.ID)
+				if err := sb.Put(k, b); err != nil {
+					return err
+				}
+				if err := db.Put(k, detail); err != nil {
 					return err
 				}
 			}

@@ -47,13 +47,32 @@ func (j *Journal) Sessions(f Filter, limit int) ([]Session, error) {
 				return fmt.Errorf("history: session record %x: %w", k, err)
 			}
 			if f.match(s) {
-				s.Detail = nil
 				out = append(out, s)
 			}
 		}
 		return nil
 	})
 	return out, err
+}
+
+// SessionAt returns the session of owner and id that began at began
+// (Session.Began, exactly), with its details.
+func (j *Journal) SessionAt(owner uint32, id string, began time.Time) (Session, bool, error) {
+	var out Session
+	found := false
+	err := j.view("reading a session", func(tx *bolt.Tx) error {
+		k := sessionKey(began, owner, id)
+		v := tx.Bucket(bucketSessions).Get(k)
+		if v == nil {
+			return nil
+		}
+		if err := json.Unmarshal(v, &out); err != nil {
+			return fmt.Errorf("history: session record %x: %w", k, err)
+		}
+		out.Detail, found = bytes.Clone(tx.Bucket(bucketDetails).Get(k)), true
+		return nil
+	})
+	return out, found, err
 }
 
 // Session returns the newest session f selects, with its details.
@@ -71,7 +90,7 @@ func (j *Journal) Session(f Filter) (Session, bool, error) {
 				return fmt.Errorf("history: session record %x: %w", k, err)
 			}
 			if f.match(s) {
-				s.Detail = bytes.Clone(s.Detail)
+				s.Detail = bytes.Clone(tx.Bucket(bucketDetails).Get(k))
 				out, found = s, true
 				return nil
 			}

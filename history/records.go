@@ -44,9 +44,14 @@ type Session struct {
 	// processes the enforcer had to kill held in their last sample.
 	PeakRSS   uint64 `json:"peak_rss_bytes,omitempty"`
 	LeakedRSS uint64 `json:"leaked_rss_bytes,omitempty"`
+	// CPUSeconds is the CPU time the servers (and what ran for them)
+	// used, as last sampled.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	// Written is when the agent last handed the session in.
-	Written time.Time       `json:"written"`
-	Detail  json.RawMessage `json:"detail,omitempty"`
+	Written time.Time `json:"written"`
+	// Detail is what the agent handed in to show the session; it is
+	// stored apart, and Sessions lists without it.
+	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
 // Note is something the journal says about itself: records it dropped
@@ -60,7 +65,8 @@ type Note struct {
 // Key layouts (all integers big-endian, so keys sort by time):
 //
 //	events    wall ns u64 | pid u32 | kind u8
-//	sessions  began wall ns u64 | owner u32 | id
+//	sessions  began wall ns u64 | owner u32 | id → Session without Detail
+//	details   the same key → the Session's Detail
 //	notes     wall ns u64 | sequence u64
 //	boots     boot id → epoch (wall ns at boot) u64
 const (
@@ -71,6 +77,7 @@ const (
 var (
 	bucketEvents   = []byte("events")
 	bucketSessions = []byte("sessions")
+	bucketDetails  = []byte("details")
 	bucketNotes    = []byte("notes")
 	bucketBoots    = []byte("boots")
 	bucketMeta     = []byte("meta")
@@ -79,7 +86,7 @@ var (
 
 // formatVersion is the layout above; a store of another version is moved
 // aside.
-const formatVersion = 1
+const formatVersion = 2
 
 func eventKey(wall uint64, pid uint32, kind uint8) []byte {
 	k := make([]byte, eventKeyLen)

@@ -64,8 +64,12 @@ func (j *Journal) trim(before func(*bolt.Tx) uint64) bool {
 		if err != nil {
 			return err
 		}
+		db := tx.Bucket(bucketDetails)
 		for _, k := range gone {
 			if err := sb.Delete(k); err != nil {
+				return err
+			}
+			if err := db.Delete(k); err != nil {
 				return err
 			}
 			removed++

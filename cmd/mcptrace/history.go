@@ -67,16 +67,23 @@ were redacted before they were written.`,
 					fmt.Fprintf(out, " (it reaches back to %s)", list.Oldest.Local().Format(timeLayout))
 				}
 				fmt.Fprintln(out)
-				return nil
+			} else {
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "BEGAN\tLASTED\tOWNER\tSESSION\tHOST\tSERVERS\tENDED BY\tMEMBERS\tKILLED\tPEAK RSS\tLEAKED RSS\tCPU")
+				for _, s := range list.Sessions {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", s.Began.Local().Format(timeLayout), lasted(s, now), s.Owner, s.ID,
+						orDash(s.Host), orDash(servers(s.Servers)), endedBy(s), s.Members, s.Killed, bytesOrDash(s.PeakRSS), bytesOrDash(s.LeakedRSS), cpuOrDash(s.CPUSeconds))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "BEGAN\tLASTED\tOWNER\tSESSION\tHOST\tSERVERS\tENDED BY\tMEMBERS\tKILLED\tPEAK RSS\tLEAKED RSS")
-			for _, s := range list.Sessions {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Began.Local().Format(timeLayout), lasted(s, now), s.Owner, s.ID,
-					orDash(s.Host), orDash(servers(s.Servers)), endedBy(s), s.Members, s.Killed, bytesOrDash(s.PeakRSS), bytesOrDash(s.LeakedRSS))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
+			for _, n := range list.Notes {
+				fmt.Fprintf(out, "note %s: %s", n.At.Local().Format(timeLayout), n.What)
+				if n.Count != 0 {
+					fmt.Fprintf(out, " (%d)", n.Count)
+				}
+				fmt.Fprintln(out)
 			}
 			if list.Truncated {
 				fmt.Fprintf(out, "(only the newest %d; narrow with --since/--until/--id or raise --limit)\n", len(list.Sessions))
@@ -148,6 +155,13 @@ func servers(names []string) string {
 		return strings.Join(names[:3], ",") + fmt.Sprintf(" +%d", len(names)-3)
 	}
 	return strings.Join(names, ",")
+}
+
+func cpuOrDash(secs float64) string {
+	if secs <= 0 {
+		return "-"
+	}
+	return (time.Duration(secs * float64(time.Second))).Round(10 * time.Millisecond).String()
 }
 
 func orDash(s string) string {

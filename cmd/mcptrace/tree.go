@@ -195,6 +195,9 @@ Pictures for incident reports:
 			if detail != nil {
 				printContainers(out, *detail)
 				printEndings(out, *detail)
+				if n := detail.MembersDropped; n > 0 {
+					fmt.Fprintf(out, "(%d older exited members were not kept: a record keeps %d)\n", n, api.MaxRecordMembers)
+				}
 			}
 			return nil
 		},
