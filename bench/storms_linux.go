@@ -45,7 +45,10 @@ func (b *bench) storms(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfgs := b.configs()
+	cfgs, err := b.configs()
+	if err != nil {
+		return err
+	}
 	res := &stormResults{workloads: wls, raw: map[string]map[string][]float64{}, rounds: b.rounds, stormSecs: b.stormSecs}
 	for _, c := range cfgs {
 		res.configs = append(res.configs, c.name)

@@ -21,7 +21,38 @@ type config struct {
 // configNoHistory is the agent without its history journal.
 const configNoHistory = "mcptrace, no history"
 
-func (b *bench) configs() []config {
+// onlyConfigs, when not empty, names the configurations the storms run
+// beside the baseline (-configs), separated by ';'.
+var onlyConfigs string
+
+// configs are the storms' configurations, baseline first.
+func (b *bench) configs() ([]config, error) {
+	all := b.allConfigs()
+	if onlyConfigs == "" {
+		return all, nil
+	}
+	want := map[string]bool{"baseline": true}
+	for _, n := range strings.Split(onlyConfigs, ";") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out, names []config
+	for _, c := range all {
+		if want[c.name] {
+			out = append(out, c)
+		}
+		names = append(names, c)
+	}
+	if len(out) != len(want) {
+		var have []string
+		for _, c := range names {
+			have = append(have, c.name)
+		}
+		return nil, fmt.Errorf("-configs %q names a configuration the bench does not have (have %s)", onlyConfigs, strings.Join(have, "; "))
+	}
+	return out, nil
+}
+
+func (b *bench) allConfigs() []config {
 	return []config{
 		{"baseline", b.startBaseline},
 		{"mcptrace", func(ctx context.Context) (func() error, error) { return b.startAgentWithSessions(ctx) }},
