@@ -88,12 +88,11 @@ var (
 // aside.
 const formatVersion = 2
 
-func eventKey(wall uint64, pid uint32, kind uint8) []byte {
-	k := make([]byte, eventKeyLen)
-	binary.BigEndian.PutUint64(k, wall)
-	binary.BigEndian.PutUint32(k[8:], pid)
-	k[12] = kind
-	return k
+// appendEventKey appends the key of an event to b.
+func appendEventKey(b []byte, wall uint64, pid uint32, kind uint8) []byte {
+	b = binary.BigEndian.AppendUint64(b, wall)
+	b = binary.BigEndian.AppendUint32(b, pid)
+	return append(b, kind)
 }
 
 func sessionKey(began time.Time, owner uint32, id string) []byte {
