@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	bolt "go.etcd.io/bbolt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -292,18 +293,19 @@ func TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen(t *testing.T) {
 		j.Events(batch)
 		flush(t, j)
 	}
+	var used int64 // the pages bbolt has handed out; the file has room past them
+	j.db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
 	j.Close()
 	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, _ := f.Stat()
 	junk := make([]byte, 64<<10)
 	for i := range junk {
 		junk[i] = byte(i*7 + 3)
 	}
 	// Past the meta and freelist pages, into the records.
-	if _, err := f.WriteAt(junk, fi.Size()/3/4096*4096); err != nil {
+	if _, err := f.WriteAt(junk, used/2/4096*4096); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
