@@ -310,7 +310,8 @@ func (j *Journal) Events(evs []Event) {
 }
 
 // PutSession queues a session record; it replaces the one with the same
-// Owner, ID and Began.
+// Owner, ID and Began. The writer is woken: a session's record is read
+// soon after (the agent forgets an ended session), and records are few.
 func (j *Journal) PutSession(s Session) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -320,6 +321,7 @@ func (j *Journal) PutSession(s Session) {
 	j.sessions = append(j.sessions, s)
 	j.queued += len(s.Detail) + 256
 	j.seq++
+	j.kick()
 }
 
 // AddNote queues a note.
