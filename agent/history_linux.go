@@ -120,13 +120,13 @@ func (a *Agent) flushHistory() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.hist.j.Flush(ctx); err != nil {
-		a.log.Warn("the history writer is behind at a checkpoint; a crash now loses what it has queued (counted as dropped when it happens)", "err", err)
+		a.log.Warn("the history writer is behind at a checkpoint: until it catches up, a crash of the agent would take the events it holds from the history (the state journal no longer has them)", "err", err)
 	}
 }
 
 // recordHistory writes the record of every session that changed, every
 // historyEvery and when kicked (an ending finished), until ctx ends;
-// then once more, and closes the journal.
+// then once more (Run closes the journal after it).
 func (a *Agent) recordHistory(ctx context.Context) {
 	if a.hist.j == nil {
 		return
