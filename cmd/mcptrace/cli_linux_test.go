@@ -287,7 +287,7 @@ func TestTreeSessionShowsGenerationsAndWhatEachMarkerEnded(t *testing.T) {
 func TestUninstallRemovesWhatAStoppedAgentLeft(t *testing.T) {
 	bin := build(t)
 	ag := agenttest.StartProcess(t)
-	args := []string{"uninstall", "--api.socket", ag.Socket, "--bpf.pin-dir", ag.PinDir, "--state.dir", ag.StateDir}
+	args := []string{"uninstall", "--api.socket", ag.Socket, "--bpf.pin-dir", ag.PinDir, "--state.dir", ag.StateDir, "--history.dir", ag.HistoryDir}
 	if out, errOut, err := run(t, bin, args...); err == nil || !strings.Contains(errOut, "stop it first") {
 		t.Fatalf("uninstall while the agent serves: %v %s %s", err, out, errOut)
 	}
@@ -312,5 +312,9 @@ func TestUninstallRemovesWhatAStoppedAgentLeft(t *testing.T) {
 	}
 	if _, err := os.Stat(ag.StateDir); !os.IsNotExist(err) {
 		t.Errorf("state left after uninstall: %v", err)
+	}
+	// The history is the record of what happened: kept, and said where.
+	if _, err := os.Stat(filepath.Join(ag.HistoryDir, "history.db")); err != nil || !strings.Contains(out, "kept the history "+ag.HistoryDir) {
+		t.Errorf("uninstall and the history: %v\n%s", err, out)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,8 @@ resume. Use uninstall when mcptrace is being removed from the node, or to
 start from nothing: it detaches every pinned program, unpins the maps
 (events still queued are dropped), and deletes the saved state (sessions
 are forgotten, endings under way are abandoned). A reboot does the same.
+The history (history.dir) is kept: it is the record of what happened, for
+after the fact; uninstall says where it is, and rm -r removes it.
 
 It refuses while an agent answers on the API socket.`,
 		Args: cobra.NoArgs,
@@ -54,6 +57,11 @@ It refuses while an agent answers on the API socket.`,
 			}
 			if removed {
 				fmt.Fprintf(out, "removed the saved state %s\n", cfg.State.Dir)
+			}
+			if dir := cfg.History.Dir; dir != "" {
+				if _, err := os.Stat(dir); err == nil {
+					fmt.Fprintf(out, "kept the history %s (sessions, processes and kills on record); rm -r %s removes it\n", dir, dir)
+				}
 			}
 			return nil
 		},
