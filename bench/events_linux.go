@@ -50,7 +50,7 @@ func (b *bench) events(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if st1, err = a.historyFlushed(ctx, st1); err != nil {
+		if st1, err = a.historyFlushed(ctx, st0, st1); err != nil {
 			return err
 		}
 		h0, h1 := historyOf(st0), historyOf(st1)
@@ -95,17 +95,21 @@ func (a *agentProc) settled(ctx context.Context, before api.Status, want uint64,
 	return st, nil
 }
 
-// historyFlushed waits (up to 30 s) until the history's written events
-// stop moving, and returns the status then.
-func (a *agentProc) historyFlushed(ctx context.Context, st api.Status) (api.Status, error) {
+// historyFlushed waits (up to 30 s) until the history has settled
+// (written, dropped or failed) as many events as the agent handled since
+// before, and returns the status then: its batches are seconds apart.
+func (a *agentProc) historyFlushed(ctx context.Context, before, st api.Status) (api.Status, error) {
+	handled := sum(st.Events) - sum(before.Events)
+	h0 := historyOf(before)
 	for range 30 {
+		h := historyOf(st)
+		if h.Events+h.Dropped+h.Failed-h0.Events-h0.Dropped-h0.Failed >= handled {
+			return st, nil
+		}
 		time.Sleep(time.Second)
 		next, err := a.status(ctx)
 		if err != nil {
 			return next, err
-		}
-		if historyOf(next).Events == historyOf(st).Events {
-			return next, nil
 		}
 		st = next
 	}

@@ -19,8 +19,8 @@ const (
 	// the agent's state replay hands in again. Each batch is a
 	// transaction with two fdatasyncs, and on a disk the journal's I/O
 	// is what the node pays for it: with 1 s batches exec storms ran 1.4
-	// to 1.7 points slower than without a history, with 5 s within one
-	// (docs/benchmarks.md, "The history's price").
+	// to 1.7 points slower than without a history, with 5 s between 0
+	// and 1.5 points (docs/benchmarks.md, "The history's price").
 	DefaultFlushInterval = 5 * time.Second
 )
 
