@@ -213,6 +213,9 @@ func (a *Agent) recordSession(s sessions.Session) {
 	if bytes.Equal(sum, e.sum) && final == e.final {
 		return
 	}
+	// Parents from /proc only for a record that is written: a session
+	// that did not change costs no /proc read.
+	srv.RefreshRecord(&rec)
 	b, _ := json.Marshal(rec)
 	e.rec, e.sum, e.final = rec, sum, final
 	hs := a.summary(s, rec)

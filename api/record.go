@@ -48,7 +48,7 @@ type ContainerProcess struct {
 }
 
 // Record gathers what the agent holds of sess now. Argv is as the graph
-// has it (not redacted).
+// has it (not redacted); parents are the graph's until RefreshRecord.
 func (s *Server) Record(sess sessions.Session) SessionRecord {
 	rec := SessionRecord{Now: s.Now(), Session: sess, Members: s.Sessions.Members(sess.Ref())}
 	if s.Containers != nil {
@@ -62,17 +62,6 @@ func (s *Server) Record(sess sessions.Session) SessionRecord {
 			}
 		}
 	}
-	if s.Refresh != nil {
-		s.Refresh(rec.Members)
-		procs := make([]lineage.Process, len(rec.ContainerProcesses))
-		for i, cp := range rec.ContainerProcesses {
-			procs[i] = cp.Process
-		}
-		s.Refresh(procs)
-		for i := range procs {
-			rec.ContainerProcesses[i].Process = procs[i]
-		}
-	}
 	rec.Generations = s.Sessions.Generations(sess.Ref(), rec.Members)
 	// The reports first, then the records (see outcome).
 	rec.Reports = s.reports(sess)
@@ -80,6 +69,25 @@ func (s *Server) Record(sess sessions.Session) SessionRecord {
 		rec.Records = s.Enforcer.SessionRecords(sess.Owner, sess.ID)
 	}
 	return rec
+}
+
+// RefreshRecord brings the current parents of rec's processes up to
+// date from /proc (Server.Refresh), in place: a reparenting since the
+// last event shows. It reads /proc once per live process, so callers do
+// it for a record they answer with or write, not for each they compare.
+func (s *Server) RefreshRecord(rec *SessionRecord) {
+	if s.Refresh == nil {
+		return
+	}
+	s.Refresh(rec.Members)
+	procs := make([]lineage.Process, len(rec.ContainerProcesses))
+	for i, cp := range rec.ContainerProcesses {
+		procs[i] = cp.Process
+	}
+	s.Refresh(procs)
+	for i := range procs {
+		rec.ContainerProcesses[i].Process = procs[i]
+	}
 }
 
 // Detail is rec as c may see it: processes of c's uid only (root:

@@ -381,7 +381,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	// Members and kill records of other uids are neither shown nor
 	// counted to a caller other than root (Detail).
-	writeJSON(w, http.StatusOK, Detail(c, s.Record(sess), wantsRaw(c, r)))
+	rec := s.Record(sess)
+	s.RefreshRecord(&rec)
+	writeJSON(w, http.StatusOK, Detail(c, rec, wantsRaw(c, r)))
 }
 
 // callerNode finds the caller's own process in the graph: the agent first
