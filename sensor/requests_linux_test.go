@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,4 +202,65 @@ func TestRequestReaderSurvivesAgentsTakingOverUnderLoad(t *testing.T) {
 		}
 		s.Close()
 	}
+}
+
+// TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls
+// attaches and detaches the sys_enter program again and again while
+// other threads make system calls without pause. Each first attach and
+// last detach patches the kernel's hottest code (the system-call
+// tracepoint's static key) under running CPUs. A real CPU takes that in
+// its stride; QEMU's multi-threaded TCG does not (an "Oops: int3" in
+// trace_syscall_enter, or both vCPUs in a soft lockup), which is why
+// vmexec runs guests with single-threaded TCG (vmtests/doc.go). Bounded
+// by count and time: 40 rounds or 60 s.
+func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *testing.T) {
+	dir := t.TempDir()
+	engine := filepath.Join(dir, "engine.sock")
+	engineStandIn(t, engine)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	var calls atomic.Int64
+	for range 2 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			b := []byte("x")
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for range 1000 {
+					f.Write(b)
+				}
+				calls.Add(1000)
+			}
+		}()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	rounds := 0
+	for rounds < 40 && time.Now().Before(deadline) {
+		s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
+		if err := s.RequestsErr(); err != nil {
+			testenv.Missing(t, "reading container clients' engine requests", err.Error())
+		}
+		if err := s.SetEngineSockets([]string{engine}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		rounds++
+	}
+	close(stop)
+	<-done
+	<-done
+	if rounds < 10 {
+		t.Fatalf("only %d attach rounds in 60 s", rounds)
+	}
+	t.Logf("%d attach and detach rounds under %d write(2) calls", rounds, calls.Load())
 }

@@ -27,6 +27,16 @@
 //   - No KVM: guests run under TCG (-accel tcg -cpu max). On the machines
 //     this project runs on, guests hang under KVM; TCG is slower but
 //     deterministic.
+//   - No patching of hot kernel code while tests run: the guest's init
+//     holds sys_enter and the sched_process_fork/exec/exit tracepoints
+//     with two no-op programs each (internal/vm/hotpatch_linux.go). A
+//     test attaching to one of them would otherwise make the kernel
+//     rewrite running code, which QEMU's multi-threaded TCG does not keep
+//     coherent across vCPUs: the guest dies in an "Oops: int3" or locks
+//     up (TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls
+//     in sensor/ shows it with vmexec -no-hold). Single-threaded TCG
+//     (vmexec -tcg-thread single) would be coherent, but delays each IPI
+//     up to 100 ms, and the enforcer's tests then time out.
 //   - No kernel modules, disks or network devices: Debian builds virtio,
 //     9p and overlay as modules, so the guest is an initramfs only; the
 //     loopback interface is up, nothing else.

@@ -74,6 +74,8 @@ func run() int {
 		mem        = fs.String("mem", "1G", "guest memory")
 		cpuModel   = fs.String("cpu", envOr("MCPTRACE_VM_CPU", "max"), "QEMU CPU model ($MCPTRACE_VM_CPU)")
 		cpus       = fs.Int("smp", 2, "guest CPUs")
+		tcgThread  = fs.String("tcg-thread", envOr("MCPTRACE_VM_TCG_THREAD", "multi"), "QEMU TCG threading, `multi` or single: single keeps code the kernel patches coherent across vCPUs but delays every IPI up to 100 ms (vmtests/doc.go) ($MCPTRACE_VM_TCG_THREAD)")
+		noHold     = fs.Bool("no-hold", os.Getenv("MCPTRACE_VM_NO_HOLD") != "", "do not hold the hot tracepoints with no-op programs in the guest; tests that attach to them then make the kernel patch code under running vCPUs, which multi-threaded TCG does not keep coherent (vmtests/doc.go) ($MCPTRACE_VM_NO_HOLD)")
 		cacheDir   = fs.String("cache", kernel.DefaultCacheDir(), "kernel cache directory ($MCPTRACE_VM_CACHE)")
 		refresh    = fs.Bool("refresh", false, "ask apt for the newest kernel of the series even if one was resolved recently")
 		resolve    = fs.Bool("resolve", false, "only resolve (and download) the kernel and print it as JSON")
@@ -184,6 +186,8 @@ func run() int {
 		CPU:               *cpuModel,
 		Memory:            *mem,
 		CPUs:              *cpus,
+		TCGThread:         *tcgThread,
+		NoHold:            *noHold,
 		Timeout:           limit,
 		Binary:            binary,
 		Args:              args,

@@ -188,6 +188,11 @@ func GuestMain() {
 	if len(setupErrs) > 0 {
 		fail("guest setup: %s", strings.Join(setupErrs, "; "))
 	}
+	if !cfg.NoHold {
+		if _, err := holdHotTracepoints(); err != nil {
+			fail("guest setup: %v (vmexec -no-hold runs without)", err)
+		}
+	}
 	out, err := openPort(guestOutPort)
 	if err != nil {
 		fail("test output port: %v", err)

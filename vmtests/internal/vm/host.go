@@ -43,6 +43,16 @@ type Options struct {
 	CPU     string // QEMU -cpu model; "" → "max"
 	Memory  string // e.g. "1G"
 	CPUs    int
+	// TCGThread is QEMU's TCG threading: "multi" (a host thread per
+	// vCPU) or "single" (one host thread runs every vCPU in turn); "" →
+	// "multi". Multi-threaded TCG does not keep code coherent that the
+	// kernel patches while another vCPU runs it, which the guest's init
+	// works around (NoHold); single-threaded TCG is coherent but makes a
+	// vCPU wait up to 100 ms for the other's answer to an IPI.
+	TCGThread string
+	// NoHold leaves the hot tracepoints to the test: the guest's init
+	// does not hold them with programs of its own (hotpatch_linux.go).
+	NoHold  bool
 	Timeout time.Duration // whole run: boot, test, power-off
 
 	Binary   string   // host path of the program to run in the guest
@@ -183,6 +193,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.CPUs == 0 {
 		o.CPUs = 2
 	}
+	if o.TCGThread == "" {
+		o.TCGThread = "multi"
+	}
+	if o.TCGThread != "single" && o.TCGThread != "multi" {
+		return nil, fmt.Errorf("TCG threading %q: want single or multi", o.TCGThread)
+	}
 	if o.TailLines == 0 {
 		o.TailLines = 30
 	}
@@ -234,6 +250,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Env:     o.Env,
 		Dir:     o.GuestDir,
 		Verbose: o.Verbose,
+		NoHold:  o.NoHold,
 	}
 	initrd := filepath.Join(work, "initramfs.cpio")
 	if err := buildInitramfs(initrd, &o, cfg); err != nil {
@@ -502,7 +519,7 @@ func boot(ctx context.Context, o *Options, cfg *GuestConfig, initrd string) (*Re
 		pipes[i] = chanPipe{r, w}
 	}
 	args := []string{
-		"-accel", "tcg", "-cpu", o.CPU,
+		"-accel", "tcg,thread=" + o.TCGThread, "-cpu", o.CPU,
 		"-m", o.Memory, "-smp", strconv.Itoa(o.CPUs),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", kernelImage(o), "-initrd", initrd,

@@ -39,6 +39,8 @@ type GuestConfig struct {
 	Env     []string `json:"env"`
 	Dir     string   `json:"dir"` // its working directory
 	Verbose bool     `json:"verbose"`
+	// NoHold leaves the hot tracepoints to the test (holdHotTracepoints).
+	NoHold bool `json:"no_hold,omitempty"`
 }
 
 // Control records (guest → host), one per line: "VMEXEC <nonce> <kind> <rest>".
