@@ -1,8 +1,8 @@
 package agent
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,9 +46,14 @@ type historyKey struct {
 
 func keyOf(s sessions.Session) historyKey { return historyKey{s.Owner, s.ID, s.Began} }
 
+// historyEntry is what the agent keeps of a session it recorded: not the
+// record (that is in the store, read back for the next merge; kept here,
+// a session of many members would hold their records in the agent's
+// memory for as long as it runs), only what tells whether the next one
+// changed.
 type historyEntry struct {
-	rec   api.SessionRecord // what was written: the merge of every record
-	sum   []byte            // the JSON last written, to skip a write that changes nothing
+	sum   [sha256.Size]byte // of the session's own record last written (before the merge), to skip one that did not change
+	put   uint64            // its place in the journal's queue
 	final bool              // the record of its end is written
 }
 
@@ -192,46 +197,58 @@ func (a *Agent) recordSession(s sessions.Session) {
 	}
 	rec := srv.Record(s)
 	redactRecord(&rec)
-	if e == nil {
-		e = &historyEntry{}
-		if old, ok := a.storedRecord(s); ok {
-			e.rec = old
-		}
-	}
-	rec = api.MergeRecords(e.rec, rec)
-	// Unchanged but for the time it was read: nothing to write.
+	// Unchanged since it was last written, but for the time it was read:
+	// nothing to write, and the store is not read.
 	now := rec.Now
 	rec.Now = 0
-	sum, err := json.Marshal(rec)
+	b, err := json.Marshal(rec)
 	rec.Now = now
 	if err != nil {
 		a.log.Error("history: encoding a session record", "session", s.ID, "err", err)
 		return
 	}
+	sum := sha256.Sum256(b)
 	_, ended := rec.Reports[0]
 	final := s.State == sessions.Ended && ended
-	if bytes.Equal(sum, e.sum) && final == e.final {
+	if e != nil && sum == e.sum && final == e.final {
 		return
+	}
+	if e == nil {
+		e = &historyEntry{}
+	}
+	// What was written before (by this agent, or by an earlier one
+	// before a restart) holds the members that have left the graph since.
+	if old, ok := a.storedRecord(s, e.put); ok {
+		rec = api.MergeRecords(old, rec)
 	}
 	// Parents from /proc only for a record that is written: a session
 	// that did not change costs no /proc read.
 	srv.RefreshRecord(&rec)
-	b, _ := json.Marshal(rec)
-	e.rec, e.sum, e.final = rec, sum, final
+	b, _ = json.Marshal(rec)
 	hs := a.summary(s, rec)
 	hs.Detail = b
-	a.hist.j.PutSession(hs)
+	e.sum, e.final = sum, final
+	e.put = a.hist.j.PutSession(hs)
 	a.hist.mu.Lock()
 	a.hist.written[k] = e
 	if final {
-		e.rec, e.sum = api.SessionRecord{}, nil // nothing more is merged into it
 		delete(a.hist.usage, k)
 	}
 	a.hist.mu.Unlock()
 }
 
-// storedRecord is what an earlier agent recorded of s, if anything.
-func (a *Agent) storedRecord(s sessions.Session) (api.SessionRecord, bool) {
+// storedRecord is what was recorded of s so far, by this agent or an
+// earlier one, once the journal has written this agent's last record of
+// it (put, its place in the queue; 0 for none).
+func (a *Agent) storedRecord(s sessions.Session, put uint64) (api.SessionRecord, bool) {
+	if put != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := a.hist.j.FlushTo(ctx, put)
+		cancel()
+		if err != nil {
+			a.log.Warn("history: the writer is behind; a session's record is merged without its last one", "session", s.ID, "err", err)
+		}
+	}
 	hs, ok, err := a.hist.j.SessionAt(s.Owner, s.ID, a.hist.j.Wall(s.Began))
 	if err != nil || !ok {
 		return api.SessionRecord{}, false

@@ -14,8 +14,8 @@ const (
 	// DefaultMaxQueue bounds the bytes of records waiting for the writer.
 	DefaultMaxQueue = 64 << 20
 	// DefaultFlushInterval is the longest an event waits to be written
-	// when nothing asks for it sooner (a checkpoint, a session record, an
-	// eighth of the queue): what a crash takes from the queue, and what
+	// when nothing asks for it sooner (a checkpoint, a session record,
+	// wakeQueue bytes queued): what a crash takes from the queue, and what
 	// the agent's state replay hands in again. Each batch is a
 	// transaction with two fdatasyncs, and on a disk the journal's I/O
 	// is what the node pays for it: with 1 s batches exec storms ran 1.4
@@ -23,6 +23,12 @@ const (
 	// and 1.5 points (docs/benchmarks.md, "The history's price").
 	DefaultFlushInterval = 5 * time.Second
 )
+
+// wakeQueue is how many bytes of records wake the writer before its
+// interval: under a burst the queue, and the agent's memory, stay small
+// (the whole queue, up to MaxQueue, is what a burst the disk cannot keep
+// up with may hold).
+const wakeQueue = 1 << 20
 
 // FileName is the store's file in Options.Dir.
 const FileName = "history.db"

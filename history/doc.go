@@ -12,13 +12,15 @@
 // TIME), said once in the log, and a new one is started: the agent runs
 // on.
 //
-// Event keys are the event's time on the wall clock, its PID and its
-// kind. The wall time is the boot-clock time plus this boot's epoch,
-// fixed the first time a boot is seen and kept in the store, so the same
-// event always has the same key: writing it again (the agent replays its
-// state journal after a restart and hands the events here once more) is
-// harmless, and events the journal had queued when the agent was killed
-// are repaired that way.
+// Events are stored in chunks of about a page (records.go), one bbolt
+// record per chunk. Each event carries its time on the wall clock, its
+// PID and its kind. The wall time is the boot-clock time plus this
+// boot's epoch, fixed the first time a boot is seen and kept in the
+// store, so the same event always has the same key: writing it again
+// (the agent replays its state journal after a restart and hands the
+// events here once more) stores a copy that reads never return, and
+// events the journal had queued when the agent was killed are repaired
+// that way.
 //
 // The store is bounded by age (Options.MaxAge) and size
 // (Options.MaxBytes): the oldest records go first. The queue in front of

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -304,24 +305,27 @@ func (j *Journal) Events(evs []Event) {
 		j.queued += size
 		j.seq++
 	}
-	if j.queued >= j.opts.MaxQueue/8 {
+	if j.queued >= min(wakeQueue, j.opts.MaxQueue/8) {
 		j.kick()
 	}
 }
 
 // PutSession queues a session record; it replaces the one with the same
 // Owner, ID and Began. The writer is woken: a session's record is read
-// soon after (the agent forgets an ended session), and records are few.
-func (j *Journal) PutSession(s Session) {
+// soon after (the agent forgets an ended session, and reads the record
+// back to merge the next one into it), and records are few. It returns
+// the record's place in the queue, for FlushTo.
+func (j *Journal) PutSession(s Session) uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
-		return
+		return 0
 	}
 	j.sessions = append(j.sessions, s)
 	j.queued += len(s.Detail) + 256
 	j.seq++
 	j.kick()
+	return j.seq
 }
 
 // AddNote queues a note.
@@ -348,6 +352,13 @@ func (j *Journal) Flush(ctx context.Context) error {
 	j.mu.Lock()
 	want := j.seq
 	j.mu.Unlock()
+	return j.FlushTo(ctx, want)
+}
+
+// FlushTo returns once the records queued up to place want (what
+// PutSession returned) are settled; it wakes the writer only if they are
+// not. It fails only when ctx ends first.
+func (j *Journal) FlushTo(ctx context.Context, want uint64) error {
 	for {
 		j.mu.Lock()
 		done, ch := j.done, j.settled
@@ -441,15 +452,8 @@ func (j *Journal) write() {
 	j.mu.Unlock()
 	if len(evs)+len(sess)+len(notes) > 0 {
 		err := j.update("writing a batch", func(tx *bolt.Tx) error {
-			eb := tx.Bucket(bucketEvents)
-			eb.FillPercent = 0.95 // keys arrive nearly in order
-			// bbolt keeps keys for the transaction's life: one buffer.
-			keys := make([]byte, 0, eventKeyLen*len(evs))
-			for _, e := range evs {
-				keys = appendEventKey(keys, j.epoch+e.Time, e.PID, e.Kind)
-				if err := eb.Put(keys[len(keys)-eventKeyLen:], e.Data); err != nil {
-					return err
-				}
+			if err := j.putChunks(tx.Bucket(bucketEvents), evs); err != nil {
+				return err
 			}
 			sb, db := tx.Bucket(bucketSessions), tx.Bucket(bucketDetails)
 			for _, s := range sess {
@@ -504,6 +508,40 @@ func (j *Journal) write() {
 	j.mu.Unlock()
 }
 
+// putChunks stores evs in chunks of up to chunkBytes (records.go).
+func (j *Journal) putChunks(eb *bolt.Bucket, evs []Event) error {
+	eb.FillPercent = 0.95 // keys arrive nearly in order
+	for len(evs) > 0 {
+		// bbolt keeps keys and values for the transaction's life: a
+		// buffer per chunk.
+		chunk := make([]byte, chunkHeadLen, chunkBytes)
+		oldest, newest := uint64(math.MaxUint64), uint64(0)
+		n := 0
+		for ; n < len(evs); n++ {
+			e := evs[n]
+			if n > 0 && len(chunk)+eventKeyLen+binary.MaxVarintLen32+len(e.Data) > chunkBytes {
+				break
+			}
+			wall := j.epoch + e.Time
+			oldest, newest = min(oldest, wall), max(newest, wall)
+			chunk = appendEventKey(chunk, wall, e.PID, e.Kind)
+			chunk = binary.AppendUvarint(chunk, uint64(len(e.Data)))
+			chunk = append(chunk, e.Data...)
+		}
+		evs = evs[n:]
+		binary.BigEndian.PutUint64(chunk, newest)
+		seq, err := eb.NextSequence()
+		if err != nil {
+			return err
+		}
+		key := binary.BigEndian.AppendUint64(timeKey(oldest), seq)
+		if err := eb.Put(key, chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sizes records the file's size and what its records use, as of the
 // last commit (bbolt counts free pages at commit).
 func (j *Journal) sizes(tx *bolt.Tx) {
@@ -542,10 +580,12 @@ func (j *Journal) guard(what string, f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, what, r)
-			if j.broken.CompareAndSwap(false, true) {
-				os.WriteFile(j.path+brokenSuffix, []byte(err.Error()), 0o600)
-				j.log.Error("history store is corrupt; it takes no more records and is moved aside at the next start", "store", j.path, "err", err)
-			}
+		}
+		// A panic of bbolt's, or a record of ours it cannot be (a chunk
+		// of events that does not decode).
+		if errors.Is(err, ErrCorrupt) && j.broken.CompareAndSwap(false, true) {
+			os.WriteFile(j.path+brokenSuffix, []byte(err.Error()), 0o600)
+			j.log.Error("history store is corrupt; it takes no more records and is moved aside at the next start", "store", j.path, "err", err)
 		}
 	}()
 	return f()

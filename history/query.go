@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -101,19 +102,47 @@ func (j *Journal) Session(f Filter) (Session, bool, error) {
 }
 
 // EventsBetween calls fn with the data of each event from `from` to `to`
-// (inclusive), oldest first, until fn returns false. The data is valid
-// only during the call.
+// (inclusive), oldest first, until fn returns false; an event stored
+// twice (records.go) is called once. The data is valid only during the
+// call. It holds the range's events in memory: it is for forensics and
+// tests, not for a live path.
 func (j *Journal) EventsBetween(from, to time.Time, fn func(at time.Time, data []byte) bool) error {
-	return j.view("reading", func(tx *bolt.Tx) error {
+	type found struct{ key, data []byte }
+	var evs []found
+	err := j.view("reading", func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
-		end := wallNS(to)
-		for k, v := c.Seek(timeKey(wallNS(from))); k != nil && keyTime(k) <= end; k, v = c.Next() {
-			if !fn(time.Unix(0, int64(keyTime(k))), v) {
-				return nil
+		start, end := wallNS(from), wallNS(to)
+		// Chunks sort by their oldest event: every chunk that began by
+		// `to` may hold one of the range.
+		for k, v := c.First(); k != nil && keyTime(k) <= end; k, v = c.Next() {
+			if chunkNewest(v) < start {
+				continue
+			}
+			err := eachInChunk(v, func(key, data []byte) bool {
+				if t := keyTime(key); t >= start && t <= end {
+					evs = append(evs, found{bytes.Clone(key), bytes.Clone(data)})
+				}
+				return true
+			})
+			if err != nil {
+				return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, k, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(evs, func(a, b found) int { return bytes.Compare(a.key, b.key) })
+	for i, e := range evs {
+		if i > 0 && bytes.Equal(e.key, evs[i-1].key) {
+			continue
+		}
+		if !fn(time.Unix(0, int64(keyTime(e.key))), e.data) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Notes returns the journal's notes about itself, oldest first.

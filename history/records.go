@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -64,14 +65,31 @@ type Note struct {
 
 // Key layouts (all integers big-endian, so keys sort by time):
 //
-//	events    wall ns u64 | pid u32 | kind u8
+//	events    wall ns u64 of its oldest event | sequence u64 → a chunk
 //	sessions  began wall ns u64 | owner u32 | id → Session without Detail
 //	details   the same key → the Session's Detail
 //	notes     wall ns u64 | sequence u64
 //	boots     boot id → epoch (wall ns at boot) u64
+//
+// Events are stored in chunks of up to chunkBytes: the wall ns u64 of
+// the chunk's newest event, then per event its wall ns u64 | pid u32 |
+// kind u8 | uvarint length | data. One bbolt record per event cost the
+// writer a B+tree insert each (about 1 µs of CPU, in the event storms of
+// docs/benchmarks.md); a chunk is one. An event handed in twice (a
+// state replay after a crash re-hands what the store may already hold)
+// is stored twice and read once: EventsBetween drops repeats of a wall
+// time, pid and kind.
 const (
-	eventKeyLen = 13
-	noteKeyLen  = 16
+	eventKeyLen  = 13 // wall ns u64 | pid u32 | kind u8, before each event in a chunk
+	chunkKeyLen  = 16
+	chunkHeadLen = 8
+	noteKeyLen   = 16
+	// chunkBytes fills a 4 KiB page with one chunk (bbolt's page and
+	// element headers and the key take the rest): a chunk never needs a
+	// run of pages, which freed pages could not always give (the file
+	// would grow past history.max-bytes). A larger event is a chunk of
+	// its own.
+	chunkBytes = 4096 - 96
 )
 
 var (
@@ -86,13 +104,45 @@ var (
 
 // formatVersion is the layout above; a store of another version is moved
 // aside.
-const formatVersion = 2
+const formatVersion = 3
 
 // appendEventKey appends the key of an event to b.
 func appendEventKey(b []byte, wall uint64, pid uint32, kind uint8) []byte {
 	b = binary.BigEndian.AppendUint64(b, wall)
 	b = binary.BigEndian.AppendUint32(b, pid)
 	return append(b, kind)
+}
+
+// chunkNewest is the wall time (ns) of a chunk's newest event.
+func chunkNewest(v []byte) uint64 {
+	if len(v) < chunkHeadLen {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// eachInChunk calls fn with each event of chunk v (its key: wall ns, pid,
+// kind; and its data, valid during the call) until fn returns false.
+func eachInChunk(v []byte, fn func(key, data []byte) bool) error {
+	if len(v) < chunkHeadLen {
+		return fmt.Errorf("history: an event chunk of %d bytes", len(v))
+	}
+	for b := v[chunkHeadLen:]; len(b) > 0; {
+		if len(b) < eventKeyLen {
+			return fmt.Errorf("history: an event chunk ends within an event's key")
+		}
+		key := b[:eventKeyLen]
+		n, w := binary.Uvarint(b[eventKeyLen:])
+		if w <= 0 || n > uint64(len(b)-eventKeyLen-w) {
+			return fmt.Errorf("history: an event chunk ends within an event")
+		}
+		b = b[eventKeyLen+w:]
+		if !fn(key, b[:n:n]) {
+			return nil
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 func sessionKey(began time.Time, owner uint32, id string) []byte {

@@ -1,7 +1,9 @@
 package history
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -38,14 +40,34 @@ func (j *Journal) trim(before func(*bolt.Tx) uint64) bool {
 	removed := 0
 	err := j.update("removing old records", func(tx *bolt.Tx) error {
 		t := before(tx)
-		for _, name := range [][]byte{bucketEvents, bucketNotes} {
-			c := tx.Bucket(name).Cursor()
-			for k, _ := c.First(); k != nil && keyTime(k) < t && removed < maxDeletesPerTx; k, _ = c.First() {
-				if err := c.Delete(); err != nil {
+		// Chunks of events sort by their oldest event: from the first,
+		// the events older than t go.
+		eb := tx.Bucket(bucketEvents)
+		c := eb.Cursor()
+		for k, v := c.First(); k != nil && keyTime(k) < t && removed < maxDeletesPerTx; k, v = c.First() {
+			n, kept, oldest, err := splitChunk(v, t)
+			if err != nil {
+				return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, k, err)
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			removed += n
+			if kept != nil {
+				// The chunk spans t: its newer events stay, under the
+				// key of the oldest of them, and what follows waits.
+				if err := eb.Put(binary.BigEndian.AppendUint64(timeKey(oldest), binary.BigEndian.Uint64(k[8:])), kept); err != nil {
 					return err
 				}
-				removed++
+				break
 			}
+		}
+		c = tx.Bucket(bucketNotes).Cursor()
+		for k, _ := c.First(); k != nil && keyTime(k) < t && removed < maxDeletesPerTx; k, _ = c.First() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			removed++
 		}
 		sb := tx.Bucket(bucketSessions)
 		var gone [][]byte
@@ -90,12 +112,38 @@ func (j *Journal) trim(before func(*bolt.Tx) uint64) bool {
 	return removed > 0
 }
 
+// splitChunk counts the events of chunk v older than t (ns), and returns
+// a new chunk of the others (nil when there are none) with its oldest
+// time.
+func splitChunk(v []byte, t uint64) (older int, kept []byte, oldest uint64, err error) {
+	var rest []byte
+	err = eachInChunk(v, func(key, data []byte) bool {
+		if keyTime(key) < t {
+			older++
+			return true
+		}
+		if rest == nil {
+			oldest = keyTime(key)
+		}
+		oldest = min(oldest, keyTime(key))
+		if rest == nil {
+			rest = make([]byte, chunkHeadLen, len(v))
+			copy(rest, v[:chunkHeadLen])
+		}
+		rest = append(rest, key...)
+		rest = binary.AppendUvarint(rest, uint64(len(data)))
+		rest = append(rest, data...)
+		return true
+	})
+	return older, rest, oldest, err
+}
+
 // perRecord is what bbolt spends on a record besides its key and value
 // (its element header in a leaf page, and page slack).
 const perRecord = 24
 
-// timeOfBytes is the time before which the oldest events take at least
-// n bytes. When all events take less, it is past the newest event and
+// timeOfBytes is the time before which the oldest chunks of events take
+// at least n bytes. When all events take less, it is past the newest event and
 // the oldest session.
 func timeOfBytes(tx *bolt.Tx, n int64) uint64 {
 	var sum int64
@@ -103,7 +151,7 @@ func timeOfBytes(tx *bolt.Tx, n int64) uint64 {
 	c := tx.Bucket(bucketEvents).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		sum += int64(len(k) + len(v) + perRecord)
-		last = keyTime(k) + 1
+		last = max(last, chunkNewest(v)+1)
 		if sum >= n {
 			return last
 		}
