@@ -336,7 +336,7 @@ func renderStorms(p printer, s *stormResults, svg string) {
 	p("### 1. Node overhead: storms and a realistic mix")
 	p("")
 	p("Each configuration is started, runs every workload, and is stopped, in")
-	p("%d interleaved rounds (%s); the", s.rounds, strings.Join(s.configs, ", "))
+	p("%d interleaved rounds (%s; each round starts one configuration later); the", s.rounds, strings.Join(s.configs, ", "))
 	p("tables give medians, and each ratio is median / baseline median (higher is")
 	p("better). mcptrace: the agent enforcing with its default configuration,")
 	p("narrowed to the bench (`--sessions.within-pid`, no host rules), %d `mcptrace", benchSessions)
