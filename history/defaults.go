@@ -17,10 +17,11 @@ const (
 	// when nothing asks for it sooner (a checkpoint, a session record,
 	// wakeQueue bytes queued): what a crash takes from the queue, and what
 	// the agent's state replay hands in again. Each batch is a
-	// transaction with two fdatasyncs, and on a disk the journal's I/O
-	// is what the node pays for it: with 1 s batches exec storms ran 1.4
-	// to 1.7 points slower than without a history, with 5 s between 0
-	// and 1.5 points (docs/benchmarks.md, "The history's price").
+	// transaction with two fdatasyncs, and on a disk they are what the
+	// node pays for the history: the unpinned exec storm ran 1.6 to 1.9
+	// points slower with it, and 0.6 ahead without the fdatasyncs
+	// (docs/benchmarks.md, "The history's price"); batches 1 s and 5 s
+	// apart cost the same within noise.
 	DefaultFlushInterval = 5 * time.Second
 )
 

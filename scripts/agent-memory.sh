@@ -7,7 +7,8 @@
 #   scripts/agent-memory.sh [BIN] storm N       RSS before and after N short forks
 #   scripts/agent-memory.sh [BIN] procs N       RSS before and with N live sleep processes
 #
-# BIN defaults to bin/mcptrace. RssAnon is the agent's own heap and stacks;
+# BIN defaults to bin/mcptrace; AGENT_FLAGS adds flags to the agent
+# (AGENT_FLAGS=--history.dir= measures it without its history). RssAnon is the agent's own heap and stacks;
 # VmRSS adds file pages: the binary, and the ring buffer the reader maps
 # (twice its bpf.ring-buffer-size once the ring has wrapped). The graph
 # holds every process on the node: run it on a quiet machine.
@@ -23,7 +24,7 @@ pids=$dir/pids
 touch "$pids"
 
 "$bin" agent --sessions.within-pid $$ --sessions.default-rules=false --bpf.pin-dir "$pin" \
-	--state.dir "$dir/state" --history.dir "$dir/history" --api.socket "$sock" --log.level warn &
+	--state.dir "$dir/state" --history.dir "$dir/history" --api.socket "$sock" --log.level warn ${AGENT_FLAGS:-} &
 agent=$!
 cleanup() {
 	xargs -r kill -9 <"$pids" 2>/dev/null || true

@@ -212,7 +212,7 @@ func TestRequestReaderSurvivesAgentsTakingOverUnderLoad(t *testing.T) {
 // its stride; QEMU's multi-threaded TCG does not (an "Oops: int3" in
 // trace_syscall_enter, or both vCPUs in a soft lockup), which is why
 // vmexec runs guests with single-threaded TCG (vmtests/doc.go). Bounded
-// by count and time: 40 rounds or 60 s.
+// by count and time: 40 rounds or 30 s.
 func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *testing.T) {
 	dir := t.TempDir()
 	engine := filepath.Join(dir, "engine.sock")
@@ -243,7 +243,7 @@ func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *te
 			}
 		}()
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	rounds := 0
 	for rounds < 40 && time.Now().Before(deadline) {
 		s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
@@ -260,7 +260,7 @@ func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *te
 	<-done
 	<-done
 	if rounds < 10 {
-		t.Fatalf("only %d attach rounds in 60 s", rounds)
+		t.Fatalf("only %d attach rounds in 30 s", rounds)
 	}
 	t.Logf("%d attach and detach rounds under %d write(2) calls", rounds, calls.Load())
 }
