@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -188,8 +189,9 @@ func GuestMain() {
 	if len(setupErrs) > 0 {
 		fail("guest setup: %s", strings.Join(setupErrs, "; "))
 	}
+	var hold func()
 	if !cfg.NoHold {
-		if _, err := holdHotTracepoints(); err != nil {
+		if hold, err = holdHotTracepoints(); err != nil {
 			fail("guest setup: %v (vmexec -no-hold runs without)", err)
 		}
 	}
@@ -224,6 +226,11 @@ func GuestMain() {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	report(recStart, release)
 	err = cmd.Run()
+	// The holding programs and links close when collected (cilium/ebpf
+	// attaches a cleanup to every descriptor): reachable until the test
+	// is done, or a GC in this process (forced every 2 minutes) would
+	// detach them under the running test.
+	runtime.KeepAlive(hold)
 	tcdrain(out) // every byte of test output is on the host before the status
 	var ee *exec.ExitError
 	switch {

@@ -14,7 +14,9 @@ var heldTracepoints = []string{"sys_enter", "sched_process_fork", "sched_process
 
 // holdHotTracepoints attaches two programs that do nothing to each of
 // heldTracepoints for the guest's life, so that no test's attach or
-// detach patches their call sites.
+// detach patches their call sites. The caller keeps the returned func
+// reachable for as long as the holds must last: cilium/ebpf closes a
+// descriptor once it is collected.
 //
 // The kernel rewrites a tracepoint's call sites in running code when the
 // number of programs on it changes between none, one and more (its
