@@ -70,6 +70,11 @@ type sessionUsage struct {
 // in some record.
 const historyEvery = 5 * time.Second
 
+// recordWait is how long a session's record waits for the journal to
+// write the one before it (it is usually written already: PutSession
+// wakes the writer); then the record waits for a later round.
+const recordWait = 2 * time.Second
+
 // historyDir is the configured directory, "" when the history is off.
 func (o *Options) historyDir() string {
 	if o.HistoryDir == "-" {
@@ -218,7 +223,15 @@ func (a *Agent) recordSession(s sessions.Session) {
 	}
 	// What was written before (by this agent, or by an earlier one
 	// before a restart) holds the members that have left the graph since.
-	if old, ok := a.storedRecord(s, e.put); ok {
+	old, ok, err := a.storedRecord(s, e.put)
+	if err != nil {
+		// Its last record is not written yet: merging with the one
+		// before would drop the members only that one holds. The next
+		// round tries again (e is unchanged).
+		a.log.Warn("history: a session's record waits for the writer; it is written at a later round", "session", s.ID, "err", err)
+		return
+	}
+	if ok {
 		rec = api.MergeRecords(old, rec)
 	}
 	// Parents from /proc only for a record that is written: a session
@@ -239,26 +252,27 @@ func (a *Agent) recordSession(s sessions.Session) {
 
 // storedRecord is what was recorded of s so far, by this agent or an
 // earlier one, once the journal has written this agent's last record of
-// it (put, its place in the queue; 0 for none).
-func (a *Agent) storedRecord(s sessions.Session, put uint64) (api.SessionRecord, bool) {
+// it (put, its place in the queue; 0 for none). The error says the
+// journal has not within recordWait.
+func (a *Agent) storedRecord(s sessions.Session, put uint64) (api.SessionRecord, bool, error) {
 	if put != 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), recordWait)
 		err := a.hist.j.FlushTo(ctx, put)
 		cancel()
 		if err != nil {
-			a.log.Warn("history: the writer is behind; a session's record is merged without its last one", "session", s.ID, "err", err)
+			return api.SessionRecord{}, false, err
 		}
 	}
 	hs, ok, err := a.hist.j.SessionAt(s.Owner, s.ID, a.hist.j.Wall(s.Began))
 	if err != nil || !ok {
-		return api.SessionRecord{}, false
+		return api.SessionRecord{}, false, nil
 	}
 	var rec api.SessionRecord
 	if err := json.Unmarshal(hs.Detail, &rec); err != nil {
 		a.log.Warn("history: an earlier record of a session cannot be read; it is replaced", "session", s.ID, "err", err)
-		return api.SessionRecord{}, false
+		return api.SessionRecord{}, false, nil
 	}
-	return rec, true
+	return rec, true, nil
 }
 
 // summary is the listing of a session in the history, as its owner sees

@@ -338,10 +338,9 @@ func TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen(t *testing.T) {
 	}
 }
 
-// TestEventsOfEverySizeReadBackExactlyAcrossBatches: the writer cuts
-// chunks from a buffer it reuses from batch to batch, and the queue
-// reuses the last batch's; events of every size (none, tiny, a chunk's
-// worth, larger than a chunk) come back byte for byte, each once.
+// TestEventsOfEverySizeReadBackExactlyAcrossBatches: events of every
+// size (tiny, a chunk's worth, larger than a chunk), handed in over
+// several calls and batches, come back byte for byte, each once.
 func TestEventsOfEverySizeReadBackExactlyAcrossBatches(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{now: t0.Add(time.Hour)}
@@ -376,5 +375,34 @@ func TestEventsOfEverySizeReadBackExactlyAcrossBatches(t *testing.T) {
 	})
 	if err != nil || got != len(want) {
 		t.Fatalf("read back %d of %d events: %v", got, len(want), err)
+	}
+}
+
+// TestSizeTrimIsNotPushedPastNewerChunksByAWideOne: a chunk holding an
+// old event beside a much newer one (a state replay's events handed in
+// with live ones) sorts first; the cut for "the oldest n bytes" stays
+// at the chunks after it instead of jumping to its newest event.
+func TestSizeTrimIsNotPushedPastNewerChunksByAWideOne(t *testing.T) {
+	c := &clock{now: t0.Add(20 * time.Hour)}
+	j := open(t, t.TempDir(), c, nil)
+	defer j.Close()
+	wide := []Event{ev(0, 100), ev(int(10*time.Hour/time.Millisecond), 100)}
+	j.Events(wide)
+	flush(t, j)
+	for i := range 20 {
+		j.Events([]Event{ev(int(time.Hour/time.Millisecond)+i, 3000)}) // a chunk each, from 1h on
+		flush(t, j)
+	}
+	var cut uint64
+	j.db.View(func(tx *bolt.Tx) error { cut = timeOfBytes(tx, 1); return nil })
+	second := j.epoch + uint64(time.Hour)
+	if cut > second {
+		t.Fatalf("the cut for the oldest byte is %v past the second chunk's oldest event", time.Duration(cut-second))
+	}
+	if !j.trim(func(*bolt.Tx) uint64 { return cut }) {
+		t.Fatal("the trim removed nothing")
+	}
+	if got := events(t, j); len(got) != 21 {
+		t.Fatalf("after trimming the oldest byte: %d events, want 21 (the wide chunk's old one gone)", len(got))
 	}
 }

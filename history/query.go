@@ -115,7 +115,7 @@ func (j *Journal) EventsBetween(from, to time.Time, fn func(at time.Time, data [
 		// Chunks sort by their oldest event: every chunk that began by
 		// `to` may hold one of the range.
 		for k, v := c.First(); k != nil && keyTime(k) <= end; k, v = c.Next() {
-			if chunkNewest(v) < start {
+			if len(v) >= chunkHeadLen && chunkNewest(v) < start {
 				continue
 			}
 			err := eachInChunk(v, func(key, data []byte) bool {

@@ -143,18 +143,26 @@ func splitChunk(v []byte, t uint64) (older int, kept []byte, oldest uint64, err 
 const perRecord = 24
 
 // timeOfBytes is the time before which the oldest chunks of events take
-// at least n bytes. When all events take less, it is past the newest event and
-// the oldest session.
+// at least n bytes: the oldest time of the first chunk past them (chunks
+// sort by their oldest event; one that spans a long time, a replay's old
+// events beside new ones, does not push the cut past the chunks after
+// it). When all events take less, it is past the newest event and the
+// oldest session.
 func timeOfBytes(tx *bolt.Tx, n int64) uint64 {
 	var sum int64
-	var last uint64
+	var first, last uint64
 	c := tx.Bucket(bucketEvents).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if sum == 0 {
+			first = keyTime(k)
+		}
+		if sum >= n {
+			// Past the first chunk's oldest event at least, so that a
+			// trim always removes something.
+			return max(keyTime(k), first+1)
+		}
 		sum += int64(len(k) + len(v) + perRecord)
 		last = max(last, chunkNewest(v)+1)
-		if sum >= n {
-			return last
-		}
 	}
 	if k, _ := tx.Bucket(bucketSessions).Cursor().First(); k != nil {
 		last = max(last, keyTime(k)+1)
