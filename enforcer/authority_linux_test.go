@@ -117,7 +117,11 @@ func (r *rig) startTrapped(script string, args ...string) *proc {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	defer out.Close()
+	// Open until the test ends: a member whose stdout is still the pipe
+	// when a signal's trap runs (between its "ready" and what follows)
+	// must not die of SIGPIPE. A CI dry run saw the spared program a
+	// member exec's in its SIGTERM trap die so ("broken pipe").
+	r.t.Cleanup(func() { out.Close() })
 	cmd.Stdout = w
 	p := r.startCmd(cmd)
 	w.Close()
