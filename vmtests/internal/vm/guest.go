@@ -194,6 +194,9 @@ func GuestMain() {
 		if hold, err = holdHotTracepoints(); err != nil {
 			fail("guest setup: %v (vmexec -no-hold runs without)", err)
 		}
+		if err := onlineCPUs(); err != nil {
+			fail("guest setup: %v", err)
+		}
 	}
 	out, err := openPort(guestOutPort)
 	if err != nil {

@@ -507,6 +507,13 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 
 func boot(ctx context.Context, o *Options, cfg *GuestConfig, initrd string) (*Result, error) {
 	appendLine := "console=ttyS0 quiet panic=-1 " + o.Append
+	if !o.NoHold && o.CPUs > 1 {
+		// The guest boots on one CPU and onlines the others once it
+		// holds the hot tracepoints: attaching the holds patches the
+		// same code, which must not run on another vCPU meanwhile
+		// (hotpatch_linux.go).
+		appendLine += " maxcpus=1"
+	}
 	// Three pipes: console, test output, control. QEMU's "file" chardev
 	// opens /proc/self/fd/N, i.e. the write ends we hand it as fds 3..5.
 	type chanPipe struct{ r, w *os.File }

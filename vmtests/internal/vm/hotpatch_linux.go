@@ -2,6 +2,9 @@ package vm
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -14,7 +17,11 @@ var heldTracepoints = []string{"sys_enter", "sched_process_fork", "sched_process
 
 // holdHotTracepoints attaches two programs that do nothing to each of
 // heldTracepoints for the guest's life, so that no test's attach or
-// detach patches their call sites. The caller keeps the returned func
+// detach patches their call sites. Attaching the holds patches them too:
+// the guest boots with one CPU online (maxcpus=1, host.go), holds, then
+// onlines the others (onlineCPUs), so no other vCPU runs the code while
+// it changes. (Holding alone, with both CPUs up, locked a 5.10 guest up
+// at boot once, in a CI dry run.) The caller keeps the returned func
 // reachable for as long as the holds must last: cilium/ebpf closes a
 // descriptor once it is collected.
 //
@@ -64,4 +71,25 @@ func holdHotTracepoints() (func(), error) {
 		}
 	}
 	return closeAll, nil
+}
+
+// onlineCPUs brings up every CPU the kernel booted without (maxcpus=1).
+func onlineCPUs() error {
+	paths, err := filepath.Glob("/sys/devices/system/cpu/cpu[0-9]*/online")
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", p, err)
+		}
+		if strings.TrimSpace(string(b)) == "1" {
+			continue
+		}
+		if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
+			return fmt.Errorf("bringing up %s: %w", filepath.Dir(p), err)
+		}
+	}
+	return nil
 }
