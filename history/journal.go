@@ -534,8 +534,7 @@ func (j *Journal) putChunks(eb *bolt.Bucket, evs []Event) error {
 		if err != nil {
 			return err
 		}
-		key := binary.BigEndian.AppendUint64(timeKey(oldest), seq)
-		if err := eb.Put(key, chunk); err != nil {
+		if err := eb.Put(chunkKey(oldest, seq), chunk); err != nil {
 			return err
 		}
 	}

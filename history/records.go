@@ -113,6 +113,15 @@ func appendEventKey(b []byte, wall uint64, pid uint32, kind uint8) []byte {
 	return append(b, kind)
 }
 
+// chunkKey is the key of a chunk whose oldest event is at wall time
+// oldest (ns), seq its bucket sequence.
+func chunkKey(oldest, seq uint64) []byte {
+	k := make([]byte, chunkKeyLen)
+	binary.BigEndian.PutUint64(k, oldest)
+	binary.BigEndian.PutUint64(k[8:], seq)
+	return k
+}
+
 // chunkNewest is the wall time (ns) of a chunk's newest event.
 func chunkNewest(v []byte) uint64 {
 	if len(v) < chunkHeadLen {

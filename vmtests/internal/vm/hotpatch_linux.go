@@ -47,21 +47,21 @@ func holdHotTracepoints() (func(), error) {
 			c()
 		}
 	}
-	for _, tp := range heldTracepoints {
-		for i := range 2 {
-			// Two programs: the kernel refuses the same one twice on a
-			// tracepoint.
-			prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-				Name:         fmt.Sprintf("vmexec_hold%d", i),
-				Type:         ebpf.RawTracepoint,
-				License:      "GPL",
-				Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
-			})
-			if err != nil {
-				closeAll()
-				return nil, fmt.Errorf("loading a program to hold %s: %w", tp, err)
-			}
-			closers = append(closers, prog.Close)
+	// Two programs, each on every tracepoint: the kernel refuses the
+	// same program twice on one tracepoint.
+	for i := range 2 {
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+			Name:         fmt.Sprintf("vmexec_hold%d", i),
+			Type:         ebpf.RawTracepoint,
+			License:      "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+		})
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("loading a program to hold the hot tracepoints: %w", err)
+		}
+		closers = append(closers, prog.Close)
+		for _, tp := range heldTracepoints {
 			l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: prog})
 			if err != nil {
 				closeAll()
