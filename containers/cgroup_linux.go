@@ -114,16 +114,21 @@ func killV2(dir string) (int, error) {
 	}
 	defer f.Close()
 	pids, err := procsBelow(dir)
+	if removed(err) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}
-	if _, err := f.WriteString("1"); err != nil {
+	if _, err := f.WriteString("1"); removed(err) {
+		return 0, nil
+	} else if err != nil {
 		return 0, fmt.Errorf("write cgroup.kill: %w", err)
 	}
 	deadline := time.Now().Add(cgroupKillWait)
 	for {
 		populated, err := populatedV2(dir)
-		if errors.Is(err, fs.ErrNotExist) { // removed: empty
+		if removed(err) { // emptied, then removed by its engine
 			return len(pids), nil
 		}
 		if err != nil {
@@ -138,6 +143,14 @@ func killV2(dir string) (int, error) {
 		}
 		time.Sleep(cgroupKillRound)
 	}
+}
+
+// removed reports whether err says a cgroup directory is gone: not
+// there when opened (ENOENT), or removed between open and read (ENODEV).
+// An engine removes a container's cgroup as soon as it is empty, so
+// after a kill both are how success looks.
+func removed(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
 }
 
 // populatedV2 reads "populated" from a v2 cgroup's cgroup.events: whether
@@ -162,7 +175,7 @@ func killEach(dir string, m cgroupMount, cg string) (int, error) {
 	deadline := time.Now().Add(cgroupKillWait)
 	for {
 		pids, err := procsBelow(dir)
-		if errors.Is(err, fs.ErrNotExist) && len(pids) == 0 { // removed: empty
+		if removed(err) && len(pids) == 0 { // emptied, then removed by its engine
 			return len(signalled), nil
 		}
 		if err != nil {
@@ -224,7 +237,7 @@ func procsBelow(dir string) ([]int, error) {
 	dirs := 0
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p != dir && errors.Is(err, fs.ErrNotExist) {
+			if p != dir && removed(err) {
 				return nil // a descendant removed meanwhile
 			}
 			return err
@@ -236,7 +249,7 @@ func procsBelow(dir string) ([]int, error) {
 			return fmt.Errorf("more than %d cgroups below %s", maxCgroupDirs, dir)
 		}
 		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		if errors.Is(err, fs.ErrNotExist) && p != dir {
+		if removed(err) && p != dir {
 			return nil
 		}
 		if err != nil {
