@@ -112,7 +112,9 @@ type Journal struct {
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	events   []Event
+	chunks   []chunk // sealed chunks of events, oldest first
+	filling  chunk   // the chunk events are appended to
+	events   int     // events in chunks and open
 	sessions []Session
 	notes    []Note
 	queued   int    // bytes in the queue
@@ -212,6 +214,7 @@ func (j *Journal) open() (db *bolt.DB, err error) {
 	db, err = bolt.Open(j.path, 0o600, &bolt.Options{
 		Timeout:      time.Second,
 		FreelistType: bolt.FreelistMapType,
+		PageSize:     pageSize, // chunkBytes is sized for it
 		// Map the whole bound at once (address space, not memory): a
 		// store that outgrows its map makes bbolt remap, and copy out
 		// every node the writing transaction holds (most of the writer's
@@ -273,18 +276,13 @@ func (j *Journal) Boot(t time.Time) uint64 {
 	return w - j.epoch
 }
 
-// Events queues kernel events (copying their data). Events that do not
-// fit the queue are dropped and counted; Events never blocks on the
-// writer.
+// Events queues kernel events, encoding each into the chunk it will be
+// stored in (its data is copied). Events that do not fit the queue are
+// dropped and counted; Events never blocks on the writer.
 func (j *Journal) Events(evs []Event) {
 	if len(evs) == 0 {
 		return
 	}
-	n := 0
-	for _, e := range evs {
-		n += len(e.Data)
-	}
-	buf := make([]byte, 0, n)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -298,15 +296,71 @@ func (j *Journal) Events(evs []Event) {
 			j.stats.dropped.Add(1)
 			continue
 		}
-		start := len(buf)
-		buf = append(buf, e.Data...)
-		e.Data = buf[start:len(buf):len(buf)]
-		j.events = append(j.events, e)
+		j.appendEvent(e)
 		j.queued += size
+		j.events++
 		j.seq++
 	}
 	if j.queued >= min(wakeQueue, j.opts.MaxQueue/8) {
 		j.kick()
+	}
+}
+
+// chunk is a chunk of events being queued (records.go has its layout):
+// its buffer and the wall time of its oldest and newest event.
+type chunk struct {
+	buf            []byte
+	oldest, newest uint64
+}
+
+// chunkPool holds the buffers of chunks written, for the chunks to come:
+// under a storm the queue then allocates nothing per event, and the
+// agent's heap (and RSS) does not fill with spent chunks between
+// collections.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, chunkBytes); return &b }}
+
+// appendEvent encodes e into the chunk being filled, sealing it first when e
+// does not fit. An event too large for a chunk of its own size gets one
+// of its own size. j.mu is held.
+func (j *Journal) appendEvent(e Event) {
+	need := eventKeyLen + binary.MaxVarintLen32 + len(e.Data)
+	if j.filling.buf != nil && len(j.filling.buf)+need > chunkBytes {
+		j.seal()
+	}
+	if j.filling.buf == nil {
+		if chunkHeadLen+need > chunkBytes {
+			j.filling.buf = make([]byte, chunkHeadLen, chunkHeadLen+need)
+		} else {
+			j.filling.buf = (*chunkPool.Get().(*[]byte))[:chunkHeadLen]
+		}
+		j.filling.oldest, j.filling.newest = math.MaxUint64, 0
+	}
+	wall := j.epoch + e.Time
+	j.filling.oldest, j.filling.newest = min(j.filling.oldest, wall), max(j.filling.newest, wall)
+	b := appendEventKey(j.filling.buf, wall, e.PID, e.Kind)
+	b = binary.AppendUvarint(b, uint64(len(e.Data)))
+	j.filling.buf = append(b, e.Data...)
+}
+
+// seal moves the chunk being filled, if any, to the chunks to write. j.mu is
+// held.
+func (j *Journal) seal() {
+	if j.filling.buf == nil {
+		return
+	}
+	binary.BigEndian.PutUint64(j.filling.buf, j.filling.newest)
+	j.chunks = append(j.chunks, j.filling)
+	j.filling = chunk{}
+}
+
+// recycle returns the buffers of chunks written (or failed) to
+// chunkPool; bbolt holds a value only for its transaction's life.
+func recycle(chunks []chunk) {
+	for _, c := range chunks {
+		if cap(c.buf) == chunkBytes {
+			b := c.buf[:0]
+			chunkPool.Put(&b)
+		}
 	}
 }
 
@@ -443,16 +497,17 @@ func (j *Journal) run() {
 // write commits what is queued in one transaction.
 func (j *Journal) write() {
 	j.mu.Lock()
-	evs, sess, notes, upto := j.events, j.sessions, j.notes, j.seq
-	j.events, j.sessions, j.notes, j.queued = nil, nil, nil, 0
+	j.seal()
+	chunks, events, sess, notes, upto := j.chunks, j.events, j.sessions, j.notes, j.seq
+	j.chunks, j.events, j.sessions, j.notes, j.queued = nil, 0, nil, nil, 0
 	if j.dropped > 0 {
 		notes = append(notes, Note{At: j.opts.Now(), What: "events dropped: the queue to the writer was full", Count: j.dropped})
 		j.dropped = 0
 	}
 	j.mu.Unlock()
-	if len(evs)+len(sess)+len(notes) > 0 {
+	if events+len(sess)+len(notes) > 0 {
 		err := j.update("writing a batch", func(tx *bolt.Tx) error {
-			if err := j.putChunks(tx.Bucket(bucketEvents), evs); err != nil {
+			if err := putChunks(tx.Bucket(bucketEvents), chunks); err != nil {
 				return err
 			}
 			sb, db := tx.Bucket(bucketSessions), tx.Bucket(bucketDetails)
@@ -489,18 +544,19 @@ func (j *Journal) write() {
 			return nil
 		})
 		if err != nil {
-			j.stats.failed.Add(uint64(len(evs) + len(sess) + len(notes)))
+			j.stats.failed.Add(uint64(events + len(sess) + len(notes)))
 			if now := time.Now(); now.Sub(j.lastFail) > time.Minute {
 				j.lastFail = now
 				j.log.Error("history: a batch could not be written; its records are lost to the history (counted in failed)",
-					"events", len(evs), "sessions", len(sess), "err", err)
+					"events", events, "sessions", len(sess), "err", err)
 			}
 		} else {
-			j.stats.events.Add(uint64(len(evs)))
+			j.stats.events.Add(uint64(events))
 			j.stats.sessions.Add(uint64(len(sess)))
 			j.stats.batches.Add(1)
 		}
 	}
+	recycle(chunks)
 	j.mu.Lock()
 	j.done = upto
 	close(j.settled)
@@ -508,33 +564,19 @@ func (j *Journal) write() {
 	j.mu.Unlock()
 }
 
-// putChunks stores evs in chunks of up to chunkBytes (records.go).
-func (j *Journal) putChunks(eb *bolt.Bucket, evs []Event) error {
-	eb.FillPercent = 0.95 // keys arrive nearly in order
-	for len(evs) > 0 {
-		// bbolt keeps keys and values for the transaction's life: a
-		// buffer per chunk.
-		chunk := make([]byte, chunkHeadLen, chunkBytes)
-		oldest, newest := uint64(math.MaxUint64), uint64(0)
-		n := 0
-		for ; n < len(evs); n++ {
-			e := evs[n]
-			if n > 0 && len(chunk)+eventKeyLen+binary.MaxVarintLen32+len(e.Data) > chunkBytes {
-				break
-			}
-			wall := j.epoch + e.Time
-			oldest, newest = min(oldest, wall), max(newest, wall)
-			chunk = appendEventKey(chunk, wall, e.PID, e.Kind)
-			chunk = binary.AppendUvarint(chunk, uint64(len(e.Data)))
-			chunk = append(chunk, e.Data...)
-		}
-		evs = evs[n:]
-		binary.BigEndian.PutUint64(chunk, newest)
+// putChunks stores chunks of events, one record each (records.go).
+func putChunks(eb *bolt.Bucket, chunks []chunk) error {
+	// Keys arrive nearly in order: fill each leaf (four chunks).
+	eb.FillPercent = 1
+	// bbolt keeps keys for the transaction's life: one buffer for all.
+	keys := make([]byte, 0, chunkKeyLen*len(chunks))
+	for _, c := range chunks {
 		seq, err := eb.NextSequence()
 		if err != nil {
 			return err
 		}
-		if err := eb.Put(chunkKey(oldest, seq), chunk); err != nil {
+		keys = appendChunkKey(keys, c.oldest, seq)
+		if err := eb.Put(keys[len(keys)-chunkKeyLen:], c.buf); err != nil {
 			return err
 		}
 	}

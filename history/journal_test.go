@@ -406,3 +406,33 @@ func TestSizeTrimIsNotPushedPastNewerChunksByAWideOne(t *testing.T) {
 		t.Fatalf("after trimming the oldest byte: %d events, want 21 (the wide chunk's old one gone)", len(got))
 	}
 }
+
+// TestLeavesOfChunksFitAPage: events of the usual sizes, written in
+// batches as the agent writes them, make leaves of one page each (no run
+// of pages, which freed pages cannot always give and bbolt allocates
+// anew), filled to within what the last event of a chunk leaves over.
+func TestLeavesOfChunksFitAPage(t *testing.T) {
+	c := &clock{now: t0.Add(time.Hour)}
+	j := open(t, t.TempDir(), c, nil)
+	defer j.Close()
+	batch := make([]Event, 256)
+	for i := 0; i < 50000; i += len(batch) {
+		for k := range batch {
+			batch[k] = ev(i+k, 60+(i+k)%200)
+		}
+		j.Events(batch)
+		if i%(10*len(batch)) == 0 {
+			flush(t, j)
+		}
+	}
+	flush(t, j)
+	var st bolt.BucketStats
+	j.db.View(func(tx *bolt.Tx) error { st = tx.Bucket(bucketEvents).Stats(); return nil })
+	t.Logf("%d chunks in %d leaves, %d overflow pages, %d of %d leaf bytes in use", st.KeyN, st.LeafPageN, st.LeafOverflowN, st.LeafInuse, st.LeafAlloc)
+	if st.LeafOverflowN != 0 {
+		t.Errorf("%d leaf overflow pages: leaves of chunks need runs of pages", st.LeafOverflowN)
+	}
+	if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); fill < 0.85 {
+		t.Errorf("leaves %.0f%% full, want at least 85%% (chunks close to full)", 100*fill)
+	}
+}

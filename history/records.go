@@ -84,12 +84,17 @@ const (
 	chunkKeyLen  = 16
 	chunkHeadLen = 8
 	noteKeyLen   = 16
-	// chunkBytes fills a 4 KiB page with one chunk (bbolt's page and
-	// element headers and the key take the rest): a chunk never needs a
-	// run of pages, which freed pages could not always give (the file
-	// would grow past history.max-bytes). A larger event is a chunk of
-	// its own.
-	chunkBytes = 4096 - 96
+	// chunkBytes puts four chunks in a 4 KiB leaf page: its header (16
+	// bytes) and per chunk an element header (16) and the key (16) take
+	// the rest. bbolt never splits a leaf of four elements or fewer, so
+	// larger chunks made leaves of two or more pages
+	// (TestLeavesOfChunksFitAPage): a run of pages, which freed pages
+	// cannot always give (the file would grow past history.max-bytes),
+	// and a buffer bbolt allocates anew for each leaf it writes, where a
+	// page's buffer comes from its pool. A larger event is a chunk of its
+	// own.
+	chunkBytes = (pageSize-16)/4 - 16 - chunkKeyLen
+	pageSize   = 4096
 )
 
 var (
@@ -113,13 +118,11 @@ func appendEventKey(b []byte, wall uint64, pid uint32, kind uint8) []byte {
 	return append(b, kind)
 }
 
-// chunkKey is the key of a chunk whose oldest event is at wall time
-// oldest (ns), seq its bucket sequence.
-func chunkKey(oldest, seq uint64) []byte {
-	k := make([]byte, chunkKeyLen)
-	binary.BigEndian.PutUint64(k, oldest)
-	binary.BigEndian.PutUint64(k[8:], seq)
-	return k
+// appendChunkKey appends the key of a chunk whose oldest event is at
+// wall time oldest (ns), seq its bucket sequence.
+func appendChunkKey(b []byte, oldest, seq uint64) []byte {
+	b = binary.BigEndian.AppendUint64(b, oldest)
+	return binary.BigEndian.AppendUint64(b, seq)
 }
 
 // chunkNewest is the wall time (ns) of a chunk's newest event.

@@ -56,7 +56,7 @@ func (j *Journal) trim(before func(*bolt.Tx) uint64) bool {
 			if kept != nil {
 				// The chunk spans t: its newer events stay, under the
 				// key of the oldest of them, and what follows waits.
-				if err := eb.Put(chunkKey(oldest, binary.BigEndian.Uint64(k[8:])), kept); err != nil {
+				if err := eb.Put(appendChunkKey(nil, oldest, binary.BigEndian.Uint64(k[8:])), kept); err != nil {
 					return err
 				}
 				break
