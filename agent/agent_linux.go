@@ -547,7 +547,9 @@ func (a *Agent) maintain(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.checkLost(); err != nil {
+			// An error once ctx is done is the sensor closing under the
+			// check (the agent stops): not a failure to report.
+			if err := a.checkLost(); err != nil && ctx.Err() == nil {
 				a.log.Error("lost-event check or repair failed; retrying", "err", err)
 			}
 			if a.journalFull() {

@@ -33,7 +33,8 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.1; done
+[ -S "$sock" ] || { echo "agent-memory: the agent did not serve within 60 s" >&2; exit 1; }
 sleep 5
 
 rss() { awk '/^(VmRSS|RssAnon):/ {printf "%s %d kB  ", $1, $2}' "/proc/$agent/status"; }
