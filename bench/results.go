@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -197,4 +198,23 @@ type startupResults struct {
 	processes int
 	seed      []startPoint
 	restart   []startPoint
+}
+
+// pairedDiff is the difference a configuration makes against another
+// round by round: (a − b) / baseline median for each round both ran, its
+// median, and an interval for that median (medianInterval). Pairs share
+// a round's conditions (the machine's drift, the order), so this is a
+// sharper comparison of two agents than the difference of their ratios.
+func (s *stormResults) pairedDiff(a, b, wl string) (med, lo, hi, cover float64) {
+	xa, xb := s.raw[a][wl], s.raw[b][wl]
+	base := s.median("baseline", wl)
+	var d []float64
+	for i := range min(len(xa), len(xb)) {
+		d = append(d, (xa[i]-xb[i])/base)
+	}
+	if len(d) == 0 {
+		return math.NaN(), math.NaN(), math.NaN(), 0
+	}
+	lo, hi, cover = medianInterval(d)
+	return median(d), lo, hi, cover
 }

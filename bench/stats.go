@@ -41,3 +41,30 @@ func count(n int64) string {
 	}
 	return fmt.Sprint(n)
 }
+
+// medianInterval returns a distribution-free interval for the median of
+// the population xs was drawn from: the order statistics x(k) and
+// x(n+1-k) for the largest k whose coverage, 1 − 2·P(Binomial(n, ½) < k),
+// is still at least 95% (for 9 values, the 2nd and 8th: 96.1%). With
+// fewer than 6 values no such k exists and the interval is the whole
+// range (its coverage then below 95%, returned as cover).
+func medianInterval(xs []float64) (lo, hi, cover float64) {
+	n := len(xs)
+	if n == 0 {
+		return math.NaN(), math.NaN(), 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	// below[k] = P(Binomial(n, ½) < k)
+	below := make([]float64, n+2)
+	c := 1.0 // n choose i
+	for i := 0; i <= n; i++ {
+		below[i+1] = below[i] + c*math.Pow(0.5, float64(n))
+		c = c * float64(n-i) / float64(i+1)
+	}
+	k := 1
+	for k+1 <= (n+1)/2 && 1-2*below[k+1] >= 0.95 {
+		k++
+	}
+	return s[k-1], s[n-k], 1 - 2*below[k]
+}
