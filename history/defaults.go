@@ -17,11 +17,10 @@ const (
 	// when nothing asks for it sooner (a checkpoint, a session record,
 	// wakeQueue bytes queued): what a crash takes from the queue, and what
 	// the agent's state replay hands in again. Each batch is a
-	// transaction with two fdatasyncs, and on a disk they are what the
-	// node pays for the history: the unpinned exec storm ran 1.6 to 1.9
-	// points slower with it, and 0.6 ahead without the fdatasyncs
-	// (docs/benchmarks.md, "The history's price"); batches 1 s and 5 s
-	// apart cost the same within noise.
+	// transaction with two fdatasyncs; on this project's machines they
+	// cost an exec storm beside them nothing measurable
+	// (docs/benchmarks.md, "The history's price"), and batches 1 s and
+	// 5 s apart cost the same within noise.
 	DefaultFlushInterval = 5 * time.Second
 )
 

@@ -12,8 +12,8 @@
 // TIME), said once in the log, and a new one is started: the agent runs
 // on.
 //
-// Events are stored in chunks of about a page (records.go), one bbolt
-// record per chunk. Each event carries its time on the wall clock, its
+// Events are stored in chunks of a quarter page (records.go), one bbolt
+// record per chunk, encoded as they are queued. Each event carries its time on the wall clock, its
 // PID and its kind. The wall time is the boot-clock time plus this
 // boot's epoch, fixed the first time a boot is seen and kept in the
 // store, so the same event always has the same key: writing it again
