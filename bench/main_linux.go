@@ -56,6 +56,7 @@ func main() {
 		allow    = flag.Bool("allow-foreign", false, "go on (with a warning in the report) when a baseline round finds sched_process programs the bench did not start")
 		bin      = flag.String("mcptrace", "bin/mcptrace", "agent binary to measure")
 	)
+	flag.StringVar(&onlyWorkloads, "workloads", "", "storms: only these workloads, separated by ';' (e.g. 'fork, CPU 0;exec, CPU 0'); default: all")
 	flag.StringVar(&onlyConfigs, "configs", "", "storms: only these configurations beside the baseline, separated by ';' (e.g. 'mcptrace;mcptrace, no history'); default: all")
 	flag.Parse()
 	if err := run(*out, *svg, *sections, *quick, *rounds, *secs, *trials, *allow, *bin); err != nil {

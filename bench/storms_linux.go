@@ -25,7 +25,7 @@ func (b *bench) workloads() ([]workload, error) {
 			return r.rate(), err
 		}
 	}
-	return []workload{
+	return selectNamed([]workload{
 		{"fork, CPU 0", "forks/s", fmt.Sprintf("`taskset -c 0 storm f %g`: fork, the child _exit(0)s, waitpid", secs), storm('f', 0)},
 		{"exec, CPU 0", "execs/s", fmt.Sprintf("`taskset -c 0 storm e %g`: fork, the child execv()s a static true, waitpid", secs), storm('e', 0)},
 		{"write, CPU 0", "writes/s", fmt.Sprintf("`taskset -c 0 storm w %g`: write(2) of one byte to /dev/null in a loop", secs), storm('w', 0)},
@@ -35,8 +35,12 @@ func (b *bench) workloads() ([]workload, error) {
 			func(ctx context.Context) (float64, error) { return makeBuilds(ctx, proj, builds) }},
 		{"npm exec", "runs/s", fmt.Sprintf("%d× `npm exec --offline -- node-which node` in e2e/testdata/mcphost", npms),
 			func(ctx context.Context) (float64, error) { return npmExecs(ctx, host, npms) }},
-	}, nil
+	}, func(w workload) string { return w.name }, "-workloads", onlyWorkloads)
 }
+
+// onlyWorkloads, when not empty, names the workloads the storms run
+// (-workloads), separated by ';'.
+var onlyWorkloads string
 
 // storms runs every workload under every configuration, in interleaved
 // rounds: for each round, each configuration is started, runs every

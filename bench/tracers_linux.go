@@ -27,29 +27,7 @@ var onlyConfigs string
 
 // configs are the storms' configurations, baseline first.
 func (b *bench) configs() ([]config, error) {
-	all := b.allConfigs()
-	if onlyConfigs == "" {
-		return all, nil
-	}
-	want := map[string]bool{"baseline": true}
-	for _, n := range strings.Split(onlyConfigs, ";") {
-		want[strings.TrimSpace(n)] = true
-	}
-	var out, names []config
-	for _, c := range all {
-		if want[c.name] {
-			out = append(out, c)
-		}
-		names = append(names, c)
-	}
-	if len(out) != len(want) {
-		var have []string
-		for _, c := range names {
-			have = append(have, c.name)
-		}
-		return nil, fmt.Errorf("-configs %q names a configuration the bench does not have (have %s)", onlyConfigs, strings.Join(have, "; "))
-	}
-	return out, nil
+	return selectNamed(b.allConfigs(), func(c config) string { return c.name }, "-configs", onlyConfigs, "baseline")
 }
 
 func (b *bench) allConfigs() []config {
