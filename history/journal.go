@@ -114,7 +114,7 @@ type Journal struct {
 	mu       sync.Mutex
 	chunks   []chunk // sealed chunks of events, oldest first
 	filling  chunk   // the chunk events are appended to
-	events   int     // events in chunks and open
+	events   int     // events in chunks and filling
 	sessions []Session
 	notes    []Note
 	queued   int    // bytes in the queue
