@@ -203,8 +203,10 @@ type startupResults struct {
 // pairedDiff is the difference a configuration makes against another
 // round by round: (a − b) / baseline median for each round both ran, its
 // median, and an interval for that median (medianInterval). Pairs share
-// a round's conditions (the machine's drift, the order), so this is a
-// sharper comparison of two agents than the difference of their ratios.
+// a round's conditions (the machine's drift, the order), which this
+// removes and the difference of the two ratios does not; on a workload
+// that swings from round to round the two can still differ by more than
+// a point, so the history's target wants both.
 func (s *stormResults) pairedDiff(a, b, wl string) (med, lo, hi, cover float64) {
 	xa, xb := s.raw[a][wl], s.raw[b][wl]
 	base := s.median("baseline", wl)
