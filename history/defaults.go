@@ -16,9 +16,10 @@ const (
 	// DefaultFlushInterval is the longest an event waits to be written
 	// when nothing asks for it sooner (a checkpoint, a session record,
 	// wakeQueue bytes queued): what a crash takes from the queue, and what
-	// the agent's state replay hands in again. Each batch is a
-	// transaction with two fdatasyncs; on this project's machines they
-	// cost an exec storm beside them nothing measurable
+	// the agent's state replay hands in again. A batch of events is one
+	// fdatasync (a bbolt transaction, when it carries session records or
+	// notes, two more); on this project's machines they cost an exec
+	// storm beside them nothing measurable
 	// (docs/benchmarks.md, "The history's price"), and batches 1 s and
 	// 5 s apart cost the same within noise.
 	DefaultFlushInterval = 5 * time.Second

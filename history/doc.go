@@ -4,26 +4,28 @@
 // and containers as the agent last saw them, and notes of what the
 // journal itself lost.
 //
-// It is an embedded bbolt store (one file, history.db, in Options.Dir):
-// every batch is one transaction, written by one goroutine off the
-// agent's hot path, and committed with fsync, so a crash at any moment
-// loses at most the batch being written and never leaves a half-written
-// one. A store that cannot be opened is moved aside (history.db.corrupt-
-// TIME), said once in the log, and a new one is started: the agent runs
-// on.
+// Events are appended to segment files (segments.go, in Options.Dir/
+// events), in chunks encoded as they are queued (records.go): each batch
+// is one writev and one fdatasync, by one goroutine off the agent's hot
+// path, and each chunk a frame with its checksum, the batch's last
+// marked. Sessions and notes are in an embedded bbolt store (one file,
+// history.db), a transaction per batch. A crash at any moment loses at
+// most the batch being written: Open cuts each segment after its last
+// whole batch, and says so in a note. A bbolt store that cannot be
+// opened is moved aside (history.db.corrupt-TIME), said once in the log,
+// and a new one is started: the agent runs on.
 //
-// Events are stored in chunks of a quarter page (records.go), one bbolt
-// record per chunk, encoded as they are queued. Each event carries its time on the wall clock, its
-// PID and its kind. The wall time is the boot-clock time plus this
-// boot's epoch, fixed the first time a boot is seen and kept in the
-// store, so the same event always has the same key: writing it again
-// (the agent replays its state journal after a restart and hands the
-// events here once more) stores a copy that reads never return, and
-// events the journal had queued when the agent was killed are repaired
-// that way.
+// Each event carries its time on the wall clock, its PID and its kind.
+// The wall time is the boot-clock time plus this boot's epoch, fixed
+// the first time a boot is seen and kept in the store, so the same
+// event always has the same key: writing it again (the agent replays
+// its state journal after a restart and hands the events here once
+// more) stores a copy that reads never return, and events the journal
+// had queued when the agent was killed are repaired that way.
 //
 // The store is bounded by age (Options.MaxAge) and size
-// (Options.MaxBytes): the oldest records go first. The queue in front of
+// (Options.MaxBytes): the oldest records go first, events a segment at
+// a time. The queue in front of
 // the writer is bounded too (Options.MaxQueue); what does not fit is
 // counted (Stats.Dropped) and noted in the store, never blocked on.
 //

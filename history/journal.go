@@ -21,7 +21,8 @@ import (
 
 // Options configure Open. Zero values take the defaults.
 type Options struct {
-	// Dir holds history.db; created 0700 when missing.
+	// Dir holds history.db and the events' segments (events/); created
+	// 0700 when missing.
 	Dir string
 	// MaxAge and MaxBytes bound the store: older records, and the
 	// oldest records while the file would outgrow MaxBytes, are removed.
@@ -89,8 +90,8 @@ type Stats struct {
 	Batches uint64 `json:"batches"`
 	// Pruned counts records removed by retention (age or size).
 	Pruned uint64 `json:"pruned"`
-	// FileBytes is the store's file size, InUseBytes what its records
-	// take of it.
+	// FileBytes is what the store's files take (history.db and the
+	// events' segments), InUseBytes what its records take of it.
 	FileBytes  int64 `json:"file_bytes"`
 	InUseBytes int64 `json:"in_use_bytes"`
 	// Oldest is the time of the oldest event kept.
@@ -106,6 +107,7 @@ type Stats struct {
 // Journal is an open history store and its writer.
 type Journal struct {
 	db    *bolt.DB
+	segs  *segmentLog
 	path  string
 	opts  Options
 	epoch uint64 // this boot's wall ns at boot time 0
@@ -135,8 +137,9 @@ type Journal struct {
 
 type statsCounters struct {
 	events, sessions, dropped, failed, batches, pruned atomic.Uint64
-	file, inUse                                        atomic.Int64
-	oldest                                             atomic.Uint64
+	// The bbolt file's size and what its records use, as of its last
+	// commit; the segments count apart.
+	boltFile, boltInUse atomic.Int64
 }
 
 // Open opens (or creates) the store in opts.Dir and starts its writer.
@@ -176,11 +179,11 @@ func Open(opts Options) (*Journal, error) {
 		if errors.Is(err, errLocked) {
 			return nil, err
 		}
-		aside := fmt.Sprintf("%s.corrupt-%s", j.path, opts.Now().UTC().Format("20060102T150405Z"))
+		aside := j.path + ".corrupt-" + stamp(opts.Now())
 		if rerr := os.Rename(j.path, aside); rerr != nil {
 			return nil, fmt.Errorf("history: %s cannot be opened (%v), nor moved aside: %w", j.path, err, rerr)
 		}
-		j.log.Error("history store could not be opened; it was moved aside and a new one started: the history before this moment is in the old file only",
+		j.log.Error("history store could not be opened; it was moved aside and a new one started: the sessions and notes before this moment are in the old file only (the events' segments are kept)",
 			"store", j.path, "moved_to", aside, "err", err)
 		j.movedAside = aside
 		os.Remove(j.path + brokenSuffix)
@@ -193,10 +196,26 @@ func Open(opts Options) (*Journal, error) {
 		j.notes = append(j.notes, Note{At: opts.Now(), What: "the store before this one could not be opened and was moved to " + filepath.Base(j.movedAside)})
 		j.seq++
 	}
+	// The segments are opened once bbolt's lock is held: no other agent
+	// appends to them.
+	segs, cut, err := openSegments(filepath.Join(opts.Dir, segmentsDir), opts.MaxBytes, stamp(opts.Now()))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	j.segs = segs
+	for _, what := range cut {
+		j.log.Warn("history: "+what, "dir", segs.dir)
+		j.notes = append(j.notes, Note{At: opts.Now(), What: what})
+		j.seq++
+	}
 	j.prune()
 	go j.run()
 	return j, nil
 }
+
+// stamp is the time in the names of files moved aside.
+func stamp(t time.Time) string { return t.UTC().Format("20060102T150405Z") }
 
 var errLocked = errors.New("history: the store is in use by another process (another agent?)")
 
@@ -214,7 +233,6 @@ func (j *Journal) open() (db *bolt.DB, err error) {
 	db, err = bolt.Open(j.path, 0o600, &bolt.Options{
 		Timeout:      time.Second,
 		FreelistType: bolt.FreelistMapType,
-		PageSize:     pageSize, // chunkBytes is sized for it
 		// Map the whole bound at once (address space, not memory): a
 		// store that outgrows its map makes bbolt remap, and copy out
 		// every node the writing transaction holds (most of the writer's
@@ -235,7 +253,7 @@ func (j *Journal) open() (db *bolt.DB, err error) {
 		}
 		switch v := meta.Get(keyFormat); {
 		case v == nil:
-			if tx.Bucket(bucketEvents) != nil {
+			if tx.Bucket(bucketSessions) != nil {
 				return errors.New("the store has records but no format")
 			}
 			if err := meta.Put(keyFormat, binary.BigEndian.AppendUint32(nil, formatVersion)); err != nil {
@@ -244,7 +262,7 @@ func (j *Journal) open() (db *bolt.DB, err error) {
 		case len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion:
 			return fmt.Errorf("the store's format is %x, not %d", v, formatVersion)
 		}
-		for _, name := range [][]byte{bucketEvents, bucketSessions, bucketDetails, bucketNotes, bucketBoots} {
+		for _, name := range [][]byte{bucketSessions, bucketDetails, bucketNotes, bucketBoots} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -306,11 +324,13 @@ func (j *Journal) Events(evs []Event) {
 	}
 }
 
-// chunk is a chunk of events being queued (records.go has its layout):
-// its buffer and the wall time of its oldest and newest event.
+// chunk is a chunk of events being queued: its buffer (a frame head,
+// segments.go, then the chunk, records.go), the wall time of its oldest
+// and newest event and how many it holds.
 type chunk struct {
 	buf            []byte
 	oldest, newest uint64
+	events         int
 }
 
 // chunkPool holds the buffers of chunks written, for the chunks to come:
@@ -328,15 +348,17 @@ func (j *Journal) appendEvent(e Event) {
 		j.seal()
 	}
 	if j.filling.buf == nil {
-		if chunkHeadLen+need > chunkBytes {
-			j.filling.buf = make([]byte, chunkHeadLen, chunkHeadLen+need)
+		const head = frameHeadLen + chunkHeadLen
+		if head+need > chunkBytes {
+			j.filling.buf = make([]byte, head, head+need)
 		} else {
-			j.filling.buf = (*chunkPool.Get().(*[]byte))[:chunkHeadLen]
+			j.filling.buf = (*chunkPool.Get().(*[]byte))[:head]
 		}
 		j.filling.oldest, j.filling.newest = math.MaxUint64, 0
 	}
 	wall := j.epoch + e.Time
 	j.filling.oldest, j.filling.newest = min(j.filling.oldest, wall), max(j.filling.newest, wall)
+	j.filling.events++
 	b := appendEventKey(j.filling.buf, wall, e.PID, e.Kind)
 	b = binary.AppendUvarint(b, uint64(len(e.Data)))
 	j.filling.buf = append(b, e.Data...)
@@ -348,13 +370,13 @@ func (j *Journal) seal() {
 	if j.filling.buf == nil {
 		return
 	}
-	binary.BigEndian.PutUint64(j.filling.buf, j.filling.newest)
+	binary.BigEndian.PutUint64(j.filling.buf[frameHeadLen:], j.filling.newest)
 	j.chunks = append(j.chunks, j.filling)
 	j.filling = chunk{}
 }
 
 // recycle returns the buffers of chunks written (or failed) to
-// chunkPool; bbolt holds a value only for its transaction's life.
+// chunkPool.
 func recycle(chunks []chunk) {
 	for _, c := range chunks {
 		if cap(c.buf) == chunkBytes {
@@ -440,7 +462,7 @@ func (j *Journal) Close() error {
 	j.mu.Unlock()
 	close(j.stop)
 	<-j.finished
-	return j.db.Close()
+	return errors.Join(j.segs.close(), j.db.Close())
 }
 
 // Path is the store's file.
@@ -455,13 +477,15 @@ func (j *Journal) Stats() Stats {
 		Failed:     j.stats.failed.Load(),
 		Batches:    j.stats.batches.Load(),
 		Pruned:     j.stats.pruned.Load(),
-		FileBytes:  j.stats.file.Load(),
-		InUseBytes: j.stats.inUse.Load(),
+		FileBytes:  j.stats.boltFile.Load() + j.segs.bytes(),
+		InUseBytes: j.inUse(),
 		MovedAside: j.movedAside,
 		Corrupt:    j.broken.Load(),
 	}
-	if o := j.stats.oldest.Load(); o != 0 {
-		s.Oldest = time.Unix(0, int64(o))
+	if o := j.segs.oldest(); o != 0 {
+		// Events past MaxAge in a segment kept for newer ones are not
+		// read.
+		s.Oldest = time.Unix(0, int64(max(o, j.ageCutoff())))
 	}
 	return s
 }
@@ -484,7 +508,7 @@ func (j *Journal) run() {
 			stopping = true
 		}
 		j.write()
-		if j.stats.inUse.Load() > j.opts.MaxBytes*3/4 || time.Since(lastPrune) >= pruneEvery {
+		if j.inUse() > j.opts.MaxBytes*3/4 || time.Since(lastPrune) >= pruneEvery {
 			j.prune()
 			lastPrune = time.Now()
 		}
@@ -494,7 +518,8 @@ func (j *Journal) run() {
 	}
 }
 
-// write commits what is queued in one transaction.
+// write writes what is queued: the events as one batch appended to the
+// segments, sessions and notes in one bbolt transaction.
 func (j *Journal) write() {
 	j.mu.Lock()
 	j.seal()
@@ -505,11 +530,19 @@ func (j *Journal) write() {
 		j.dropped = 0
 	}
 	j.mu.Unlock()
-	if events+len(sess)+len(notes) > 0 {
+	wrote := false
+	if events > 0 {
+		err := j.segs.append(chunks)
+		if err != nil {
+			j.stats.failed.Add(uint64(events))
+			j.failed("a batch of events could not be written; its events are lost to the history (counted in failed)", "events", events, "err", err)
+		} else {
+			j.stats.events.Add(uint64(events))
+			wrote = true
+		}
+	}
+	if len(sess)+len(notes) > 0 {
 		err := j.update("writing a batch", func(tx *bolt.Tx) error {
-			if err := putChunks(tx.Bucket(bucketEvents), chunks); err != nil {
-				return err
-			}
 			sb, db := tx.Bucket(bucketSessions), tx.Bucket(bucketDetails)
 			for _, s := range sess {
 				detail := s.Detail
@@ -544,17 +577,15 @@ func (j *Journal) write() {
 			return nil
 		})
 		if err != nil {
-			j.stats.failed.Add(uint64(events + len(sess) + len(notes)))
-			if now := time.Now(); now.Sub(j.lastFail) > time.Minute {
-				j.lastFail = now
-				j.log.Error("history: a batch could not be written; its records are lost to the history (counted in failed)",
-					"events", events, "sessions", len(sess), "err", err)
-			}
+			j.stats.failed.Add(uint64(len(sess) + len(notes)))
+			j.failed("a batch of session records could not be written; they are lost to the history (counted in failed)", "sessions", len(sess), "notes", len(notes), "err", err)
 		} else {
-			j.stats.events.Add(uint64(events))
 			j.stats.sessions.Add(uint64(len(sess)))
-			j.stats.batches.Add(1)
+			wrote = true
 		}
+	}
+	if wrote {
+		j.stats.batches.Add(1)
 	}
 	recycle(chunks)
 	j.mu.Lock()
@@ -564,37 +595,26 @@ func (j *Journal) write() {
 	j.mu.Unlock()
 }
 
-// putChunks stores chunks of events, one record each (records.go).
-func putChunks(eb *bolt.Bucket, chunks []chunk) error {
-	// Keys arrive nearly in order: fill each leaf (four chunks).
-	eb.FillPercent = 1
-	// bbolt keeps keys for the transaction's life: one buffer for all.
-	keys := make([]byte, 0, chunkKeyLen*len(chunks))
-	for _, c := range chunks {
-		seq, err := eb.NextSequence()
-		if err != nil {
-			return err
-		}
-		keys = appendChunkKey(keys, c.oldest, seq)
-		if err := eb.Put(keys[len(keys)-chunkKeyLen:], c.buf); err != nil {
-			return err
-		}
+// failed logs a write that failed, at most once a minute.
+func (j *Journal) failed(msg string, args ...any) {
+	if now := time.Now(); now.Sub(j.lastFail) > time.Minute {
+		j.lastFail = now
+		j.log.Error("history: "+msg, args...)
 	}
-	return nil
 }
 
-// sizes records the file's size and what its records use, as of the
-// last commit (bbolt counts free pages at commit).
+// sizes records the bbolt file's size and what its records use, as of
+// the last commit (bbolt counts free pages at commit).
 func (j *Journal) sizes(tx *bolt.Tx) {
 	size := tx.Size()
 	if fi, err := os.Stat(j.path); err == nil {
-		j.stats.file.Store(fi.Size())
+		j.stats.boltFile.Store(fi.Size())
 	}
-	j.stats.inUse.Store(max(0, size-int64(j.db.Stats().FreeAlloc)))
-	if k, _ := tx.Bucket(bucketEvents).Cursor().First(); k != nil {
-		j.stats.oldest.Store(keyTime(k))
-	}
+	j.stats.boltInUse.Store(max(0, size-int64(j.db.Stats().FreeAlloc)))
 }
+
+// inUse is what the records take: bbolt's and the segments.
+func (j *Journal) inUse() int64 { return j.stats.boltInUse.Load() + j.segs.bytes() }
 
 // ErrCorrupt is wrapped by the errors of a store found corrupt in use:
 // it takes nothing more and is moved aside at the next Open.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	bolt "go.etcd.io/bbolt"
 	"os"
 	"path/filepath"
@@ -173,8 +174,16 @@ func TestRetentionRemovesWhatIsOlderThanMaxAge(t *testing.T) {
 	if err != nil || len(ss) != 1 || ss[0].ID != "long" {
 		t.Fatalf("sessions after retention: %+v %v; want only the one written recently", ss, err)
 	}
-	if j.Stats().Pruned != 5 {
-		t.Fatalf("pruned %d records, want 5", j.Stats().Pruned)
+	// The old events share a segment with newer ones: not read, and
+	// removed with it once all its events are past MaxAge.
+	if st := j.Stats(); st.Pruned != 1 || st.Oldest.Before(c.now.Add(-2*time.Hour)) {
+		t.Fatalf("pruned %d records, want the 1 session; oldest %v", st.Pruned, st.Oldest)
+	}
+	j.Close()
+	c.now = t0.Add(5 * time.Hour)
+	j = open(t, dir, c, func(o *Options) { o.MaxAge = 2 * time.Hour })
+	if got := events(t, j); len(got) != 0 || j.Stats().Pruned != 10 || len(segmentFiles(t, dir)) != 0 {
+		t.Fatalf("every event past MaxAge: %d read, %d pruned, %d segments left", len(got), j.Stats().Pruned, len(segmentFiles(t, dir)))
 	}
 }
 
@@ -193,8 +202,8 @@ func TestSizeCapHoldsAndTheOldestGoFirst(t *testing.T) {
 			j.Events(batch)
 			batch = nil
 			flush(t, j)
-			if fi, err := os.Stat(j.Path()); err != nil || fi.Size() > capBytes {
-				t.Fatalf("after %d events the file is %d bytes, cap %d (%v)", i+1, fi.Size(), capBytes, err)
+			if n := storeBytes(t, dir); n > capBytes {
+				t.Fatalf("after %d events the store's files take %d bytes, cap %d", i+1, n, capBytes)
 			}
 		}
 	}
@@ -279,19 +288,20 @@ func TestFullQueueDropsCountsAndNotes(t *testing.T) {
 }
 
 // TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen overwrites
-// pages of a store's records: whatever bbolt then does (a panic, an
-// error, garbage), nothing escapes as a panic, a store found corrupt
-// takes no more records, and the next Open starts a new one.
+// pages of the bbolt store's records: whatever bbolt then does (a panic,
+// an error, garbage), nothing escapes as a panic, a store found corrupt
+// takes no more session records, and the next Open starts a new one.
+// The events, in their segments, are not touched and stay.
 func TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{now: t0.Add(time.Hour)}
 	j := open(t, dir, c, nil)
+	detail := json.RawMessage(`"` + strings.Repeat("d", 1000) + `"`)
 	for i := range 20 {
-		var batch []Event
-		for k := range 500 {
-			batch = append(batch, ev(i*500+k, 100))
+		for k := range 50 {
+			j.PutSession(Session{Owner: 1, ID: fmt.Sprintf("s%d-%d", i, k), Began: t0.Add(time.Duration(i*50+k) * time.Second), Detail: detail})
 		}
-		j.Events(batch)
+		j.Events([]Event{ev(i, 100)})
 		flush(t, j)
 	}
 	var used int64 // the pages bbolt has handed out; the file has room past them
@@ -312,18 +322,17 @@ func TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen(t *testing.T) {
 	f.Close()
 
 	j = open(t, dir, c, nil)
-	err = j.EventsBetween(time.Time{}, time.Unix(1<<33, 0), func(time.Time, []byte) bool { return true })
-	_, _ = j.Sessions(Filter{}, 10)
+	_, err = j.Sessions(Filter{}, 10000)
 	t.Logf("reading the damaged store: %v; corrupt %v", err, j.Stats().Corrupt)
 	// The damage is the same every run, and bbolt notices it (a panic
 	// in its page checks).
 	if !j.Stats().Corrupt || !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("64 KiB of junk in the records went unnoticed: corrupt %v, read %v", j.Stats().Corrupt, err)
 	}
-	j.Events([]Event{ev(1<<20, 20)})
+	j.PutSession(Session{Owner: 1, ID: "after", Began: t0})
 	flush(t, j)
 	if st := j.Stats(); st.Failed == 0 {
-		t.Fatal("a store found corrupt took a batch")
+		t.Fatal("a store found corrupt took a session record")
 	}
 	j.Close()
 	j = open(t, dir, c, nil)
@@ -331,10 +340,14 @@ func TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen(t *testing.T) {
 	if st := j.Stats(); st.MovedAside == "" {
 		t.Fatal("a store found corrupt in use was not moved aside at the next Open")
 	}
-	j.Events([]Event{ev(7, 20)})
+	j.PutSession(Session{Owner: 1, ID: "new", Began: t0})
+	j.Events([]Event{ev(100, 20)})
 	flush(t, j)
 	if st := j.Stats(); st.Failed != 0 || st.Corrupt {
 		t.Fatalf("the store after the damage: %+v", st)
+	}
+	if got := events(t, j); len(got) != 21 {
+		t.Fatalf("the events' segments after the store was moved aside: %d events, want 21", len(got))
 	}
 }
 
@@ -375,64 +388,5 @@ func TestEventsOfEverySizeReadBackExactlyAcrossBatches(t *testing.T) {
 	})
 	if err != nil || got != len(want) {
 		t.Fatalf("read back %d of %d events: %v", got, len(want), err)
-	}
-}
-
-// TestSizeTrimIsNotPushedPastNewerChunksByAWideOne: a chunk holding an
-// old event beside a much newer one (a state replay's events handed in
-// with live ones) sorts first; the cut for "the oldest n bytes" stays
-// at the chunks after it instead of jumping to its newest event.
-func TestSizeTrimIsNotPushedPastNewerChunksByAWideOne(t *testing.T) {
-	c := &clock{now: t0.Add(20 * time.Hour)}
-	j := open(t, t.TempDir(), c, nil)
-	defer j.Close()
-	wide := []Event{ev(0, 100), ev(int(10*time.Hour/time.Millisecond), 100)}
-	j.Events(wide)
-	flush(t, j)
-	for i := range 20 {
-		j.Events([]Event{ev(int(time.Hour/time.Millisecond)+i, 3000)}) // a chunk each, from 1h on
-		flush(t, j)
-	}
-	var cut uint64
-	j.db.View(func(tx *bolt.Tx) error { cut = timeOfBytes(tx, 1); return nil })
-	second := j.epoch + uint64(time.Hour)
-	if cut > second {
-		t.Fatalf("the cut for the oldest byte is %v past the second chunk's oldest event", time.Duration(cut-second))
-	}
-	if !j.trim(func(*bolt.Tx) uint64 { return cut }) {
-		t.Fatal("the trim removed nothing")
-	}
-	if got := events(t, j); len(got) != 21 {
-		t.Fatalf("after trimming the oldest byte: %d events, want 21 (the wide chunk's old one gone)", len(got))
-	}
-}
-
-// TestLeavesOfChunksFitAPage: events of the usual sizes, written in
-// batches as the agent writes them, make leaves of one page each (no run
-// of pages, which freed pages cannot always give and bbolt allocates
-// anew), filled to within what the last event of a chunk leaves over.
-func TestLeavesOfChunksFitAPage(t *testing.T) {
-	c := &clock{now: t0.Add(time.Hour)}
-	j := open(t, t.TempDir(), c, nil)
-	defer j.Close()
-	batch := make([]Event, 256)
-	for i := 0; i < 50000; i += len(batch) {
-		for k := range batch {
-			batch[k] = ev(i+k, 60+(i+k)%200)
-		}
-		j.Events(batch)
-		if i%(10*len(batch)) == 0 {
-			flush(t, j)
-		}
-	}
-	flush(t, j)
-	var st bolt.BucketStats
-	j.db.View(func(tx *bolt.Tx) error { st = tx.Bucket(bucketEvents).Stats(); return nil })
-	t.Logf("%d chunks in %d leaves, %d overflow pages, %d of %d leaf bytes in use", st.KeyN, st.LeafPageN, st.LeafOverflowN, st.LeafInuse, st.LeafAlloc)
-	if st.LeafOverflowN != 0 {
-		t.Errorf("%d leaf overflow pages: leaves of chunks need runs of pages", st.LeafOverflowN)
-	}
-	if fill := float64(st.LeafInuse) / float64(st.LeafAlloc); fill < 0.85 {
-		t.Errorf("leaves %.0f%% full, want at least 85%% (chunks close to full)", 100*fill)
 	}
 }

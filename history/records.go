@@ -63,42 +63,32 @@ type Note struct {
 	Count uint64    `json:"count,omitempty"`
 }
 
-// Key layouts (all integers big-endian, so keys sort by time):
+// Key layouts of the bbolt store (all integers big-endian, so keys sort
+// by time):
 //
-//	events    wall ns u64 of its oldest event | sequence u64 → a chunk
 //	sessions  began wall ns u64 | owner u32 | id → Session without Detail
 //	details   the same key → the Session's Detail
 //	notes     wall ns u64 | sequence u64
 //	boots     boot id → epoch (wall ns at boot) u64
 //
-// Events are stored in chunks of up to chunkBytes: the wall ns u64 of
-// the chunk's newest event, then per event its wall ns u64 | pid u32 |
-// kind u8 | uvarint length | data. One bbolt record per event cost the
-// writer a B+tree insert each (about 1 µs of CPU, in the event storms of
-// docs/benchmarks.md); a chunk is one. An event handed in twice (a
-// state replay after a crash re-hands what the store may already hold)
-// is stored twice and read once: EventsBetween drops repeats of a wall
-// time, pid and kind.
+// Events are not in it: they are stored in chunks, appended to segment
+// files (segments.go). A chunk is the wall ns u64 of its newest event,
+// then per event its wall ns u64 | pid u32 | kind u8 | uvarint length |
+// data. An event handed in twice (a state replay after a crash re-hands
+// what the store may already hold) is stored twice and read once:
+// EventsBetween drops repeats of a wall time, pid and kind.
 const (
 	eventKeyLen  = 13 // wall ns u64 | pid u32 | kind u8, before each event in a chunk
-	chunkKeyLen  = 16
 	chunkHeadLen = 8
 	noteKeyLen   = 16
-	// chunkBytes puts four chunks in a 4 KiB leaf page: its header (16
-	// bytes) and per chunk an element header (16) and the key (16) take
-	// the rest. bbolt never splits a leaf of four elements or fewer, so
-	// larger chunks made leaves of two or more pages
-	// (TestLeavesOfChunksFitAPage): a run of pages, which freed pages
-	// cannot always give (the file would grow past history.max-bytes),
-	// and a buffer bbolt allocates anew for each leaf it writes, where a
-	// page's buffer comes from its pool. A larger event is a chunk of its
-	// own.
-	chunkBytes = (pageSize-16)/4 - 16 - chunkKeyLen
-	pageSize   = 4096
+	// chunkBytes is a chunk's buffer, its frame head (segments.go)
+	// included: the queue takes buffers of this size from a pool, and
+	// the writer hands the batch's buffers to one writev. A larger event
+	// is a chunk of its own.
+	chunkBytes = 16 << 10
 )
 
 var (
-	bucketEvents   = []byte("events")
 	bucketSessions = []byte("sessions")
 	bucketDetails  = []byte("details")
 	bucketNotes    = []byte("notes")
@@ -108,21 +98,14 @@ var (
 )
 
 // formatVersion is the layout above; a store of another version is moved
-// aside.
-const formatVersion = 3
+// aside. 3 held events in bbolt.
+const formatVersion = 4
 
 // appendEventKey appends the key of an event to b.
 func appendEventKey(b []byte, wall uint64, pid uint32, kind uint8) []byte {
 	b = binary.BigEndian.AppendUint64(b, wall)
 	b = binary.BigEndian.AppendUint32(b, pid)
 	return append(b, kind)
-}
-
-// appendChunkKey appends the key of a chunk whose oldest event is at
-// wall time oldest (ns), seq its bucket sequence.
-func appendChunkKey(b []byte, oldest, seq uint64) []byte {
-	b = binary.BigEndian.AppendUint64(b, oldest)
-	return binary.BigEndian.AppendUint64(b, seq)
 }
 
 // chunkNewest is the wall time (ns) of a chunk's newest event.
