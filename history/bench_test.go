@@ -60,3 +60,40 @@ func flushB(b *testing.B, j *Journal) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkJournalOpen is the time Open takes to read and check a store
+// of 256 MiB of events (16 MiB with -short), the default bound: every
+// segment is read and every frame checked (warm page cache; from a cold
+// disk, add its read time).
+//
+//	go test -run '^$' -bench JournalOpen -benchtime 5x ./history/
+func BenchmarkJournalOpen(b *testing.B) {
+	total := int64(DefaultMaxBytes)
+	if testing.Short() {
+		total = 16 << 20
+	}
+	c := &clock{now: t0.Add(time.Hour)}
+	o := Options{Dir: b.TempDir(), BootID: "boot-1", Now: c.wall, BootNow: c.boot, FlushInterval: time.Hour, MaxBytes: 2 * total}
+	j, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]Event, 4096)
+	for i := 0; j.Stats().InUseBytes < total; i += len(batch) {
+		for k := range batch {
+			batch[k] = ev(i+k, 120)
+		}
+		j.Events(batch)
+		flushB(b, j)
+	}
+	j.Close()
+	b.ResetTimer()
+	for range b.N {
+		j, err := Open(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		j.Close()
+	}
+	b.ReportMetric(float64(total>>20), "MiB")
+}

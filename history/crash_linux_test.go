@@ -18,6 +18,9 @@ import (
 const (
 	crashDirVar = "HISTORY_TEST_DIR"
 	crashBatch  = 200
+	// crashEventBytes makes a batch about 43 KB: three frames, so that a
+	// kill can fall between the frames of one batch.
+	crashEventBytes = 200
 )
 
 func TestMain(m *testing.M) {
@@ -31,7 +34,7 @@ func stored(j *Journal) (int, error) {
 	n := 0
 	var bad error
 	err := j.EventsBetween(time.Time{}, time.Unix(1<<33, 0), func(_ time.Time, d []byte) bool {
-		want := ev(n, 64).Data
+		want := ev(n, crashEventBytes).Data
 		if string(d) != string(want) {
 			bad = fmt.Errorf("record %d is not event %d (a torn or invented record)", n, n)
 			return false
@@ -69,7 +72,7 @@ func crashChild() {
 	for {
 		batch := make([]Event, crashBatch)
 		for i := range batch {
-			batch[i] = ev(n+i, 64)
+			batch[i] = ev(n+i, crashEventBytes)
 		}
 		j.Events(batch)
 		if err := j.Flush(context.Background()); err != nil {

@@ -209,7 +209,10 @@ func Open(opts Options) (*Journal, error) {
 		j.notes = append(j.notes, Note{At: opts.Now(), What: what})
 		j.seq++
 	}
-	j.prune()
+	if len(cut) > 0 {
+		j.write() // the notes of what Open cut, before anything else can
+	}
+	j.prune(0)
 	go j.run()
 	return j, nil
 }
@@ -509,7 +512,7 @@ func (j *Journal) run() {
 		}
 		j.write()
 		if j.inUse() > j.opts.MaxBytes*3/4 || time.Since(lastPrune) >= pruneEvery {
-			j.prune()
+			j.prune(0)
 			lastPrune = time.Now()
 		}
 		if stopping {
@@ -530,17 +533,7 @@ func (j *Journal) write() {
 		j.dropped = 0
 	}
 	j.mu.Unlock()
-	wrote := false
-	if events > 0 {
-		err := j.segs.append(chunks)
-		if err != nil {
-			j.stats.failed.Add(uint64(events))
-			j.failed("a batch of events could not be written; its events are lost to the history (counted in failed)", "events", events, "err", err)
-		} else {
-			j.stats.events.Add(uint64(events))
-			wrote = true
-		}
-	}
+	wrote := events > 0 && j.appendEvents(chunks)
 	if len(sess)+len(notes) > 0 {
 		err := j.update("writing a batch", func(tx *bolt.Tx) error {
 			sb, db := tx.Bucket(bucketSessions), tx.Bucket(bucketDetails)
@@ -593,6 +586,34 @@ func (j *Journal) write() {
 	close(j.settled)
 	j.settled = make(chan struct{})
 	j.mu.Unlock()
+}
+
+// appendEvents appends chunks to the segments: as one batch when they
+// fit a segment, else as several, each whole. Before each, retention
+// makes room for it when it would take the records past 3/4 of MaxBytes.
+// It reports whether any was written; what was not is counted failed.
+func (j *Journal) appendEvents(chunks []chunk) bool {
+	rotateBefore := wallNS(j.opts.Now().Add(-j.opts.MaxAge / 8))
+	wrote := false
+	for len(chunks) > 0 {
+		n, bytes, events := 0, int64(0), 0
+		for ; n < len(chunks) && (n == 0 || bytes+int64(len(chunks[n].buf)) <= j.segs.maxSize); n++ {
+			bytes += int64(len(chunks[n].buf))
+			events += chunks[n].events
+		}
+		if j.inUse()+bytes > j.opts.MaxBytes*3/4 {
+			j.prune(bytes)
+		}
+		if err := j.segs.append(chunks[:n], rotateBefore); err != nil {
+			j.stats.failed.Add(uint64(events))
+			j.failed("a batch of events could not be written; its events are lost to the history (counted in failed)", "events", events, "err", err)
+		} else {
+			j.stats.events.Add(uint64(events))
+			wrote = true
+		}
+		chunks = chunks[n:]
+	}
+	return wrote
 }
 
 // failed logs a write that failed, at most once a minute.

@@ -14,9 +14,9 @@ import (
 // however long ago it began). While the records use more than 3/4 of
 // MaxBytes, the oldest segments (the first written) go until they use
 // 5/8 of it, and the notes and sessions older than the oldest event kept
-// go with them. A segment is at most MaxBytes/32 (segments.go), so what
-// is written between two prunes (a wakeQueue batch, usually) fits the
-// rest of the bound.
+// go with them. Before each batch of events is written, room is made for
+// it: a batch is at most a segment, MaxBytes/32 (segments.go), so the
+// files stay within MaxBytes.
 
 // maxDeletesPerTx bounds one retention transaction.
 const maxDeletesPerTx = 100_000
@@ -24,13 +24,15 @@ const maxDeletesPerTx = 100_000
 // ageCutoff is the wall time (ns) before which records are past MaxAge.
 func (j *Journal) ageCutoff() uint64 { return wallNS(j.opts.Now().Add(-j.opts.MaxAge)) }
 
-func (j *Journal) prune() {
+// prune removes what is past MaxAge, and the oldest records while they
+// and room more bytes would take more than 3/4 of MaxBytes.
+func (j *Journal) prune(room int64) {
 	cutoff := j.ageCutoff()
 	newest := j.segs.lastSeq
 	j.dropSegments(func(_ int, s segment) bool { return s.empty() && s.seq != newest || !s.empty() && s.newest < cutoff })
 	j.trim(func(*bolt.Tx) uint64 { return cutoff })
 	for range 16 {
-		in := j.inUse()
+		in := j.inUse() + room
 		if in <= j.opts.MaxBytes*3/4 {
 			return
 		}

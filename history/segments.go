@@ -25,18 +25,25 @@ import (
 //
 // A segment is segmentMagic, then a frame per chunk (records.go):
 //
-//	length u32 (top bit: the batch ends here) | crc32c of the chunk u32 |
+//	length u32 (top bit: the batch ends here) | crc32c u32 |
 //	wall ns u64 of the chunk's oldest event | the chunk
 //
-// A batch is one writev and one fdatasync, done before it is
-// acknowledged; it never spans two segments. A B+tree insert and a page
+// The checksum covers the length word, the time and the chunk. A batch
+// is one writev and one fdatasync, done before it is acknowledged; it
+// never spans two segments: a new one starts when the batch would not
+// fit the room left, or when the newest segment holds an event older
+// than MaxAge/8 (so that age retention, which removes whole segments,
+// does not wait for a quiet node to fill one). A batch larger than a
+// segment is written as several, each whole. A B+tree insert and a page
 // write per chunk cost the writer more CPU than the event it stored
 // (docs/benchmarks.md, "The history's price"); an append costs a
 // system call per batch. Open reads every segment, checks every frame,
 // and cuts each after its last whole batch: the torn batch of a crash
 // (the tail of the newest segment) goes, and so does whatever follows
-// a damaged frame; a note says how many bytes were cut. Retention
-// removes whole segments, the oldest written first.
+// a damaged frame; a note says what was cut. A segment that cannot be
+// read, or is not one, is moved aside with a note: the rest of the
+// history stays. Retention removes whole segments, the first written
+// first.
 const (
 	segmentsDir   = "events"
 	segmentSuffix = ".seg"
@@ -91,11 +98,18 @@ func segmentName(seq uint64) string { return fmt.Sprintf("%016x%s", seq, segment
 func (l *segmentLog) path(seq uint64) string { return filepath.Join(l.dir, segmentName(seq)) }
 
 // openSegments reads and checks every segment in dir, cutting each after
-// its last whole batch; notes say what was cut or moved aside.
+// its last whole batch; notes say what was cut, removed or moved aside.
+// It fails only on the directory itself.
 func openSegments(dir string, maxBytes int64, stamp string) (*segmentLog, []string, error) {
 	l := &segmentLog{dir: dir, maxSize: min(max(maxBytes/32, minSegment), maxSegment)}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("history: creating %s: %w", dir, err)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("history: creating %s: %w", dir, err)
+		}
+		// Its name must survive a crash, as the batches in it will.
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return nil, nil, err
+		}
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -108,21 +122,16 @@ func openSegments(dir string, maxBytes int64, stamp string) (*segmentLog, []stri
 		if !ok || perr != nil || len(hex) != 16 || seq == 0 || !e.Type().IsRegular() {
 			continue // moved aside, or not ours
 		}
-		s, note, err := l.check(seq, stamp)
-		if err != nil {
-			return nil, nil, err
-		}
+		l.lastSeq = max(l.lastSeq, seq) // never reused, whatever becomes of it
+		sg, note := l.check(seq, stamp)
 		if note != "" {
 			notes = append(notes, note)
 		}
-		if s != nil {
-			l.segs = append(l.segs, *s)
+		if sg != nil {
+			l.segs = append(l.segs, *sg)
 		}
 	}
 	slices.SortFunc(l.segs, func(a, b segment) int { return cmpUint(a.seq, b.seq) })
-	if len(l.segs) > 0 {
-		l.lastSeq = l.segs[len(l.segs)-1].seq
-	}
 	return l, notes, nil
 }
 
@@ -136,39 +145,73 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-// check reads segment seq and cuts it after its last whole batch. A file
-// that is not a segment is moved aside (nil segment); one cut short
-// before its magic was written by a crash is removed.
-func (l *segmentLog) check(seq uint64, stamp string) (*segment, string, error) {
-	path := l.path(seq)
+// check reads segment seq and cuts it after its last whole batch. A
+// file a crash left before its first batch was durable (shorter than the
+// magic, or zeros: its name was, its data not) is removed; one that
+// cannot be read, is not a segment, or cannot be cut is moved aside. The
+// note says what was done; the segment is nil when it is not kept.
+func (l *segmentLog) check(seq uint64, stamp string) (*segment, string) {
+	path, name := l.path(seq), segmentName(seq)
+	aside := func(why string) (*segment, string) {
+		to := path + ".corrupt-" + stamp
+		if err := os.Rename(path, to); err != nil {
+			return nil, fmt.Sprintf("%s %s, and could not be moved aside (%v): its events are not read", name, why, err)
+		}
+		return nil, fmt.Sprintf("%s %s: moved to %s, its events are not read", name, why, filepath.Base(to))
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("history: reading %s: %w", path, err)
+		return aside(fmt.Sprintf("could not be read (%v)", err))
 	}
-	if len(b) < len(segmentMagic) && strings.HasPrefix(segmentMagic, string(b)) {
-		// Created, and the crash came before its magic was durable.
+	if len(b) < len(segmentMagic) && strings.HasPrefix(segmentMagic, string(b)) || !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
 		if err := os.Remove(path); err != nil {
-			return nil, "", fmt.Errorf("history: removing the empty segment %s: %w", path, err)
+			return aside(fmt.Sprintf("was started and never written (%d bytes), could not be removed (%v)", len(b), err))
 		}
-		return nil, "", nil
+		if len(b) == 0 || b[0] != 0 {
+			return nil, "" // created, and the crash came before its magic was written
+		}
+		return nil, fmt.Sprintf("%s was %d bytes of zeros (a crash before its first batch was durable): removed", name, len(b))
 	}
 	s, good := scanSegment(b)
 	s.seq = seq
 	if good < 0 {
-		aside := path + ".corrupt-" + stamp
-		if err := os.Rename(path, aside); err != nil {
-			return nil, "", fmt.Errorf("history: %s is not an events segment, and cannot be moved aside: %w", path, err)
-		}
-		return nil, fmt.Sprintf("%s is not an events segment (another format?): moved to %s", segmentName(seq), filepath.Base(aside)), nil
+		return aside("is not an events segment (another format?)")
 	}
 	if good == int64(len(b)) {
-		return &s, "", nil
+		return &s, ""
 	}
-	if err := os.Truncate(path, good); err != nil {
-		return nil, "", fmt.Errorf("history: cutting the torn tail of %s: %w", path, err)
+	if err := truncateSync(path, good); err != nil {
+		return aside(fmt.Sprintf("has %d bytes after its last whole batch, which could not be cut (%v)", int64(len(b))-good, err))
 	}
 	s.size = good
-	return &s, fmt.Sprintf("%d bytes after the last whole batch of %s were cut: a batch a crash left half-written, or damage", int64(len(b))-good, segmentName(seq)), nil
+	frames, events := wholeFrames(b, good)
+	return &s, fmt.Sprintf("%d bytes after the last whole batch of %s were cut (%d whole frames, %d events, of a batch a crash left unfinished, then what did not read as a frame): a crash, or damage", int64(len(b))-good, name, frames, events)
+}
+
+// truncateSync cuts the file at path to size, durably.
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return unix.Fdatasync(int(f.Fd()))
+}
+
+// wholeFrames counts the whole frames, and their events, from off on.
+func wholeFrames(b []byte, off int64) (frames, events int) {
+	for {
+		payload, _, _, next, ok := frameAt(b, off)
+		if !ok {
+			return frames, events
+		}
+		frames++
+		_ = eachInChunk(payload, func(_, _ []byte) bool { events++; return true })
+		off = next
+	}
 }
 
 // scanSegment reads a segment's bytes: what the whole batches at its
@@ -226,35 +269,39 @@ func frameAt(b []byte, off int64) (payload []byte, oldest uint64, end bool, next
 		return nil, 0, false, 0, false
 	}
 	payload = b[off+frameHeadLen : off+frameHeadLen+n]
-	if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(h[4:]) {
+	if frameCRC(h, payload) != binary.BigEndian.Uint32(h[4:]) {
 		return nil, 0, false, 0, false
 	}
 	return payload, binary.BigEndian.Uint64(h[8:]), word&frameBatchEnd != 0, off + frameHeadLen + n, true
 }
 
+// frameCRC is the checksum of a frame: its length word, its time and
+// its chunk.
+func frameCRC(head, payload []byte) uint32 {
+	crc := crc32.Update(0, castagnoli, head[:4])
+	crc = crc32.Update(crc, castagnoli, head[8:frameHeadLen])
+	return crc32.Update(crc, castagnoli, payload)
+}
+
 // putFrameHead fills the frame head every chunk's buffer starts with.
 func putFrameHead(c chunk, end bool) {
-	payload := c.buf[frameHeadLen:]
-	word := uint32(len(payload))
+	word := uint32(len(c.buf) - frameHeadLen)
 	if end {
 		word |= frameBatchEnd
 	}
 	binary.BigEndian.PutUint32(c.buf, word)
-	binary.BigEndian.PutUint32(c.buf[4:], crc32.Checksum(payload, castagnoli))
 	binary.BigEndian.PutUint64(c.buf[8:], c.oldest)
+	binary.BigEndian.PutUint32(c.buf[4:], frameCRC(c.buf, c.buf[frameHeadLen:]))
 }
 
-// append writes chunks as one batch to the newest segment, starting a
-// new one when it is full, and returns once the batch is durable. On
-// failure nothing of the batch is kept.
-func (l *segmentLog) append(chunks []chunk) error {
+// append writes chunks as one batch, and returns once it is durable.
+// It starts a new segment first when the batch would not fit the room
+// left in the newest (unless that one is empty), or when the newest
+// holds an event older than rotateBefore (wall ns). On failure nothing
+// of the batch is kept.
+func (l *segmentLog) append(chunks []chunk, rotateBefore uint64) error {
 	if len(chunks) == 0 {
 		return nil
-	}
-	if l.f == nil || l.newestSize() >= l.maxSize {
-		if err := l.rotate(); err != nil {
-			return err
-		}
 	}
 	add := segment{}
 	l.iovs = l.iovs[:0]
@@ -268,22 +315,31 @@ func (l *segmentLog) append(chunks []chunk) error {
 		n += int64(len(c.buf))
 		add = merge(add, c.oldest, c.newest, c.events)
 	}
-	l.mu.Lock()
-	last := &l.segs[len(l.segs)-1]
-	size := last.size
-	l.mu.Unlock()
+	defer clear(l.iovs)
+	newest := l.newest()
+	full := newest.size > int64(len(segmentMagic)) && newest.size+n > l.maxSize
+	if l.f == nil || full || !newest.empty() && newest.oldest < rotateBefore {
+		if err := l.rotate(); err != nil {
+			return err
+		}
+		newest = l.newest()
+	}
 	err := writev(l.f, l.iovs)
 	if err == nil {
 		err = unix.Fdatasync(int(l.f.Fd()))
 	}
-	clear(l.iovs)
 	if err != nil {
 		// Whatever of the batch reached the file goes; if it cannot be
-		// cut, the next batch starts a new segment and Open cuts it.
+		// cut, the next batch starts a new segment and Open cuts this one.
 		name := l.f.Name()
-		if terr := l.f.Truncate(size); terr != nil {
+		terr := l.f.Truncate(newest.size)
+		if terr == nil {
+			terr = unix.Fdatasync(int(l.f.Fd()))
+		}
+		if terr != nil {
 			l.f.Close()
 			l.f = nil
+			return fmt.Errorf("history: appending to %s: %w (and cutting what was written: %v)", name, err, terr)
 		}
 		return fmt.Errorf("history: appending to %s: %w", name, err)
 	}
@@ -295,24 +351,20 @@ func (l *segmentLog) append(chunks []chunk) error {
 	return nil
 }
 
-func (l *segmentLog) newestSize() int64 {
+// newest is the segment appended to last (zero when there is none).
+func (l *segmentLog) newest() segment {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.segs) == 0 {
-		return 0
+		return segment{}
 	}
-	return l.segs[len(l.segs)-1].size
+	return l.segs[len(l.segs)-1]
 }
 
 // rotate opens the newest segment for appending, or starts a new one
 // when there is none, it is full, or its file was given up.
 func (l *segmentLog) rotate() error {
-	l.mu.Lock()
-	var last segment
-	if len(l.segs) > 0 {
-		last = l.segs[len(l.segs)-1]
-	}
-	l.mu.Unlock()
+	last := l.newest()
 	if l.f == nil && last.seq != 0 && last.seq == l.lastSeq && last.size < l.maxSize {
 		f, err := os.OpenFile(l.path(last.seq), os.O_WRONLY|os.O_APPEND, 0)
 		if err == nil {
@@ -332,18 +384,17 @@ func (l *segmentLog) rotate() error {
 	if err != nil {
 		return fmt.Errorf("history: starting an events segment: %w", err)
 	}
+	l.lastSeq = seq // taken, whatever follows: Open removes it if it stays empty
 	if _, err := f.WriteString(segmentMagic); err != nil {
 		f.Close()
-		os.Remove(f.Name())
 		return fmt.Errorf("history: starting an events segment: %w", err)
 	}
 	// The new name must survive a crash, as the batches in it will.
 	if err := syncDir(l.dir); err != nil {
 		f.Close()
-		os.Remove(f.Name())
 		return err
 	}
-	l.f, l.lastSeq = f, seq
+	l.f = f
 	l.mu.Lock()
 	l.segs = append(l.segs, segment{seq: seq, size: int64(len(segmentMagic))})
 	l.mu.Unlock()
@@ -431,35 +482,35 @@ func (l *segmentLog) oldest() uint64 {
 }
 
 // remove removes the segments drop selects and returns how many events
-// they held. Writer only.
+// they held; a segment whose file cannot be removed stays, counted.
+// Writer only.
 func (l *segmentLog) remove(drop func(i int, s segment) bool) (int, error) {
-	l.mu.Lock()
 	var gone []segment
-	kept := l.segs[:0]
-	for i, s := range l.segs {
+	for i, s := range l.snapshot() {
 		if drop(i, s) {
 			gone = append(gone, s)
-		} else {
-			kept = append(kept, s)
 		}
 	}
-	clear(l.segs[len(kept):])
-	l.segs = kept
-	l.mu.Unlock()
 	n := 0
 	var errs []error
+	removed := map[uint64]bool{}
 	for _, s := range gone {
+		if err := os.Remove(l.path(s.seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("history: removing %s: %w", l.path(s.seq), err))
+			continue
+		}
 		if l.f != nil && s.seq == l.lastSeq {
 			// The segment being appended to: the next batch starts a
 			// new one.
 			l.f.Close()
 			l.f = nil
 		}
-		if err := os.Remove(l.path(s.seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("history: removing %s: %w", l.path(s.seq), err))
-		}
+		removed[s.seq] = true
 		n += s.events
 	}
+	l.mu.Lock()
+	l.segs = slices.DeleteFunc(l.segs, func(s segment) bool { return removed[s.seq] })
+	l.mu.Unlock()
 	return n, errors.Join(errs...)
 }
 

@@ -192,10 +192,71 @@ func storeBytes(t *testing.T, dir string) int64 {
 	return n
 }
 
+// TestAQuietNodeStartsASegmentAnEighthOfMaxAgeOn: on a node too quiet
+// to fill a segment, a new one starts once the newest holds an event
+// older than MaxAge/8, so the old one can go with its age: nothing stays
+// on disk much past MaxAge.
+func TestAQuietNodeStartsASegmentAnEighthOfMaxAgeOn(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{now: t0.Add(time.Hour)}
+	maxAge := func(o *Options) { o.MaxAge = 8 * time.Hour }
+	j := open(t, dir, c, maxAge)
+	defer func() { j.Close() }()
+	j.Events([]Event{ev(int(time.Hour/time.Millisecond), 100)})
+	flush(t, j)
+	c.now = c.now.Add(30 * time.Minute) // within MaxAge/8: the same segment
+	j.Events([]Event{ev(int(90*time.Minute/time.Millisecond), 100)})
+	flush(t, j)
+	if n := len(segmentFiles(t, dir)); n != 1 {
+		t.Fatalf("%d segments after half an hour, want 1", n)
+	}
+	c.now = c.now.Add(2 * time.Hour)
+	j.Events([]Event{ev(int(210*time.Minute/time.Millisecond), 100)})
+	flush(t, j)
+	if n := len(segmentFiles(t, dir)); n != 2 {
+		t.Fatalf("%d segments after two hours more, want 2 (the first holds an event older than MaxAge/8)", n)
+	}
+	j.Close()
+	c.now = t0.Add(3*time.Hour + 8*time.Hour) // the first segment's events are past MaxAge
+	j = open(t, dir, c, maxAge)
+	if got := events(t, j); len(got) != 1 || len(segmentFiles(t, dir)) != 1 {
+		t.Fatalf("past MaxAge: %d events read, %d segments on disk; want the newest alone", len(got), len(segmentFiles(t, dir)))
+	}
+}
+
+// TestABatchLargerThanASegmentKeepsTheCap: 1.5 MB handed in at once to
+// a store capped at 2 MiB (segments of 64 KiB) is written as several
+// batches, with room made before each: the files never pass the cap,
+// and the newest events are all kept.
+func TestABatchLargerThanASegmentKeepsTheCap(t *testing.T) {
+	const capBytes = 2 << 20
+	dir := t.TempDir()
+	c := &clock{now: t0.Add(time.Hour)}
+	j := open(t, dir, c, func(o *Options) { o.MaxBytes = capBytes; o.FlushInterval = time.Hour })
+	defer j.Close()
+	for round := range 3 {
+		var evs []Event
+		for k := range 3000 {
+			evs = append(evs, ev(round*3000+k, 500))
+		}
+		j.Events(evs) // over wakeQueue: the writer may start before Flush
+		flush(t, j)
+		if n := storeBytes(t, dir); n > capBytes {
+			t.Fatalf("after round %d the store's files take %d bytes, cap %d", round, n, capBytes)
+		}
+	}
+	got := events(t, j)
+	if st := j.Stats(); st.Failed != 0 || len(got) < 2000 || got[len(got)-1] != 8999 {
+		t.Fatalf("%d events kept, the newest %d, failed %d", len(got), got[len(got)-1], st.Failed)
+	}
+}
+
 // FuzzSegment: scanning any bytes never panics; what it keeps is whole
 // batches whose frames check and whose chunks read, and scanning that
-// again keeps all of it; a segment the writer wrote, followed by any
-// bytes, keeps at least its batches.
+// again keeps all of it. A segment the writer wrote (batches of one
+// frame and of several), cut anywhere and followed by any bytes, keeps
+// every batch that ended before the cut, and when nothing follows the
+// cut, nothing else: no frame of an unfinished batch.
 func FuzzSegment(f *testing.F) {
 	dir := f.TempDir()
 	c := &clock{now: t0.Add(time.Hour)}
@@ -203,24 +264,32 @@ func FuzzSegment(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for b := range 3 {
-		j.Events([]Event{ev(3*b, 20), ev(3*b+1, 0), ev(3*b+2, 300)})
+	var ends []int64 // where each batch ends
+	for b := range 4 {
+		evs := []Event{ev(4*b, 20), ev(4*b+1, 0)}
+		if b%2 == 1 {
+			evs = append(evs, ev(4*b+2, 9000), ev(4*b+3, 9000)) // a batch of two frames
+		}
+		j.Events(evs)
 		if err := j.Flush(f.Context()); err != nil {
 			f.Fatal(err)
 		}
+		ends = append(ends, j.segs.newest().size)
 	}
 	j.Close()
 	m, _ := filepath.Glob(filepath.Join(dir, segmentsDir, "*"+segmentSuffix))
 	valid, err := os.ReadFile(m[0])
-	if err != nil {
-		f.Fatal(err)
+	if err != nil || int64(len(valid)) != ends[len(ends)-1] {
+		f.Fatalf("the written segment: %d bytes, %v; batches end at %v", len(valid), err, ends)
 	}
 	f.Add(uint32(len(valid)), []byte{})
 	f.Add(uint32(len(valid)-5), []byte{})
+	f.Add(uint32(ends[1]-100), []byte{})
 	f.Add(uint32(len(segmentMagic)+frameHeadLen+3), []byte("\x00\x00\x00\x08\x00\x00\x00\x00"))
 	f.Add(uint32(len(valid)), []byte("\x80\x00\x00\x09\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\xff"))
 	f.Fuzz(func(t *testing.T, cut uint32, tail []byte) {
-		b := append(bytes.Clone(valid[:min(int(cut), len(valid))]), tail...)
+		cut = min(cut, uint32(len(valid)))
+		b := append(bytes.Clone(valid[:cut]), tail...)
 		_ = eachInChunk(tail, func(_, _ []byte) bool { return true })
 		s, good := scanSegment(b)
 		if good < 0 {
@@ -236,8 +305,17 @@ func FuzzSegment(f *testing.F) {
 		if good2 != good || again != s {
 			t.Fatalf("what was kept scans differently: %+v %d, then %+v %d", s, good, again, good2)
 		}
-		if int(cut) >= len(valid) && (good < int64(len(valid)) || s.events < 9) {
-			t.Fatalf("a written segment with %d bytes after it kept %d of its %d bytes, %d of its 9 events", len(tail), good, len(valid), s.events)
+		whole := int64(len(segmentMagic)) // where the last batch before the cut ends
+		for _, e := range ends {
+			if e <= int64(cut) {
+				whole = e
+			}
+		}
+		if good < whole {
+			t.Fatalf("cut at %d: kept %d bytes, but the batches before the cut end at %d", cut, good, whole)
+		}
+		if len(tail) == 0 && good != whole {
+			t.Fatalf("cut at %d, nothing after: kept %d bytes, want the whole batches' %d (no frame of an unfinished one)", cut, good, whole)
 		}
 	})
 }
