@@ -318,8 +318,9 @@ func (l *segmentLog) append(chunks []chunk, rotateBefore uint64) error {
 	defer clear(l.iovs)
 	newest := l.newest()
 	full := newest.size > int64(len(segmentMagic)) && newest.size+n > l.maxSize
-	if l.f == nil || full || !newest.empty() && newest.oldest < rotateBefore {
-		if err := l.rotate(); err != nil {
+	fresh := full || !newest.empty() && newest.oldest < rotateBefore
+	if l.f == nil || fresh {
+		if err := l.rotate(fresh); err != nil {
 			return err
 		}
 		newest = l.newest()
@@ -361,11 +362,12 @@ func (l *segmentLog) newest() segment {
 	return l.segs[len(l.segs)-1]
 }
 
-// rotate opens the newest segment for appending, or starts a new one
-// when there is none, it is full, or its file was given up.
-func (l *segmentLog) rotate() error {
+// rotate opens the newest segment for appending (after a restart, or a
+// file given up), or starts a new one: when fresh, when there is none,
+// or when it cannot be appended to.
+func (l *segmentLog) rotate(fresh bool) error {
 	last := l.newest()
-	if l.f == nil && last.seq != 0 && last.seq == l.lastSeq && last.size < l.maxSize {
+	if !fresh && l.f == nil && last.seq != 0 && last.seq == l.lastSeq && last.size < l.maxSize {
 		f, err := os.OpenFile(l.path(last.seq), os.O_WRONLY|os.O_APPEND, 0)
 		if err == nil {
 			if fi, serr := f.Stat(); serr == nil && fi.Size() == last.size {
