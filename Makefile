@@ -6,7 +6,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test bench-once fuzz vmtest check bench clean
+.PHONY: all build run setup setup-test generate check-generate vet test bench-once fuzz vmtest check bench deb clean
 
 all: build
 
@@ -70,7 +70,7 @@ check: setup-test vet check-generate test bench-once fuzz vmtest
 # everything.
 KERNELS ?= 5.10 6.1 6.12 7
 PKGS ?= ./...
-VMTEST_PURE = ./bench/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/...
+VMTEST_PURE = ./bench/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/...
 VMTEST_HOST_ONLY = ./e2e/... ./containers/... ./internal/dockertest/...
 VMTEST_EXCLUDE ?= $(VMTEST_HOST_ONLY) $(VMTEST_PURE)
 vmtest: setup-test build
@@ -91,5 +91,10 @@ bench: build
 	scripts/setup.sh bench
 	MAKE_BENCH_COMMAND="make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(GO) run ./bench $(BENCH_FLAGS)
 
+# The Debian package (dpkg-deb): dist/mcptrace_VERSION_ARCH.deb. DEB_VERSION
+# defaults to one from the last commit; see scripts/deb.sh.
+deb:
+	GO=$(GO) scripts/deb.sh $(DEB_VERSION)
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -1,13 +1,18 @@
-// Package deploy holds what mcptrace ships for monitoring its agents, and
+// Package deploy holds what mcptrace ships to install and monitor its
+// agents, and
 // the tests that keep it working:
 //
 //   - prometheus/mcptrace.rules.yml: the alerting rules (group mcptrace),
 //     with their promtool unit tests in mcptrace.rules.test.yml;
 //   - prometheus/prometheus.yml: an example configuration that scrapes an
 //     agent in job mcptrace and loads the rules;
-//   - grafana/mcptrace.json: a Grafana dashboard over the same metrics.
+//   - grafana/mcptrace.json: a Grafana dashboard over the same metrics;
+//   - debian/: the systemd unit, maintainer scripts and copyright of the
+//     Debian package, which scripts/deb.sh builds (`make deb`).
 //
-// The tests run the real promtool (Debian package prometheus; skipped when
+// The package's test installs, upgrades and purges it in a Debian 12 root
+// made with debootstrap, and checks the unit with systemd-analyze. The
+// tests run the real promtool (Debian package prometheus; skipped when
 // it is missing, failed when MCPTRACE_REQUIRE_ALL=1) and check that the
 // rules and the dashboard query only metrics the agent serves.
 //

@@ -15,7 +15,10 @@
 #                            image of internal/dockertest), graphviz and
 #                            librsvg2-bin (the tests render the session
 #                            pictures: dot for --format dot, rsvg-convert
-#                            for the SVG timeline)
+#                            for the SVG timeline), debootstrap and systemd
+#                            (the Debian package is installed, upgraded and
+#                            purged in a fresh Debian 12 root, its unit
+#                            checked with systemd-analyze)
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
 #                            compares against), gcc for its workloads,
 #                            bpftool, taskset; Node.js and the MCP host's
@@ -25,7 +28,7 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
-test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd) ;;
 bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
 *) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
 esac

@@ -12,6 +12,7 @@
 //	mcptrace sessions                         list sessions
 //	mcptrace history [--since 24h]            list past sessions from the history
 //	mcptrace uninstall                        detach the pinned programs, forget the state
+//	mcptrace config example                   print a commented configuration file of every option
 //
 // This file only wires packages together; see docs/ARCHITECTURE.md.
 package main
@@ -46,15 +47,24 @@ func main() {
 
 type usageError struct{ error }
 
+// version is the release, set at build time by scripts/deb.sh
+// (-ldflags "-X main.version=…"); "dev" in a checkout's build.
+var version = "dev"
+
+// buildCmds are commands only some builds have (build tags: man_gen.go).
+var buildCmds []*cobra.Command
+
 func newRoot() *cobra.Command {
-	return newRootWith(newAgentCmd(), newTreeCmd(), newStatusCmd(),
-		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newUninstallCmd())
+	cmds := []*cobra.Command{newAgentCmd(), newTreeCmd(), newStatusCmd(),
+		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newUninstallCmd(), newConfigCmd()}
+	return newRootWith(append(cmds, buildCmds...)...)
 }
 
 // newRootWith is the root command with these subcommands.
 func newRootWith(cmds ...*cobra.Command) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "mcptrace",
+		Version:       version,
 		Short:         "Trace the process lineage of AI agent sessions and the MCP servers they start",
 		SilenceUsage:  true,
 		SilenceErrors: true,

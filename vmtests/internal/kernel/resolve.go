@@ -15,6 +15,8 @@
 package kernel
 
 import (
+	"github.com/mcptrace/mcptrace/internal/debian"
+
 	"archive/tar"
 	"bufio"
 	"bytes"
@@ -124,10 +126,10 @@ func DefaultCacheDir() string {
 // Resolver resolves kernel specs. The zero value is not usable: set CacheDir.
 type Resolver struct {
 	CacheDir string
-	Log      io.Writer     // progress messages; nil discards
-	Refresh  bool          // ignore a remembered resolution and ask apt again
-	TTL      time.Duration // how long a resolution is remembered; 0 means 24h
-	Mirror   *Mirror       // nil: read from the host's apt sources
+	Log      io.Writer      // progress messages; nil discards
+	Refresh  bool           // ignore a remembered resolution and ask apt again
+	TTL      time.Duration  // how long a resolution is remembered; 0 means 24h
+	Mirror   *debian.Mirror // nil: read from the host's apt sources
 }
 
 func (r *Resolver) logf(format string, args ...any) {
@@ -371,7 +373,7 @@ func (r *Resolver) resolveSeries(ctx context.Context, ser Series) (*Kernel, erro
 	m := r.Mirror
 	if m == nil {
 		var err error
-		if m, err = HostMirror(); err != nil {
+		if m, err = debian.HostMirror(); err != nil {
 			return nil, err
 		}
 	}

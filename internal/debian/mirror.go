@@ -1,4 +1,7 @@
-package kernel
+// Package debian reads which Debian mirror the host's apt uses, for the
+// tests that fetch from Debian: kernel images (vmtests) and a root to
+// install the package in (deploy). It fetches nothing itself.
+package debian
 
 import (
 	"bufio"
@@ -20,7 +23,7 @@ type aptSource struct {
 	From     string // file it was read from
 }
 
-// Mirror is where kernels are fetched from: the Debian archive and
+// Mirror is where Debian packages are fetched from: the Debian archive and
 // security archive URLs the host itself uses, and the keyring.
 type Mirror struct {
 	URI         string // e.g. http://deb.debian.org/debian
