@@ -16,7 +16,8 @@ import (
 // a Debian 12 root made by debootstrap from the host's mirror (with
 // systemd, not running), installs
 // the first, upgrades to the second (a local edit of the configuration
-// file survives) and removes and purges it: every file goes, the agent's
+// file survives) and removes and purges it (a removal whose uninstall
+// fails stops, and the package stays): every file goes, the agent's
 // unit is enabled while installed and not after, and the maintainer
 // scripts succeed where no systemd runs. The unit passes systemd-analyze
 // verify.
@@ -112,6 +113,19 @@ func TestDebianPackageInstallsUpgradesAndPurgesInAFreshRoot(t *testing.T) {
 		t.Fatal("upgraded: the unit is no longer enabled")
 	}
 
+	// A removal whose uninstall fails stops, so that no kernel program
+	// outlives the binary that could remove it: here, a configuration
+	// the agent refuses.
+	broken := edited + "no-such-section:\n  x: 1\n"
+	if err := os.WriteFile(filepath.Join(root, conf), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chroot", root, "dpkg", "-r", "mcptrace").CombinedOutput(); err == nil || !strings.Contains(string(out), "removal stopped") || !exists("/usr/bin/mcptrace") {
+		t.Fatalf("removal with a failing uninstall went on (%v):\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(root, conf), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := in("dpkg", "-r", "mcptrace")
 	if !strings.Contains(out, "detached and unpinned") {
 		t.Errorf("removal did not take the agent out of the kernel (mcptrace uninstall):\n%s", out)

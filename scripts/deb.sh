@@ -12,6 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
+# Modes do not depend on the builder's umask, and times on when it ran:
+# every file's date (and the man pages') is the last commit's.
+umask 022
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 
 version=${1:-}
 if [ -z "$version" ]; then
@@ -39,6 +43,7 @@ mkdir -p "$root/etc/mcptrace"
 man=$root/usr/share/man/man1
 mkdir -p "$man"
 CGO_ENABLED=0 $go run -tags mangen -ldflags "-X main.version=$version" ./cmd/mcptrace gen-man "$man"
+rm "$man"/mcptrace-completion-powershell.1 # no PowerShell completion is shipped
 gzip -9n "$man"/*.1
 
 install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" "$root/usr/share/fish/vendor_completions.d"
@@ -72,8 +77,10 @@ Description: lineage of AI agent sessions, and the end of what they leave
  every descendant once the session ends. Prometheus metrics for leak
  alerts; mcptrace tree and mcptrace history for forensics.
 CONTROL
-(cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum >DEBIAN/md5sums)
+# Every file but the conffile, as dh_md5sums does.
+(cd "$root" && find . -path ./DEBIAN -prune -o -path ./etc -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum >DEBIAN/md5sums)
 mkdir -p "$out"
 deb=$out/mcptrace_${version}_${arch}.deb
+find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 echo "deb: wrote $deb ($(du -h "$deb" | cut -f1))"
