@@ -65,13 +65,12 @@ func (j *Journal) prune(room int64) {
 // dropSegments removes the segments drop selects; it reports whether it
 // removed any.
 func (j *Journal) dropSegments(drop func(i int, s segment) bool) bool {
-	before := len(j.segs.snapshot())
-	n, err := j.segs.remove(drop)
+	segs, events, err := j.segs.remove(drop)
 	if err != nil {
 		j.log.Error("history: retention could not remove an events segment", "err", err)
 	}
-	j.stats.pruned.Add(uint64(n))
-	return len(j.segs.snapshot()) < before
+	j.stats.pruned.Add(uint64(events))
+	return segs > 0
 }
 
 // trim removes, in one transaction, the notes and sessions older than

@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -131,18 +132,8 @@ func openSegments(dir string, maxBytes int64, stamp string) (*segmentLog, []stri
 			l.segs = append(l.segs, *sg)
 		}
 	}
-	slices.SortFunc(l.segs, func(a, b segment) int { return cmpUint(a.seq, b.seq) })
+	slices.SortFunc(l.segs, func(a, b segment) int { return cmp.Compare(a.seq, b.seq) })
 	return l, notes, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // check reads segment seq and cuts it after its last whole batch. A
@@ -483,17 +474,16 @@ func (l *segmentLog) oldest() uint64 {
 	return o
 }
 
-// remove removes the segments drop selects and returns how many events
-// they held; a segment whose file cannot be removed stays, counted.
-// Writer only.
-func (l *segmentLog) remove(drop func(i int, s segment) bool) (int, error) {
+// remove removes the segments drop selects and returns how many it
+// removed and how many events they held; a segment whose file cannot be
+// removed stays, counted. Writer only.
+func (l *segmentLog) remove(drop func(i int, s segment) bool) (segs, events int, err error) {
 	var gone []segment
 	for i, s := range l.snapshot() {
 		if drop(i, s) {
 			gone = append(gone, s)
 		}
 	}
-	n := 0
 	var errs []error
 	removed := map[uint64]bool{}
 	for _, s := range gone {
@@ -508,12 +498,12 @@ func (l *segmentLog) remove(drop func(i int, s segment) bool) (int, error) {
 			l.f = nil
 		}
 		removed[s.seq] = true
-		n += s.events
+		events += s.events
 	}
 	l.mu.Lock()
 	l.segs = slices.DeleteFunc(l.segs, func(s segment) bool { return removed[s.seq] })
 	l.mu.Unlock()
-	return n, errors.Join(errs...)
+	return len(removed), events, errors.Join(errs...)
 }
 
 // read calls fn with each chunk of segment s whose events may fall in
