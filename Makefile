@@ -6,7 +6,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test bench-once fuzz vmtest check bench deb clean
+.PHONY: all build run setup setup-test generate check-generate vet test bench-once fuzz vmtest check bench deb image clean
 
 all: build
 
@@ -70,7 +70,7 @@ check: setup-test vet check-generate test bench-once fuzz vmtest
 # everything.
 KERNELS ?= 5.10 6.1 6.12 7
 PKGS ?= ./...
-VMTEST_PURE = ./bench/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/...
+VMTEST_PURE = ./bench/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/... ./internal/daemonset/...
 VMTEST_HOST_ONLY = ./e2e/... ./containers/... ./internal/dockertest/...
 VMTEST_EXCLUDE ?= $(VMTEST_HOST_ONLY) $(VMTEST_PURE)
 vmtest: setup-test build
@@ -95,6 +95,12 @@ bench: build
 # defaults to one from the last commit; see scripts/deb.sh.
 deb:
 	GO=$(GO) scripts/deb.sh $(DEB_VERSION)
+
+# The agent's container image, from the static binary alone (docker
+# import, nothing pulled): mcptrace:VERSION and mcptrace:latest in the
+# local engine, and dist/mcptrace-image.tar. See scripts/image.sh.
+image:
+	GO=$(GO) scripts/image.sh $(IMAGE_VERSION)
 
 clean:
 	rm -rf bin dist

@@ -45,25 +45,8 @@ type promServer struct {
 // Prometheus is ready; its log is shown when the test fails.
 func startPrometheus(t *testing.T, target string) *promServer {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		testenv.Missing(t, "prometheus", "Debian package prometheus; make setup-test installs it")
-	}
 	dir := t.TempDir()
-	rules, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The alerts wait 3s instead of their real durations, so the test runs
-	// in seconds; the promtool unit tests in deploy/ test the real ones.
-	forLine := regexp.MustCompile(`(?m)^(\s+for:\s*)\S+\s*$`)
-	if len(forLine.FindAll(rules, -1)) == 0 {
-		t.Fatalf("%s: no `for:` to shorten", rulesFile)
-	}
-	rules = forLine.ReplaceAll(rules, []byte("${1}3s"))
-	if err := os.WriteFile(filepath.Join(dir, "mcptrace.rules.yml"), rules, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeRules(t, dir)
 	config := fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -79,7 +62,69 @@ scrape_configs:
 	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return runPrometheus(t, configFile, target)
+}
 
+// intervalLine is a scrape or evaluation interval of a configuration.
+var intervalLine = regexp.MustCompile(`(?m)^(\s+(?:scrape|evaluation)_interval:\s*)\S+\s*$`)
+
+// startShippedPrometheus runs Prometheus with a shipped configuration
+// (deploy/prometheus/NAME), as shipped but for its intervals, cut to one
+// second, the rules' `for:`s (writeRules), and what edit, if not nil,
+// changes in it; the rules and whatever files (target files) write puts
+// into the directory are beside it. It returns once Prometheus is ready.
+func startShippedPrometheus(t *testing.T, name string, edit func(config []byte) []byte, write func(dir string)) *promServer {
+	t.Helper()
+	config, err := os.ReadFile(filepath.Join("../deploy/prometheus", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		config = edit(config)
+	}
+	if len(intervalLine.FindAll(config, -1)) == 0 {
+		t.Fatalf("%s: no interval to shorten", name)
+	}
+	config = intervalLine.ReplaceAll(config, []byte("${1}1s"))
+	dir := t.TempDir()
+	writeRules(t, dir)
+	write(dir)
+	configFile := filepath.Join(dir, name)
+	if err := os.WriteFile(configFile, config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return runPrometheus(t, configFile, "")
+}
+
+// writeRules writes the shipped rules into dir with every `for:` cut to
+// 3s: the alerts wait 3s instead of their real durations, so the tests
+// run in seconds; the promtool unit tests in deploy/ test the real ones.
+func writeRules(t *testing.T, dir string) {
+	t.Helper()
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forLine := regexp.MustCompile(`(?m)^(\s+for:\s*)\S+\s*$`)
+	if len(forLine.FindAll(rules, -1)) == 0 {
+		t.Fatalf("%s: no `for:` to shorten", rulesFile)
+	}
+	rules = forLine.ReplaceAll(rules, []byte("${1}3s"))
+	if err := os.WriteFile(filepath.Join(dir, "mcptrace.rules.yml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runPrometheus runs Debian's prometheus with configFile until the test
+// ends (storage beside the file, a free loopback port) and returns once
+// it is ready. target is the alerts' instance for alertLabels, if one.
+func runPrometheus(t *testing.T, configFile, target string) *promServer {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		testenv.Missing(t, "prometheus", "Debian package prometheus; make setup-test installs it")
+	}
+	dir := filepath.Dir(configFile)
 	addr := freePort(t)
 	p := &promServer{url: "http://" + addr, target: target, stderr: &testenv.LockedBuffer{}}
 	cmd := exec.Command(bin,

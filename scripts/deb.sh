@@ -19,8 +19,7 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 
 version=${1:-}
 if [ -z "$version" ]; then
-	# Commit time first, so that later commits sort as upgrades.
-	version="0.1.0~git$(git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S).$(git rev-parse --short=12 HEAD)"
+	version=$(scripts/version.sh)
 fi
 if ! [[ $version =~ ^[0-9][A-Za-z0-9.+~-]*$ ]]; then
 	echo "deb: version $version: want a Debian version (digits first; letters, digits, . + ~ -)" >&2
@@ -51,7 +50,7 @@ install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/ve
 "$bin" completion zsh >"$root/usr/share/zsh/vendor-completions/_mcptrace"
 "$bin" completion fish >"$root/usr/share/fish/vendor_completions.d/mcptrace.fish"
 
-install -D -m 0644 -t "$root/usr/share/mcptrace/prometheus" deploy/prometheus/mcptrace.rules.yml deploy/prometheus/prometheus.yml
+install -D -m 0644 -t "$root/usr/share/mcptrace/prometheus" deploy/prometheus/mcptrace.rules.yml deploy/prometheus/prometheus.yml deploy/prometheus/fleet.yml deploy/prometheus/kubernetes.yml
 install -D -m 0644 -t "$root/usr/share/mcptrace/grafana" deploy/grafana/mcptrace.json
 install -D -m 0644 deploy/debian/copyright "$root/usr/share/doc/mcptrace/copyright"
 
