@@ -62,7 +62,8 @@ check: setup-test vet check-generate test bench-once fuzz vmtest
 # Debian kernels (vmtests/README.md). `make vmtest KERNELS=6.1`,
 # `make vmtest PKGS=./sensor/`. e2e needs Node.js and runs on the host only,
 # and so do the packages whose tests need a Docker engine (containers/, a
-# private dockerd from internal/dockertest): the guests have none.
+# private dockerd from internal/dockertest): the guests have none; and
+# vmtests/systemd, which boots its own QEMU guest (systemd as PID 1).
 # The packages whose tests use no kernel feature (no BPF, process, signal,
 # socket or /proc: they compute on synthetic input or parse files) run on
 # the host only, where `make test` runs them; in a guest they would only
@@ -71,7 +72,7 @@ check: setup-test vet check-generate test bench-once fuzz vmtest
 KERNELS ?= 5.10 6.1 6.12 7
 PKGS ?= ./...
 VMTEST_PURE = ./bench/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/... ./internal/daemonset/...
-VMTEST_HOST_ONLY = ./e2e/... ./containers/... ./internal/dockertest/...
+VMTEST_HOST_ONLY = ./e2e/... ./containers/... ./internal/dockertest/... ./vmtests/systemd/...
 VMTEST_EXCLUDE ?= $(VMTEST_HOST_ONLY) $(VMTEST_PURE)
 vmtest: setup-test build
 	CGO_ENABLED=0 $(GO) build -o bin/vmexec ./vmtests/cmd/vmexec

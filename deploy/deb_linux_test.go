@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,13 +46,9 @@ func TestDebianPackageInstallsUpgradesAndPurgesInAFreshRoot(t *testing.T) {
 	}
 	v1, v2 := build("0.1.0~test1"), build("0.1.0~test2")
 
-	m, err := debian.HostMirror()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("debootstrap", "--variant=minbase", "--include=systemd", "--keyring="+m.Keyring, "bookworm", root, m.URI).CombinedOutput(); err != nil {
-		t.Fatalf("debootstrap bookworm from %s (%s): %v\n%s", m.URI, m.Origin, err, tail(out))
+	if err := debian.Bootstrap(context.Background(), "bookworm", root, "systemd"); err != nil {
+		t.Fatal(err)
 	}
 	in := func(args ...string) string {
 		t.Helper()
@@ -142,10 +139,4 @@ func TestDebianPackageInstallsUpgradesAndPurgesInAFreshRoot(t *testing.T) {
 	if out, err := exec.Command("chroot", root, "dpkg-query", "-W", "mcptrace").CombinedOutput(); err == nil || !strings.Contains(string(out), "no packages found") {
 		t.Errorf("purged: dpkg still knows the package: %v\n%s", err, out)
 	}
-}
-
-// tail is the last lines of a long output.
-func tail(b []byte) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-30):], "\n")
 }

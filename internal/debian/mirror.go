@@ -1,6 +1,7 @@
 // Package debian reads which Debian mirror the host's apt uses, for the
 // tests that fetch from Debian: kernel images (vmtests) and a root to
-// install the package in (deploy). It fetches nothing itself.
+// install the package in (deploy, vmtests/systemd); Bootstrap makes such a
+// root with debootstrap. Nothing else here fetches.
 package debian
 
 import (

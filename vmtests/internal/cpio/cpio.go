@@ -13,7 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -197,4 +200,81 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	return w.w.Flush()
+}
+
+// HostFile adds the host's regular file host as guest, with perm.
+func (w *Writer) HostFile(host, guest string, perm uint32) error {
+	f, err := os.Open(host)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", host)
+	}
+	return w.File(guest, perm, fi.Size(), f)
+}
+
+// HostTree adds the host directory hostRoot as guestRoot, with what it
+// holds: directories, regular files and symlinks (kept as symlinks
+// unless follow is set) with their permission bits; sockets, fifos and
+// devices are left out.
+func (w *Writer) HostTree(hostRoot, guestRoot string, follow bool) error {
+	return filepath.WalkDir(hostRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(hostRoot, p)
+		if err != nil {
+			return err
+		}
+		g := path.Join(guestRoot, filepath.ToSlash(rel))
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if !follow {
+				target, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				return w.Symlink(g, target)
+			}
+			if fi, err = os.Stat(p); err != nil {
+				return err
+			}
+			if fi.IsDir() {
+				return w.HostTree(p, g, follow)
+			}
+		}
+		switch {
+		case fi.IsDir():
+			return w.Dir(g, unixPerm(fi.Mode()))
+		case fi.Mode().IsRegular():
+			return w.HostFile(p, g, unixPerm(fi.Mode()))
+		default:
+			return nil // sockets, fifos, devices: not shipped
+		}
+	})
+}
+
+// unixPerm is m's permission bits with setuid, setgid and sticky, as
+// stat(2) has them.
+func unixPerm(m fs.FileMode) uint32 {
+	p := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		p |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		p |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		p |= 0o1000
+	}
+	return p
 }

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -277,7 +276,7 @@ func buildInitramfs(dst string, o *Options, cfg *GuestConfig) error {
 	}
 	w.CharDev("/dev/console", 0o600, 5, 1)
 	w.CharDev("/dev/null", 0o666, 1, 3)
-	if err := addHostFile(w, o.Init, "/init", 0o755); err != nil {
+	if err := w.HostFile(o.Init, "/init", 0o755); err != nil {
 		return err
 	}
 	// Debian 12's merged-/usr layout, so that paths (and /proc/PID/exe)
@@ -292,7 +291,7 @@ func buildInitramfs(dst string, o *Options, cfg *GuestConfig) error {
 			return err
 		}
 	}
-	if err := addHostFile(w, o.Busybox, "/usr/bin/busybox", 0o755); err != nil {
+	if err := w.HostFile(o.Busybox, "/usr/bin/busybox", 0o755); err != nil {
 		return err
 	}
 	libs := newLibCloser(w)
@@ -316,12 +315,12 @@ func buildInitramfs(dst string, o *Options, cfg *GuestConfig) error {
 	w.Bytes("/etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost vmexec\n::1\tlocalhost ip6-localhost\n"))
 	w.Bytes("/etc/hostname", 0o644, []byte("vmexec\n"))
 	if k := o.Kernel; k != nil && k.Config != "" && k.Release != "" {
-		if err := addHostFile(w, k.Config, "/boot/config-"+k.Release, 0o644); err != nil {
+		if err := w.HostFile(k.Config, "/boot/config-"+k.Release, 0o644); err != nil {
 			return err
 		}
 	}
 
-	if err := addHostFile(w, o.Binary, cfg.Binary, 0o755); err != nil {
+	if err := w.HostFile(o.Binary, cfg.Binary, 0o755); err != nil {
 		return err
 	}
 	// A dynamically linked test binary (cgo) gets its libraries.
@@ -334,7 +333,7 @@ func buildInitramfs(dst string, o *Options, cfg *GuestConfig) error {
 	if o.HostDir != "" {
 		td := filepath.Join(o.HostDir, "testdata")
 		if fi, err := os.Stat(td); err == nil && fi.IsDir() {
-			if err := addTree(w, td, path.Join(o.GuestDir, "testdata"), false); err != nil {
+			if err := w.HostTree(td, path.Join(o.GuestDir, "testdata"), false); err != nil {
 				return fmt.Errorf("copying testdata: %w", err)
 			}
 		}
@@ -349,8 +348,8 @@ func buildInitramfs(dst string, o *Options, cfg *GuestConfig) error {
 			return fmt.Errorf("-file %s: %w", fm.Host, err)
 		}
 		if fi.IsDir() {
-			err = addTree(w, fm.Host, g, true)
-		} else if err = addHostFile(w, fm.Host, g, uint32(fi.Mode().Perm())); err == nil {
+			err = w.HostTree(fm.Host, g, true)
+		} else if err = w.HostFile(fm.Host, g, uint32(fi.Mode().Perm())); err == nil {
 			err = libs.add(fm.Host)
 		}
 		if err != nil {
@@ -368,64 +367,6 @@ func buildInitramfs(dst string, o *Options, cfg *GuestConfig) error {
 		return err
 	}
 	return f.Close()
-}
-
-func addHostFile(w *cpio.Writer, host, guest string, perm uint32) error {
-	f, err := os.Open(host)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", host)
-	}
-	return w.File(guest, perm, fi.Size(), f)
-}
-
-// addTree copies a host directory into the archive. Symlinks are kept as
-// symlinks unless follow is set.
-func addTree(w *cpio.Writer, hostRoot, guestRoot string, follow bool) error {
-	return filepath.WalkDir(hostRoot, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(hostRoot, p)
-		if err != nil {
-			return err
-		}
-		g := path.Join(guestRoot, filepath.ToSlash(rel))
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if !follow {
-				target, err := os.Readlink(p)
-				if err != nil {
-					return err
-				}
-				return w.Symlink(g, target)
-			}
-			if fi, err = os.Stat(p); err != nil {
-				return err
-			}
-			if fi.IsDir() {
-				return addTree(w, p, g, follow)
-			}
-		}
-		switch {
-		case fi.IsDir():
-			return w.Dir(g, uint32(fi.Mode().Perm()))
-		case fi.Mode().IsRegular():
-			return addHostFile(w, p, g, uint32(fi.Mode().Perm()))
-		default:
-			return nil // sockets, fifos, devices: not shipped
-		}
-	})
 }
 
 // lineRing keeps the last n lines written to it.

@@ -141,7 +141,7 @@ func (c *libCloser) addFile(host, guest string) error {
 	if err != nil {
 		return err
 	}
-	return addHostFile(c.w, real, guest, 0o755)
+	return c.w.HostFile(real, guest, 0o755)
 }
 
 // addHostTools puts the named host commands into /usr/bin, with their
@@ -173,7 +173,7 @@ func addHostTools(w *cpio.Writer, libs *libCloser, optional, required []string) 
 			}
 			return nil
 		}
-		return addHostFile(w, real, guest, 0o755)
+		return w.HostFile(real, guest, 0o755)
 	}
 	for _, n := range required {
 		if err := add(n, true); err != nil {
