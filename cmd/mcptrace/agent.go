@@ -28,7 +28,7 @@ func newAgentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.Run(cmd.Context())
+			return runAgent(cmd.Context(), a, log)
 		},
 	}
 	config.BindFlags(cmd.Flags())

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mcptrace/mcptrace/sensor"
+)
+
+func TestAMissingKernelFeatureExitsWithTheStatusTheUnitDoesNotRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int // 0: not an exitError
+	}{
+		{"a missing kernel feature", fmt.Errorf("sensor: %w", &sensor.FeatureError{Feature: "BPF ring buffer", Needs: "Linux 5.8", Err: errors.New("EINVAL")}), exitUnsupported},
+		{"any other error", errors.New("config: bad value"), 0},
+		{"a clean stop", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := agentExit(tc.err)
+			var ee exitError
+			switch {
+			case tc.code != 0 && (!errors.As(err, &ee) || ee.code != tc.code):
+				t.Errorf("agentExit(%v) = %v, want exit status %d", tc.err, err, tc.code)
+			case tc.code == 0 && err != tc.err:
+				t.Errorf("agentExit(%v) = %v, want it unchanged", tc.err, err)
+			}
+		})
+	}
+	unit, err := os.ReadFile("../../deploy/debian/mcptrace.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("\nRestartPreventExitStatus=%d\n", exitUnsupported); !bytes.Contains(unit, []byte(want)) {
+		t.Errorf("the unit lacks %q", want[1:])
+	}
+}
+
+// sdNotify speaks systemd's protocol: one datagram on NOTIFY_SOCKET, in
+// the abstract namespace when the name starts with @.
+func TestSdNotifySendsOneDatagramToTheServiceManager(t *testing.T) {
+	for _, abstract := range []bool{false, true} {
+		name := filepath.Join(t.TempDir(), "notify")
+		env := name
+		if abstract {
+			name = fmt.Sprintf("\x00mcptrace-test-notify-%d", os.Getpid())
+			env = "@" + name[1:]
+		}
+		conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		t.Setenv("NOTIFY_SOCKET", env)
+		if err := sdNotify("READY=1"); err != nil {
+			t.Fatalf("abstract=%v: %v", abstract, err)
+		}
+		buf := make([]byte, 64)
+		n, err := conn.Read(buf)
+		if err != nil || string(buf[:n]) != "READY=1" {
+			t.Errorf("abstract=%v: the manager read %q, %v; want READY=1", abstract, buf[:n], err)
+		}
+	}
+	t.Setenv("NOTIFY_SOCKET", "")
+	if err := sdNotify("READY=1"); err != nil {
+		t.Errorf("without NOTIFY_SOCKET: %v, want nothing sent and no error", err)
+	}
+}
