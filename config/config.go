@@ -39,6 +39,11 @@ type Config struct {
 	Containers Containers
 	History    History
 	Log        Log
+	// Overridden lists the options the configuration file sets that a
+	// flag or the environment overrides, each as "key (by)", for the
+	// agent to say at start: an edit of the file that changes nothing
+	// is not silent. Not an option.
+	Overridden []string
 }
 
 // History configures the journal of what happened on the node, kept on

@@ -92,6 +92,8 @@ func TestLoadMissingFileFails(t *testing.T) {
 	}
 }
 
+// Flags over the environment over the file over the defaults; what the
+// file sets and something else overrides is listed in Overridden.
 func TestLoadPrecedence(t *testing.T) {
 	const file = `
 api:
@@ -123,6 +125,7 @@ log:
 		}, nil, func(c *Config) {
 			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format = "/file.sock", 0o660, 2<<20, 2*time.Minute, "json"
 			c.Lineage.RepairInterval = 250 * time.Millisecond
+			c.Overridden = []string{"api.socket-mode (MCPTRACE_API_SOCKET_MODE)", "bpf.ring-buffer-size (MCPTRACE_BPF_RING_BUFFER_SIZE)", "lineage.retention (MCPTRACE_LINEAGE_RETENTION)"}
 		}},
 		{"flag over env", true, map[string]string{
 			"MCPTRACE_LINEAGE_RETENTION":    "2m",
@@ -130,11 +133,13 @@ log:
 			"MCPTRACE_LOG_LEVEL":            "warn",
 		}, []string{"--lineage.retention=3m", "--bpf.ring-buffer-size", "1048576", "--api.socket-mode=0666", "--log.format=text"}, func(c *Config) {
 			c.API.Socket, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Level = "/file.sock", 1<<20, 3*time.Minute, "warn"
+			c.Overridden = []string{"api.socket-mode (flag --api.socket-mode)", "bpf.ring-buffer-size (flag --bpf.ring-buffer-size)", "lineage.retention (flag --lineage.retention)", "log.format (flag --log.format)"}
 		}},
 		{"flag left at its default does not override", true, map[string]string{
 			"MCPTRACE_LINEAGE_RETENTION": "2m",
 		}, []string{"--log.level=debug"}, func(c *Config) {
 			c.API.Socket, c.API.SocketMode, c.BPF.RingBufferSize, c.Lineage.Retention, c.Log.Format, c.Log.Level = "/file.sock", 0o600, 16<<20, 2*time.Minute, "json", "debug"
+			c.Overridden = []string{"lineage.retention (MCPTRACE_LINEAGE_RETENTION)"}
 		}},
 	}
 	for _, tt := range tests {

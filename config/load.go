@@ -118,6 +118,13 @@ func Load(file string, flags *pflag.FlagSet) (Config, error) {
 	if err := c.validate(source); err != nil {
 		return Config{}, err
 	}
+	if path != "" {
+		for _, o := range opts {
+			if by := source(o.key); v.InConfig(o.key) && by != " ("+path+")" {
+				c.Overridden = append(c.Overridden, o.key+by)
+			}
+		}
+	}
 	return c, nil
 }
 

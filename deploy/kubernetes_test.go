@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -72,6 +73,51 @@ func TestKustomizeBaseRendersToObjectsOfTheKubernetesAPI(t *testing.T) {
 	}
 	if _, err := daemonset.DockerRunArgs(objs, daemonset.DockerOptions{Scratch: t.TempDir(), Fields: map[string]string{"status.hostIP": "192.0.2.1"}}); err != nil {
 		t.Errorf("the pod uses what the docker tests cannot run it with: %v", err)
+	}
+}
+
+// An overlay, as the README shows one, sets the image and replaces the
+// configuration; the result still renders, decodes and translates.
+func TestAnOverlaySetsTheImageAndTheConfiguration(t *testing.T) {
+	overlay := t.TempDir()
+	base, err := filepath.Abs(kustomizeBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(overlay, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const config = "enforcer:\n  mode: audit\n"
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(overlay, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("config.yaml", config)
+	write("kustomization.yaml", `resources: [`+rel+`]
+images:
+  - {name: mcptrace, newName: registry.example/mcptrace, newTag: "0.1.0-git20261126230000.0123456789ab"}
+configMapGenerator:
+  - {name: mcptrace-config, behavior: replace, files: [config.yaml]}
+`)
+	objs, err := daemonset.Render(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := objs.DaemonSet.Spec.Template.Spec.Containers[0]
+	if c.Image != "registry.example/mcptrace:0.1.0-git20261126230000.0123456789ab" {
+		t.Errorf("image %q, want the overlay's", c.Image)
+	}
+	if len(objs.ConfigMaps) != 1 || objs.ConfigMaps[0].Data["config.yaml"] != config {
+		t.Errorf("ConfigMaps %+v, want the overlay's one", objs.ConfigMaps)
+	}
+	args, err := daemonset.DockerRunArgs(objs, daemonset.DockerOptions{Scratch: t.TempDir(), Fields: map[string]string{"status.hostIP": "192.0.2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, c.Image) {
+		t.Errorf("docker run %v does not run the overlay's image", args)
 	}
 }
 

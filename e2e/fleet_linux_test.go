@@ -11,9 +11,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/daemonset"
 	"github.com/mcptrace/mcptrace/internal/dockertest"
 )
@@ -62,8 +62,8 @@ func TestALeakOnOneNodeFiresAnAlertNamingThatNodeOnly(t *testing.T) {
 	marker := fmt.Sprintf("MCPTRACE_E2E=%s-%d", session, os.Getpid())
 	h := startHost(t, session, marker, a.Socket)
 	t.Cleanup(func() {
-		for _, p := range stubbornProcesses(marker) {
-			syscall.Kill(int(p.ID.PID), syscall.SIGKILL)
+		for _, p := range agenttest.WithEnv(marker) {
+			p.Kill()
 		}
 	})
 	h.say(t, "start-stubborn --api-key="+stubbornSecret, "ready")
@@ -97,6 +97,26 @@ func TestALeakOnOneNodeFiresAnAlertNamingThatNodeOnly(t *testing.T) {
 		if v := p.query(t, `count(up{job="mcptrace"})`); v != "2" {
 			t.Errorf("%s: %s targets scraped, want the two agents (targets: %s)", name, v, p.targets())
 		}
+	}
+
+	// Uninstall node-b as the README says for Kubernetes, after `kubectl
+	// delete`: `kubectl debug node/NODE --profile=sysadmin` runs a
+	// privileged container in the node's namespaces with the node's root
+	// at /host; docker runs the same here, but with CAP_SYS_ADMIN (what
+	// uninstall needs) for privileged: a privileged container asks for
+	// every capability, and this machine cannot grant CAP_SYS_RESOURCE.
+	eng.Output(t, "stop", "--time", "30", b.ID)
+	if ents, _ := os.ReadDir(b.PinDir); len(ents) == 0 {
+		t.Fatalf("the stopped agent left nothing pinned in %s: the uninstall below would prove nothing", b.PinDir)
+	}
+	out := eng.Output(t, "run", "--rm", "--cap-drop=ALL", "--cap-add=CAP_SYS_ADMIN", "--pid=host", "--network=host", "--volume=/:/host", "mcptrace:latest",
+		"uninstall", "--bpf.bpffs=/host/sys/fs/bpf", "--bpf.pin-dir=/host"+b.PinDir, "--state.dir=/host"+b.Run+"/state", "--api.socket=/host"+b.Run+"/mcptrace.sock")
+	t.Logf("mcptrace uninstall as kubectl debug runs it:\n%s", out)
+	if ents, err := os.ReadDir(b.PinDir); err == nil && len(ents) > 0 {
+		t.Errorf("after uninstall %s still holds %d entries", b.PinDir, len(ents))
+	}
+	if _, err := os.Stat(filepath.Join(b.Run, "state")); err == nil {
+		t.Errorf("after uninstall the saved state %s is still there", filepath.Join(b.Run, "state"))
 	}
 }
 

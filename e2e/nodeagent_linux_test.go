@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ const kustomizeBase = "../deploy/kubernetes"
 
 // daemonSetCaps are the capabilities the DaemonSet declares, as the
 // agent's /proc/PID/status must show them (CapEff, CapPrm, CapBnd).
-var daemonSetCaps = []string{"cap_dac_read_search", "cap_kill", "cap_sys_ptrace", "cap_sys_admin", "cap_sys_resource"}
+var daemonSetCaps = []string{"cap_kill", "cap_sys_ptrace", "cap_sys_admin", "cap_sys_resource"}
 
 var (
 	imageOnce sync.Once
@@ -193,22 +194,37 @@ func (a *nodeAgent) cli(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// hostSession is a session started on the host, outside the container:
+// hostSession is a session started on the host, outside the container,
+// by uid:
 //
-//	mcptrace run --session ID -- bash -c 'sh -c "setsid sleep 1000 & exit"; sleep 1001 & exec sleep 1002'
+//	mcptrace run --session ID -- bash -c 'sh -c "setsid sleep 1000 & exit"; sleep 1001 & [setpriv … sleep 1011 &] exec sleep 1002'
 //
-// a daemon whose wrapper exited, a child of the root, and the root.
+// a daemon whose wrapper exited, a child of the root, the root, and, in a
+// session of root's, a member that changed to uid nobody (65534): only
+// CAP_KILL lets the agent signal processes of other uids.
 type hostSession struct {
-	env                 string
-	root, daemon, child agenttest.Proc
+	env     string
+	root    agenttest.Proc
+	members []agenttest.Proc // what must end with the root
 }
 
-func startHostSession(t *testing.T, a *nodeAgent, id string) *hostSession {
+const nobody = 65534
+
+func startHostSession(t *testing.T, a *nodeAgent, id string, uid uint32) *hostSession {
 	t.Helper()
 	s := &hostSession{env: fmt.Sprintf("MCPTRACE_NODE_TEST=%s-%d", id, os.Getpid())}
-	cmd := exec.Command(testenv.Binary(t), "run", "--session", id, "--api.socket", a.Socket, "--", "bash", "-c",
-		`sh -c "setsid sleep 1000 & exit"; sleep 1001 & exec sleep 1002`)
+	script := `sh -c "setsid sleep 1000 & exit"; sleep 1001 & `
+	want := []string{"sleep 1000", "sleep 1001", "sleep 1002"}
+	if uid == 0 {
+		script += `setpriv --reuid=65534 --regid=65534 --clear-groups sleep 1011 & `
+		want = append(want, "sleep 1011")
+	}
+	cmd := exec.Command(testenv.Binary(t), "run", "--session", id, "--api.socket", a.Socket, "--", "bash", "-c", script+`exec sleep 1002`)
 	cmd.Env = append(os.Environ(), s.env)
+	cmd.Dir = "/"
+	if uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,22 +234,21 @@ func startHostSession(t *testing.T, a *nodeAgent, id string) *hostSession {
 			p.Kill()
 		}
 	})
-	testenv.Eventually(t, "the session's three processes", func() (bool, string) {
+	testenv.Eventually(t, "the processes of session "+id, func() (bool, string) {
 		ps := agenttest.WithEnv(s.env)
+		s.root, s.members = agenttest.Proc{}, nil
 		for _, p := range ps {
-			switch strings.Join(p.Argv, " ") {
-			case "sleep 1000":
-				s.daemon = p
-			case "sleep 1001":
-				s.child = p
-			case "sleep 1002":
+			switch argv := strings.Join(p.Argv, " "); {
+			case argv == "sleep 1002":
 				s.root = p
+			case slices.Contains(want, argv):
+				s.members = append(s.members, p)
 			}
 		}
-		return s.root.PID != 0 && s.daemon.PID != 0 && s.child.PID != 0, fmt.Sprint(ps)
+		return s.root.PID != 0 && len(s.members) == len(want)-1, fmt.Sprint(ps)
 	})
 	testenv.Eventually(t, "the containerized agent to list the members of "+id, func() (bool, string) {
-		d, err := a.client().Session(context.Background(), id, nil)
+		d, err := a.client().Session(context.Background(), id, &uid)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -243,7 +258,7 @@ func startHostSession(t *testing.T, a *nodeAgent, id string) *hostSession {
 				alive = append(alive, p.ID.PID)
 			}
 		}
-		for _, p := range []agenttest.Proc{s.root, s.daemon, s.child} {
+		for _, p := range append([]agenttest.Proc{s.root}, s.members...) {
 			if !slices.Contains(alive, p.PID) {
 				return false, fmt.Sprintf("alive members %v lack %s", alive, p)
 			}
@@ -251,6 +266,23 @@ func startHostSession(t *testing.T, a *nodeAgent, id string) *hostSession {
 		return true, ""
 	})
 	return s
+}
+
+// waitEnded kills the session's root and waits until its members are
+// gone.
+func (s *hostSession) waitEnded(t *testing.T) {
+	t.Helper()
+	s.root.Kill()
+	testenv.Eventually(t, "the session's members to be ended after the root died", func() (bool, string) {
+		var left []string
+		for _, p := range s.members {
+			if p.Alive() {
+				st, _ := procfs.ReadStat("/proc", p.PID)
+				left = append(left, fmt.Sprintf("%s (state %c)", p, st.State))
+			}
+		}
+		return len(left) == 0, strings.Join(left, "; ")
+	})
 }
 
 // capSet reads capability set field (CapEff, CapPrm, CapBnd) of pid from
@@ -300,13 +332,25 @@ var capabilityNames = func() map[int]string {
 	return m
 }()
 
-// The image, run with exactly the DaemonSet's privileges and mounts,
-// tracks a session started on the host, keeps it across a restart of the
-// container (the pins on the node's bpffs, the state on the node's
-// /run/mcptrace), and ends its members when its root dies; `mcptrace tree`
-// on the host talks to it through the mounted socket.
+// The image, run with exactly the DaemonSet's privileges and mounts: the
+// agent has exactly the declared capabilities, no new privileges, the
+// runtime's seccomp filter, a read-only root, and no AppArmor confinement
+// where AppArmor is on. It knows the exe of a process that ran before it
+// (CAP_SYS_PTRACE), tracks sessions started on the host by root and by
+// another user through the mounted socket, keeps them across a restart
+// of the container (the pins on the node's bpffs, the state on the node's
+// /run/mcptrace), and ends their members, other uids' included (CAP_KILL),
+// when the roots die; `mcptrace tree` on the host talks to it through the
+// socket; `mcptrace uninstall` in a container, as the README says, takes
+// it out of the kernel.
 func TestNodeAgentImageRunsWithTheDaemonSetsPrivileges(t *testing.T) {
 	eng := dockertest.Start(t)
+	before := exec.Command("sleep", "1005")
+	if err := before.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { before.Process.Kill(); before.Wait() })
+
 	a := startNodeAgent(t, eng, "node-a")
 	t.Logf("docker run %s", strings.Join(a.Args, " "))
 
@@ -320,17 +364,45 @@ func TestNodeAgentImageRunsWithTheDaemonSetsPrivileges(t *testing.T) {
 			t.Errorf("the agent's %s is %v, want the DaemonSet's %v", field, got, want)
 		}
 	}
-	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for line := range strings.Lines(string(st)) {
-			if strings.HasPrefix(line, "VmRSS:") || strings.HasPrefix(line, "NoNewPrivs:") || strings.HasPrefix(line, "Seccomp:") {
-				t.Logf("agent in its container: %s", strings.TrimSpace(line))
-			}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NoNewPrivs:\t1\n", "Seccomp:\t2\n"} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("the agent's /proc/%d/status lacks %q", pid, strings.TrimSpace(want))
+		}
+	}
+	if mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid)); err != nil || !regexp.MustCompile(`(?m)^\S+ \S+ \S+ \S+ / (ro,|ro$|ro )`).Match(mi) {
+		t.Errorf("the agent's root file system is not read-only (%v)", err)
+	}
+	if on, _ := os.ReadFile("/sys/module/apparmor/parameters/enabled"); strings.TrimSpace(string(on)) == "Y" {
+		if label, _ := os.ReadFile(fmt.Sprintf("/proc/%d/attr/current", pid)); strings.TrimSpace(string(label)) != "unconfined" {
+			t.Errorf("the agent runs under AppArmor profile %q, want unconfined", label)
+		}
+	} else {
+		t.Logf("AppArmor is off on this machine: appArmorProfile Unconfined is translated, not exercised")
+	}
+	for line := range strings.Lines(string(status)) {
+		if strings.HasPrefix(line, "VmRSS:") {
+			t.Logf("agent in its container: %s", strings.TrimSpace(line))
 		}
 	}
 
-	s := startHostSession(t, a, "node-s")
+	// A process that ran before the agent: its exe is read from /proc,
+	// which needs CAP_SYS_PTRACE.
+	pl, err := a.client().Tree(context.Background(), uint32(before.Process.Pid))
+	if err != nil || len(pl.Processes) == 0 || len(pl.Processes[0].Images) == 0 {
+		t.Fatalf("the agent's tree of the earlier sleep: %+v, %v", pl, err)
+	}
+	if img := pl.Processes[0].Images[len(pl.Processes[0].Images)-1]; img.Filename == "" {
+		t.Errorf("the agent does not know the exe of pid %d, which ran before it: %+v", before.Process.Pid, img)
+	}
+
+	s := startHostSession(t, a, "node-s", 0)
+	u := startHostSession(t, a, "node-u", nobody)
 	tree := a.cli(t, "tree", strconv.Itoa(int(s.root.PID)))
-	for _, p := range []agenttest.Proc{s.root, s.daemon, s.child} {
+	for _, p := range append([]agenttest.Proc{s.root}, s.members...) {
 		if !regexp.MustCompile(`(?m)^[├└─│ ]*` + strconv.Itoa(int(p.PID)) + ` alive `).MatchString(tree) {
 			t.Errorf("`mcptrace tree %d` on the host does not show %s alive:\n%s", s.root.PID, p, tree)
 		}
@@ -338,26 +410,22 @@ func TestNodeAgentImageRunsWithTheDaemonSetsPrivileges(t *testing.T) {
 	t.Logf("mcptrace tree %d, from the host through the mounted socket:\n%s", s.root.PID, tree)
 
 	// A restart of the container, as a rollout or a crash would: the
-	// session is still enforced by the agent that comes back.
+	// sessions are still enforced by the agent that comes back.
 	a.eng.Output(t, "restart", "--time", "30", a.ID)
 	a.waitServing(t)
-	if d, err := a.client().Session(context.Background(), "node-s", nil); err != nil {
-		t.Fatalf("after the container's restart the agent lost session node-s: %v\n%s", err, a.logs())
-	} else if d.Session.State != sessions.Active || d.Session.Alive < 3 {
-		t.Fatalf("after the restart session node-s is %v with %d alive members, want active with 3", d.Session.State, d.Session.Alive)
-	}
-
-	s.root.Kill()
-	testenv.Eventually(t, "the session's members to be ended after the root died", func() (bool, string) {
-		var left []string
-		for _, p := range []agenttest.Proc{s.daemon, s.child} {
-			if p.Alive() {
-				st, _ := procfs.ReadStat("/proc", p.PID)
-				left = append(left, fmt.Sprintf("%s (state %c)", p, st.State))
-			}
+	for _, id := range []string{"node-s", "node-u"} {
+		owner := uint32(0)
+		if id == "node-u" {
+			owner = nobody
 		}
-		return len(left) == 0, strings.Join(left, "; ")
-	})
+		if d, err := a.client().Session(context.Background(), id, &owner); err != nil {
+			t.Fatalf("after the container's restart the agent lost session %s: %v\n%s", id, err, a.logs())
+		} else if d.Session.State != sessions.Active {
+			t.Fatalf("after the restart session %s is %v, want active", id, d.Session.State)
+		}
+	}
+	s.waitEnded(t)
+	u.waitEnded(t)
 
 	// Uninstall as the README says: the agent stopped, `mcptrace
 	// uninstall` in a container with the agent's mounts.

@@ -20,6 +20,9 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			log := cfg.NewLogger(os.Stderr)
+			for _, o := range cfg.Overridden {
+				log.Warn("the configuration file's value is overridden", "option", o)
+			}
 			opts, err := agentOptions(cfg, log)
 			if err != nil {
 				return err

@@ -21,6 +21,9 @@ func TestEveryConfigValueReachesTheAgent(t *testing.T) {
 	n := 0
 	var fill func(path string, v reflect.Value)
 	fill = func(path string, v reflect.Value) {
+		if path == "Config.Overridden" {
+			return // a report of Load, not an option
+		}
 		n++
 		switch v.Kind() {
 		case reflect.Struct:

@@ -35,16 +35,18 @@ type DockerOptions struct {
 // DaemonSet's container with the pod's privileges, namespaces, mounts,
 // environment, memory limit and stop timeout, then its image and its
 // arguments. What it does not translate it refuses, naming it, so the
-// DaemonSet cannot declare something the docker tests do not run with.
-// Scheduling (tolerations, priority, requests), probes and ports (under
-// hostNetwork) have no docker equivalent that matters here and are left
-// out.
+// DaemonSet cannot declare something the docker tests do not run with
+// (fields.go lists what is translated and what is left out on purpose:
+// scheduling, probes, ports under hostNetwork).
 func DockerRunArgs(o *Objects, opts DockerOptions) ([]string, error) {
 	pod := o.DaemonSet.Spec.Template.Spec
-	if len(pod.Containers) != 1 || len(pod.InitContainers) != 0 || len(pod.EphemeralContainers) != 0 {
-		return nil, errors.New("the pod must have exactly one container and no init or ephemeral containers")
+	if len(pod.Containers) != 1 {
+		return nil, errors.New("the pod must have exactly one container")
 	}
 	c := pod.Containers[0]
+	if err := onlyKnownFields(pod, c); err != nil {
+		return nil, err
+	}
 	var args []string
 	add := func(a ...string) { args = append(args, a...) }
 
@@ -54,9 +56,6 @@ func DockerRunArgs(o *Objects, opts DockerOptions) ([]string, error) {
 	add("--pid=host", "--network=host")
 	if pod.HostIPC {
 		add("--ipc=host")
-	}
-	if pod.ShareProcessNamespace != nil || pod.SecurityContext != nil && !isZeroPodSecurity(pod.SecurityContext) {
-		return nil, errors.New("pod-level securityContext and shareProcessNamespace are not translated: declare them on the container")
 	}
 	if g := pod.TerminationGracePeriodSeconds; g != nil {
 		add("--stop-timeout=" + strconv.FormatInt(*g, 10))
@@ -92,20 +91,11 @@ func DockerRunArgs(o *Objects, opts DockerOptions) ([]string, error) {
 	}
 	add(mounts...)
 
-	if len(c.Command) != 0 || c.WorkingDir != "" || len(c.EnvFrom) != 0 || c.TTY || c.Stdin {
-		return nil, errors.New("command, workingDir, envFrom, tty and stdin are not translated")
-	}
 	add(c.Image)
 	for _, a := range c.Args {
 		add(env.expand(a))
 	}
 	return args, nil
-}
-
-func isZeroPodSecurity(s *corev1.PodSecurityContext) bool {
-	return s.RunAsUser == nil && s.RunAsGroup == nil && s.RunAsNonRoot == nil && s.SeccompProfile == nil &&
-		s.AppArmorProfile == nil && s.SELinuxOptions == nil && len(s.SupplementalGroups) == 0 && len(s.Sysctls) == 0 &&
-		s.FSGroup == nil && s.WindowsOptions == nil
 }
 
 // securityArgs translates the container's securityContext.
@@ -116,9 +106,6 @@ func securityArgs(s *corev1.SecurityContext) ([]string, error) {
 	var args []string
 	if s.RunAsUser != nil {
 		args = append(args, "--user="+strconv.FormatInt(*s.RunAsUser, 10))
-	}
-	if s.RunAsGroup != nil || s.RunAsNonRoot != nil || s.SELinuxOptions != nil || s.WindowsOptions != nil || s.ProcMount != nil || s.AppArmorProfile != nil {
-		return nil, errors.New("securityContext: runAsGroup, runAsNonRoot, seLinuxOptions, windowsOptions, procMount and appArmorProfile are not translated")
 	}
 	if s.Privileged != nil && *s.Privileged {
 		args = append(args, "--privileged")
@@ -137,13 +124,25 @@ func securityArgs(s *corev1.SecurityContext) ([]string, error) {
 			args = append(args, "--cap-add="+capName(a))
 		}
 	}
+	// Kubernetes runs a container without a seccompProfile unconfined
+	// (unless the kubelet's SeccompDefault says otherwise); docker would
+	// apply its default profile.
 	switch p := s.SeccompProfile; {
-	case p == nil, p.Type == corev1.SeccompProfileTypeRuntimeDefault:
-		// docker's default profile is the runtime's default
-	case p.Type == corev1.SeccompProfileTypeUnconfined:
+	case p == nil, p.Type == corev1.SeccompProfileTypeUnconfined:
 		args = append(args, "--security-opt=seccomp=unconfined")
+	case p.Type == corev1.SeccompProfileTypeRuntimeDefault:
+		// docker's default profile is the runtime's default
 	default:
 		return nil, fmt.Errorf("seccompProfile %s: not translated", p.Type)
+	}
+	// Without one, both apply their default AppArmor profile where
+	// AppArmor is enabled (docker-default, cri-containerd.apparmor.d).
+	switch p := s.AppArmorProfile; {
+	case p == nil, p.Type == corev1.AppArmorProfileTypeRuntimeDefault:
+	case p.Type == corev1.AppArmorProfileTypeUnconfined:
+		args = append(args, "--security-opt=apparmor=unconfined")
+	default:
+		return nil, fmt.Errorf("appArmorProfile %s: not translated", p.Type)
 	}
 	return args, nil
 }
@@ -207,11 +206,9 @@ func mountArgs(o *Objects, volumes []corev1.Volume, mounts []corev1.VolumeMount,
 		if i < 0 {
 			return nil, fmt.Errorf("volumeMount %s: no such volume", m.Name)
 		}
-		if m.SubPath != "" || m.SubPathExpr != "" || m.MountPropagation != nil || m.RecursiveReadOnly != nil {
-			return nil, fmt.Errorf("volumeMount %s: subPath, mountPropagation and recursiveReadOnly are not translated", m.Name)
-		}
 		v := volumes[i]
 		var src string
+		create := false
 		switch {
 		case v.HostPath != nil:
 			src = v.HostPath.Path
@@ -228,23 +225,24 @@ func mountArgs(o *Objects, volumes []corev1.Volume, mounts []corev1.VolumeMount,
 					return nil, fmt.Errorf("volume %s: hostPath %s must be a directory (type Directory): %v", v.Name, src, err)
 				}
 			case corev1.HostPathDirectoryOrCreate:
-				if err := os.MkdirAll(src, 0o755); err != nil {
-					return nil, fmt.Errorf("volume %s: %w", v.Name, err)
-				}
+				// docker creates a missing --volume source, as the
+				// kubelet creates a DirectoryOrCreate path (a --mount
+				// source must exist).
+				create = true
 			default:
 				return nil, fmt.Errorf("volume %s: hostPath type %q not translated", v.Name, typ)
 			}
 		case v.ConfigMap != nil:
 			if dir, ok := opts.ConfigMapDirs[v.Name]; ok {
-				src = dir
+				src, create = dir, true
 				break
 			}
 			cm, err := o.ConfigMap(v.ConfigMap.Name)
 			if err != nil {
 				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
 			}
-			if opts.Scratch == "" || len(v.ConfigMap.Items) != 0 {
-				return nil, fmt.Errorf("volume %s: a configMap volume needs DockerOptions.Scratch and no items", v.Name)
+			if opts.Scratch == "" {
+				return nil, fmt.Errorf("volume %s: a configMap volume needs DockerOptions.Scratch", v.Name)
 			}
 			src = filepath.Join(opts.Scratch, v.Name)
 			if err := os.MkdirAll(src, 0o755); err != nil {
@@ -258,9 +256,16 @@ func mountArgs(o *Objects, volumes []corev1.Volume, mounts []corev1.VolumeMount,
 		default:
 			return nil, fmt.Errorf("volume %s: only hostPath and configMap volumes are translated", v.Name)
 		}
-		mount := "--mount=type=bind,source=" + src + ",target=" + m.MountPath
-		if m.ReadOnly {
-			mount += ",readonly"
+		var mount string
+		switch {
+		case create && m.ReadOnly:
+			mount = "--volume=" + src + ":" + m.MountPath + ":ro"
+		case create:
+			mount = "--volume=" + src + ":" + m.MountPath
+		case m.ReadOnly:
+			mount = "--mount=type=bind,source=" + src + ",target=" + m.MountPath + ",readonly"
+		default:
+			mount = "--mount=type=bind,source=" + src + ",target=" + m.MountPath
 		}
 		args = append(args, mount)
 	}
