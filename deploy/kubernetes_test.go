@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcptrace/mcptrace/config"
 	"github.com/mcptrace/mcptrace/internal/daemonset"
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/sensor"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -204,6 +206,19 @@ func TestREADMEDockerRunIsTheDaemonSetsPod(t *testing.T) {
 			}
 		}
 		t.Errorf("the README's docker run line is not the DaemonSet's pod; it should read:\n%s", b.String())
+	}
+}
+
+// The unit does not restart an agent that exited because the kernel
+// cannot run it (sensor.ExitUnsupported): it fails once, saying why.
+func TestSystemdUnitDoesNotRestartAnAgentTheKernelCannotRun(t *testing.T) {
+	unit, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("\nRestartPreventExitStatus=%d\n", sensor.ExitUnsupported)
+	if !strings.Contains(string(unit), want) {
+		t.Errorf("%s lacks %q", unitFile, strings.TrimSpace(want))
 	}
 }
 

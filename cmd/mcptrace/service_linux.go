@@ -12,12 +12,6 @@ import (
 	"github.com/mcptrace/mcptrace/sensor"
 )
 
-// exitUnsupported is the agent's exit status when the kernel lacks a
-// feature it needs. The systemd unit names it in RestartPreventExitStatus:
-// restarting cannot help, so the unit fails once, with the reason in its
-// status, instead of restarting every two seconds.
-const exitUnsupported = 3
-
 // runAgent runs a until ctx ends. Under a service manager that asked for
 // readiness (NOTIFY_SOCKET, the unit's Type=notify), it says READY=1 once
 // the agent serves on its socket, so `systemctl start` and `systemctl
@@ -38,11 +32,13 @@ func runAgent(ctx context.Context, a *agent.Agent, log *slog.Logger) error {
 }
 
 // agentExit gives the agent's error the exit status it ends with: a
-// missing kernel feature exits with exitUnsupported, anything else with 1.
+// missing kernel feature exits with sensor.ExitUnsupported, which the
+// systemd unit does not restart (it fails once, with the reason in its
+// status, instead of restarting every two seconds); anything else with 1.
 func agentExit(err error) error {
 	var ferr *sensor.FeatureError
 	if errors.As(err, &ferr) {
-		return exitError{code: exitUnsupported, err: fmt.Errorf("this kernel cannot run the agent: %w", err)}
+		return exitError{code: sensor.ExitUnsupported, err: fmt.Errorf("this kernel cannot run the agent: %w", err)}
 	}
 	return err
 }
