@@ -590,3 +590,11 @@ func (a *Agent) refreshParents(procs []lineage.Process) {
 		}
 	}
 }
+
+// limitSessionLogs wraps log so that its per-session records go through
+// the tracker's per-owner limit.
+func (a *Agent) limitSessionLogs(log *slog.Logger) *slog.Logger {
+	return slog.New(sessionLogLimit{Handler: log.Handler(), allow: func(id string, owner *uint32) bool {
+		return a.tracker.AllowLog(id, owner) // a.tracker as it is now: restore replaces it
+	}})
+}

@@ -64,11 +64,3 @@ func (h sessionLogLimit) WithGroup(name string) slog.Handler {
 	h.Handler = h.Handler.WithGroup(name)
 	return h
 }
-
-// limitSessionLogs wraps log so that its per-session records go through
-// the tracker's per-owner limit.
-func (a *Agent) limitSessionLogs(log *slog.Logger) *slog.Logger {
-	return slog.New(sessionLogLimit{Handler: log.Handler(), allow: func(id string, owner *uint32) bool {
-		return a.tracker.AllowLog(id, owner) // a.tracker as it is now: restore replaces it
-	}})
-}

@@ -220,3 +220,7 @@ func (s *stormResults) pairedDiff(a, b, wl string) (med, lo, hi, cover float64) 
 	lo, hi, cover = medianInterval(d)
 	return median(d), lo, hi, cover
 }
+
+// configNoHistory is the agent without its history journal, the
+// configuration the storms compare the agent with.
+const configNoHistory = "mcptrace, no history"

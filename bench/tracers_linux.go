@@ -18,9 +18,6 @@ type config struct {
 	start func(ctx context.Context) (stop func() error, err error)
 }
 
-// configNoHistory is the agent without its history journal.
-const configNoHistory = "mcptrace, no history"
-
 // onlyConfigs, when not empty, names the configurations the storms run
 // beside the baseline (-configs), separated by ';'.
 var onlyConfigs string

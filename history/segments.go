@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // Events are kept apart from the bbolt store, in segment files appended
@@ -189,7 +187,7 @@ func truncateSync(path string, size int64) error {
 	if err := f.Truncate(size); err != nil {
 		return err
 	}
-	return unix.Fdatasync(int(f.Fd()))
+	return datasync(f)
 }
 
 // wholeFrames counts the whole frames, and their events, from off on.
@@ -318,7 +316,7 @@ func (l *segmentLog) append(chunks []chunk, rotateBefore uint64) error {
 	}
 	err := writev(l.f, l.iovs)
 	if err == nil {
-		err = unix.Fdatasync(int(l.f.Fd()))
+		err = datasync(l.f)
 	}
 	if err != nil {
 		// Whatever of the batch reached the file goes; if it cannot be
@@ -326,7 +324,7 @@ func (l *segmentLog) append(chunks []chunk, rotateBefore uint64) error {
 		name := l.f.Name()
 		terr := l.f.Truncate(newest.size)
 		if terr == nil {
-			terr = unix.Fdatasync(int(l.f.Fd()))
+			terr = datasync(l.f)
 		}
 		if terr != nil {
 			l.f.Close()
@@ -402,43 +400,6 @@ func syncDir(dir string) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("history: syncing %s: %w", dir, err)
-	}
-	return nil
-}
-
-// writev writes bufs whole, IOV_MAX at a time.
-func writev(f *os.File, bufs [][]byte) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	for len(bufs) > 0 {
-		var n int
-		var werr error
-		if err := rc.Write(func(fd uintptr) bool {
-			n, werr = unix.Writev(int(fd), bufs[:min(len(bufs), 1024)])
-			return true
-		}); err != nil {
-			return err
-		}
-		if errors.Is(werr, unix.EINTR) {
-			continue
-		}
-		if werr != nil {
-			return werr
-		}
-		if n == 0 {
-			return io.ErrShortWrite
-		}
-		for n > 0 {
-			if n >= len(bufs[0]) {
-				n -= len(bufs[0])
-				bufs = bufs[1:]
-			} else {
-				bufs[0] = bufs[0][n:]
-				n = 0
-			}
-		}
 	}
 	return nil
 }

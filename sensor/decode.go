@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/mcptrace/mcptrace/bpf"
+	"github.com/mcptrace/mcptrace/containers"
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
@@ -160,4 +161,14 @@ func splitArgs(b []byte) []string {
 		argv = append(argv, string(b[:i]))
 		b = b[i+1:]
 	}
+}
+
+// canonicalRequest returns the canonical form of a request line the kernel
+// read, or "" when it does not start a container (then it is dropped).
+func canonicalRequest(line []byte) string {
+	id, verb, ok := containers.ParseRequest(string(line))
+	if !ok {
+		return ""
+	}
+	return containers.Request(id, verb)
 }

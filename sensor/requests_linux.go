@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/bpf"
-	"github.com/mcptrace/mcptrace/containers"
 )
 
 // Engine API requests: the kernel reads the first bytes a container
@@ -194,14 +193,4 @@ func (s *Sensor) RequestDrops() (uint64, error) {
 		n += v
 	}
 	return n, nil
-}
-
-// canonicalRequest returns the canonical form of a request line the kernel
-// read, or "" when it does not start a container (then it is dropped).
-func canonicalRequest(line []byte) string {
-	id, verb, ok := containers.ParseRequest(string(line))
-	if !ok {
-		return ""
-	}
-	return containers.Request(id, verb)
 }

@@ -2,10 +2,7 @@ package treeview
 
 import (
 	"fmt"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/lineage"
 )
@@ -17,20 +14,12 @@ func state(p *lineage.Process) string {
 		return "alive"
 	case p.Gaps&lineage.GapNoExit != 0:
 		return "exited ?" // vanished from /proc: how is unknown
-	case p.Signal == int(unix.SIGKILL):
+	case p.Signal == sigkill:
 		return "killed SIGKILL"
 	case p.Signal != 0:
 		return "signal " + signalName(p.Signal)
 	}
 	return fmt.Sprintf("exited %d", p.ExitCode)
-}
-
-// signalName names a signal number as this machine's kernel numbers them.
-func signalName(sig int) string {
-	if name := unix.SignalName(syscall.Signal(sig)); name != "" {
-		return name
-	}
-	return fmt.Sprintf("%d", sig)
 }
 
 // age is how long p has been running (alive) or ran (exited, "lived …"), or

@@ -26,3 +26,9 @@ change that option.`,
 	})
 	return cmd
 }
+
+// loadConfig reads file, environment and the command's flags.
+func loadConfig(cmd *cobra.Command) (config.Config, error) {
+	file, _ := cmd.Flags().GetString("config")
+	return config.Load(file, cmd.Flags())
+}

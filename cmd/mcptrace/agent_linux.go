@@ -37,9 +37,3 @@ func newAgentCmd() *cobra.Command {
 	config.BindFlags(cmd.Flags())
 	return cmd
 }
-
-// loadConfig reads file, environment and the command's flags.
-func loadConfig(cmd *cobra.Command) (config.Config, error) {
-	file, _ := cmd.Flags().GetString("config")
-	return config.Load(file, cmd.Flags())
-}
