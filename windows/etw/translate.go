@@ -1,0 +1,119 @@
+package etw
+
+import (
+	"path"
+	"strings"
+
+	"github.com/mcptrace/mcptrace/lineage"
+)
+
+// Clock places Windows times on the lineage's clock, nanoseconds since
+// boot (CLOCK_BOOTTIME on Linux).
+type Clock struct {
+	// Boot is when the machine booted, as a FILETIME.
+	Boot uint64
+}
+
+// Since is ft in ns since boot; 0 for a time before boot.
+func (c Clock) Since(ft uint64) uint64 {
+	if ft <= c.Boot {
+		return 0
+	}
+	return (ft - c.Boot) * 100
+}
+
+// MaxRemembered bounds how many processes a Translator remembers, live or
+// exited, to name creators by: the exited ones go first, oldest first.
+const MaxRemembered = 1 << 16
+
+// Translator turns a stream of ProcessStart and ProcessStop events into
+// lineage events. A process is named by its PID and create time, so a
+// reused PID is a new process. The creator is the parent the event names
+// only if the Translator saw that parent start, by its sequence number
+// (version 3 on) or else by the latest process with that PID, and only if
+// the parent was created no later than the child: a "parent" created after
+// its child is a reused PID, not the parent. Otherwise the creator is
+// unknown, and the graph says so (lineage.GapUnknownCreator).
+//
+// It does not set owners (a Windows owner is a token, not a uid) or
+// command lines (the events lack them; they are read from the process).
+type Translator struct {
+	Clock Clock
+
+	byPID  map[uint32]remembered
+	bySeq  map[uint64]remembered
+	exited []remembered // in the order they exited, for eviction
+}
+
+type remembered struct {
+	id     lineage.ID
+	create uint64 // FILETIME
+	seq    uint64
+}
+
+// NewTranslator returns a Translator on clock.
+func NewTranslator(clock Clock) *Translator {
+	return &Translator{Clock: clock, byPID: map[uint32]remembered{}, bySeq: map[uint64]remembered{}}
+}
+
+// id names the process pid created at create.
+func (t *Translator) id(pid uint32, create uint64) lineage.ID {
+	return lineage.ID{PID: pid, Start: t.Clock.Since(create)}
+}
+
+// Start returns the lineage events of a process start: its fork by its
+// creator (zero when unknown) and its exec of the image.
+func (t *Translator) Start(s ProcessStart) []lineage.Event {
+	child := t.id(s.ProcessID, s.CreateTime)
+	var creator lineage.ID
+	var parent remembered
+	var ok bool
+	if s.ParentSequenceNumber != 0 {
+		parent, ok = t.bySeq[s.ParentSequenceNumber]
+	} else {
+		parent, ok = t.byPID[s.ParentProcessID]
+	}
+	if ok && parent.create <= s.CreateTime {
+		creator = parent.id
+	}
+	r := remembered{id: child, create: s.CreateTime, seq: s.SequenceNumber}
+	t.byPID[s.ProcessID] = r
+	if s.SequenceNumber != 0 {
+		t.bySeq[s.SequenceNumber] = r
+	}
+	t.bound()
+	at := t.Clock.Since(s.CreateTime)
+	comm := imageBase(s.ImageName)
+	return []lineage.Event{
+		{Kind: lineage.KindFork, Time: at, Proc: child, Creator: creator, Parent: creator, Comm: comm},
+		{Kind: lineage.KindExec, Time: at, Proc: child, Comm: comm, Filename: s.ImageName},
+	}
+}
+
+// Stop returns the lineage event of a process's end.
+func (t *Translator) Stop(s ProcessStop) []lineage.Event {
+	id := t.id(s.ProcessID, s.CreateTime)
+	if r, ok := t.byPID[s.ProcessID]; ok && r.id == id {
+		t.exited = append(t.exited, r)
+	}
+	return []lineage.Event{{Kind: lineage.KindExit, Time: t.Clock.Since(s.ExitTime), Proc: id, ExitCode: int(s.ExitCode)}}
+}
+
+// bound forgets exited processes, oldest first, past MaxRemembered.
+func (t *Translator) bound() {
+	for len(t.byPID)+len(t.bySeq) > 2*MaxRemembered && len(t.exited) > 0 {
+		r := t.exited[0]
+		t.exited = t.exited[1:]
+		if cur, ok := t.byPID[r.id.PID]; ok && cur.id == r.id {
+			delete(t.byPID, r.id.PID)
+		}
+		if r.seq != 0 {
+			delete(t.bySeq, r.seq)
+		}
+	}
+}
+
+// imageBase is the file name of an NT or Win32 path, as comm is on Linux.
+func imageBase(p string) string {
+	return path.Base(strings.ReplaceAll(p, `\`, "/"))
+}
