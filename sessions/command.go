@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -101,7 +100,7 @@ func findWord(args []string) (word string, rest []string, last, ok bool) {
 // limit, so a line that ends early (before "--" or a flag's value) is not
 // one the CLI would refuse: it is read as far as it goes.
 func parseCommand(argv []string, truncated bool) command {
-	if len(argv) == 0 || path.Base(argv[0]) != "mcptrace" {
+	if len(argv) == 0 || !isMcptraceProgram(argv[0]) {
 		return command{}
 	}
 	other := command{kind: cmdOther}
@@ -213,4 +212,21 @@ type CommandLine struct {
 func ReadCommand(argv []string, truncated bool) CommandLine {
 	c := parseCommand(argv, truncated)
 	return CommandLine{Command: cmdPaths[c.kind], Session: c.id, Bad: c.bad}
+}
+
+// isMcptraceProgram reports whether a path or argv[0] names the mcptrace
+// CLI: /usr/bin/mcptrace, or on Windows (where names are not case
+// sensitive) C:\Tools\McpTrace.exe.
+func isMcptraceProgram(p string) bool { return strings.EqualFold(programName(p), "mcptrace") }
+
+// programName is the program a path or argv[0] names, on either system:
+// the last element after / or \, without a trailing .exe in any case.
+func programName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		p = p[i+1:]
+	}
+	if n := len(p) - len(".exe"); n > 0 && strings.EqualFold(p[n:], ".exe") {
+		p = p[:n]
+	}
+	return p
 }

@@ -3,7 +3,6 @@ package sessions
 import (
 	"errors"
 	"fmt"
-	"path"
 	"regexp"
 
 	"github.com/mcptrace/mcptrace/procmatch"
@@ -53,10 +52,10 @@ func compileRules(rules []Rule) ([]*procmatch.Matcher, error) {
 
 // isMcptrace reports whether the image is the mcptrace CLI.
 func isMcptrace(filename string, argv []string) bool {
-	if path.Base(filename) == "mcptrace" {
+	if isMcptraceProgram(filename) {
 		return true
 	}
-	return len(argv) > 0 && path.Base(argv[0]) == "mcptrace"
+	return len(argv) > 0 && isMcptraceProgram(argv[0])
 }
 
 // matchRules returns the first rule matching the image, or nil.

@@ -27,6 +27,7 @@ func TestRunTagRootsTheSessionAtTheMcptraceProcess(t *testing.T) {
 		{"--session ID", []string{"mcptrace", "run", "--session", "s1", "--", "node", "host.js"}, "s1"},
 		{"--session=ID", []string{"/usr/local/bin/mcptrace", "run", "--session=s1", "--", "node", "host.js"}, "s1"},
 		{"generated ID", []string{"mcptrace", "run", "--", "node", "host.js"}, "run-1001"},
+		{"Windows' mcptrace.exe", []string{`C:\Program Files\mcptrace\McpTrace.exe`, "run", "--session", "s1", "--", "node", "host.js"}, "s1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
