@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -9,7 +8,8 @@ import (
 
 // FuzzParseCommand feeds the command-line reader what any user may exec:
 // argv joined by NUL bytes. It must never panic, and what it reads must be
-// in the line: a tag or marker only from an argv[0] named mcptrace, a
+// in the line: a tag or marker only from an argv[0] naming mcptrace (on
+// either system: /usr/bin/mcptrace, C:\Tools\McpTrace.exe), a
 // session ID only from an argv element, a tag only before a "--" that is
 // followed by a command.
 func FuzzParseCommand(f *testing.F) {
@@ -21,6 +21,8 @@ func FuzzParseCommand(f *testing.F) {
 		"/usr/bin/mcptrace\x00exec\x00--session=\x00--\x00x",
 		"mcptrace\x00-h\x00run\x00--\x00x",
 		"mcptrace\x00run\x00--session",
+		"C:\\Tools\\McpTrace.EXE\x00run\x00--session\x00w\x00--\x00node.exe",
+		"mCptrACe\x000000000", // the name in any case: the CLI, read as no tag
 	} {
 		f.Add(s, false)
 		f.Add(s, true)
@@ -31,7 +33,7 @@ func FuzzParseCommand(f *testing.F) {
 			argv = argv[:64] // the kernel captures a bounded argv
 		}
 		c := parseCommand(argv, truncated)
-		if path.Base(argv[0]) != "mcptrace" {
+		if !isMcptraceProgram(argv[0]) {
 			if c != (command{}) {
 				t.Fatalf("%q read as %+v", argv, c)
 			}
