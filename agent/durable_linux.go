@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -317,7 +316,7 @@ func stateArgv(argv []string) []string {
 	if len(argv) == 0 {
 		return argv
 	}
-	if path.Base(argv[0]) != "mcptrace" {
+	if !sessions.IsCLI(argv[0]) {
 		return redact.Argv(argv)
 	}
 	i := slices.Index(argv, "--")

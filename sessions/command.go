@@ -100,7 +100,7 @@ func findWord(args []string) (word string, rest []string, last, ok bool) {
 // limit, so a line that ends early (before "--" or a flag's value) is not
 // one the CLI would refuse: it is read as far as it goes.
 func parseCommand(argv []string, truncated bool) command {
-	if len(argv) == 0 || !isMcptraceProgram(argv[0]) {
+	if len(argv) == 0 || !IsCLI(argv[0]) {
 		return command{}
 	}
 	other := command{kind: cmdOther}
@@ -214,10 +214,12 @@ func ReadCommand(argv []string, truncated bool) CommandLine {
 	return CommandLine{Command: cmdPaths[c.kind], Session: c.id, Bad: c.bad}
 }
 
-// isMcptraceProgram reports whether a path or argv[0] names the mcptrace
-// CLI: /usr/bin/mcptrace, or on Windows (where names are not case
-// sensitive) C:\Tools\McpTrace.exe.
-func isMcptraceProgram(p string) bool { return strings.EqualFold(programName(p), "mcptrace") }
+// IsCLI reports whether a path or argv[0] names the mcptrace CLI:
+// /usr/bin/mcptrace, or on Windows (where names are not case sensitive)
+// C:\Tools\McpTrace.exe. The one test of it: the tracker reads tags and
+// markers only from such command lines, and the agent's saved state keeps
+// their session IDs unredacted by the same test.
+func IsCLI(p string) bool { return strings.EqualFold(programName(p), "mcptrace") }
 
 // programName is the program a path or argv[0] names, on either system:
 // the last element after / or \, without a trailing .exe in any case.

@@ -33,7 +33,7 @@ func FuzzParseCommand(f *testing.F) {
 			argv = argv[:64] // the kernel captures a bounded argv
 		}
 		c := parseCommand(argv, truncated)
-		if !isMcptraceProgram(argv[0]) {
+		if !IsCLI(argv[0]) {
 			if c != (command{}) {
 				t.Fatalf("%q read as %+v", argv, c)
 			}

@@ -52,10 +52,10 @@ func compileRules(rules []Rule) ([]*procmatch.Matcher, error) {
 
 // isMcptrace reports whether the image is the mcptrace CLI.
 func isMcptrace(filename string, argv []string) bool {
-	if isMcptraceProgram(filename) {
+	if IsCLI(filename) {
 		return true
 	}
-	return len(argv) > 0 && isMcptraceProgram(argv[0])
+	return len(argv) > 0 && IsCLI(argv[0])
 }
 
 // matchRules returns the first rule matching the image, or nil.
