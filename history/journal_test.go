@@ -288,9 +288,10 @@ func TestFullQueueDropsCountsAndNotes(t *testing.T) {
 }
 
 // TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen overwrites
-// pages of the bbolt store's records: whatever bbolt then does (a panic,
-// an error, garbage), nothing escapes as a panic, a store found corrupt
-// takes no more session records, and the next Open starts a new one.
+// the pages of the bbolt store's records while it is open: whatever bbolt
+// then does (a panic, an error, garbage), nothing escapes as a panic, a
+// store found corrupt takes no more session records, and the next Open
+// starts a new one.
 // The events, in their segments, are not touched and stay.
 func TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen(t *testing.T) {
 	dir := t.TempDir()
@@ -304,30 +305,49 @@ func TestStoreDamagedInUseIsMarkedAndMovedAsideAtTheNextOpen(t *testing.T) {
 		j.Events([]Event{ev(i, 100)})
 		flush(t, j)
 	}
-	var used int64 // the pages bbolt has handed out; the file has room past them
-	j.db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
-	j.Close()
+	// Every branch and leaf page the records use, damaged while the
+	// store is open (bbolt reads its file through a shared mapping, so it
+	// sees the junk at once). Where bbolt put the records depends on how
+	// the writer batched: junk at a fixed offset once hit only free pages,
+	// and junk written before an Open is found by the Open instead. The
+	// meta and freelist pages stay.
+	var records []int
+	pageSize := j.db.Info().PageSize
+	j.db.Update(func(tx *bolt.Tx) error {
+		for id := 2; ; {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return err
+			}
+			if info.Type == "branch" || info.Type == "leaf" {
+				records = append(records, id)
+			}
+			id += 1 + info.OverflowCount
+		}
+	})
+	if len(records) < 4 {
+		t.Fatalf("the records take %d pages: too few to damage", len(records))
+	}
 	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	junk := make([]byte, 64<<10)
+	junk := make([]byte, pageSize)
 	for i := range junk {
 		junk[i] = byte(i*7 + 3)
 	}
-	// Past the meta and freelist pages, into the records.
-	if _, err := f.WriteAt(junk, used/2/4096*4096); err != nil {
-		t.Fatal(err)
+	for _, id := range records {
+		if _, err := f.WriteAt(junk, int64(id)*int64(pageSize)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f.Close()
 
-	j = open(t, dir, c, nil)
 	_, err = j.Sessions(Filter{}, 10000)
 	t.Logf("reading the damaged store: %v; corrupt %v", err, j.Stats().Corrupt)
-	// The damage is the same every run, and bbolt notices it (a panic
-	// in its page checks).
+	// bbolt notices it (a panic in its page checks).
 	if !j.Stats().Corrupt || !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("64 KiB of junk in the records went unnoticed: corrupt %v, read %v", j.Stats().Corrupt, err)
+		t.Fatalf("junk on the %d record pages went unnoticed: corrupt %v, read %v", len(records), j.Stats().Corrupt, err)
 	}
 	j.PutSession(Session{Owner: 1, ID: "after", Began: t0})
 	flush(t, j)
