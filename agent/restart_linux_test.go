@@ -74,24 +74,7 @@ func startSessionA(t *testing.T, ag *agenttest.Process, id string) *sessionA {
 		return s.root.PID != 0 && s.daemon.PID != 0 && s.child.PID != 0 && s.root.PID == uint32(cmd.Process.Pid), fmt.Sprint(ps)
 	})
 	// The agent has them as members of session id.
-	testenv.Eventually(t, "the agent to list the members of "+id, func() (bool, string) {
-		d, err := ag.Client().Session(context.Background(), id, nil)
-		if err != nil {
-			return false, err.Error()
-		}
-		var alive []uint32
-		for _, p := range d.Processes {
-			if !p.Exited {
-				alive = append(alive, p.ID.PID)
-			}
-		}
-		for _, p := range s.all {
-			if !slices.Contains(alive, p.PID) {
-				return false, fmt.Sprintf("alive members %v lack %s", alive, p)
-			}
-		}
-		return true, ""
-	})
+	agenttest.WaitMembers(t, ag.Client(), id, nil, s.all)
 	return s
 }
 

@@ -247,24 +247,7 @@ func startHostSession(t *testing.T, a *nodeAgent, id string, uid uint32) *hostSe
 		}
 		return s.root.PID != 0 && len(s.members) == len(want)-1, fmt.Sprint(ps)
 	})
-	testenv.Eventually(t, "the containerized agent to list the members of "+id, func() (bool, string) {
-		d, err := a.client().Session(context.Background(), id, &uid)
-		if err != nil {
-			return false, err.Error()
-		}
-		var alive []uint32
-		for _, p := range d.Processes {
-			if !p.Exited {
-				alive = append(alive, p.ID.PID)
-			}
-		}
-		for _, p := range append([]agenttest.Proc{s.root}, s.members...) {
-			if !slices.Contains(alive, p.PID) {
-				return false, fmt.Sprintf("alive members %v lack %s", alive, p)
-			}
-		}
-		return true, ""
-	})
+	agenttest.WaitMembers(t, a.client(), id, &uid, append([]agenttest.Proc{s.root}, s.members...))
 	return s
 }
 

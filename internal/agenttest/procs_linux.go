@@ -2,13 +2,18 @@ package agenttest
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/procfs"
 )
 
@@ -71,3 +76,28 @@ func (p Proc) Kill() {
 }
 
 func (p Proc) String() string { return strconv.Itoa(int(p.PID)) + " " + strings.Join(p.Argv, " ") }
+
+// WaitMembers waits (testenv.Eventually) until the agent behind client
+// lists every one of procs alive as a member of session id (of owner, nil
+// for any the caller may see).
+func WaitMembers(t testing.TB, client *api.Client, id string, owner *uint32, procs []Proc) {
+	t.Helper()
+	testenv.Eventually(t, "the agent to list the members of "+id, func() (bool, string) {
+		d, err := client.Session(context.Background(), id, owner)
+		if err != nil {
+			return false, err.Error()
+		}
+		var alive []uint32
+		for _, p := range d.Processes {
+			if !p.Exited {
+				alive = append(alive, p.ID.PID)
+			}
+		}
+		for _, p := range procs {
+			if !slices.Contains(alive, p.PID) {
+				return false, fmt.Sprintf("alive members %v lack %s", alive, p)
+			}
+		}
+		return true, ""
+	})
+}

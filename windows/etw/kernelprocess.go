@@ -98,17 +98,11 @@ const maxString = 32 << 10
 // version.
 var ErrVersion = errors.New("etw: unknown event version")
 
-// values is a decoded payload: numbers and strings by field name.
-type values struct {
-	num map[string]uint64
-	str map[string]string
-}
-
-// decode reads data as layout. The payload must hold every field; bytes
-// after the last are allowed (the provider may append fields in a later
-// build without a new version).
-func decode(layout []field, data []byte) (values, error) {
-	v := values{num: map[string]uint64{}, str: map[string]string{}}
+// decode reads data as layout and hands each number and string field to
+// set (SIDs are checked and skipped). The payload must hold every field;
+// bytes after the last are allowed (the provider may append fields in a
+// later build without a new version).
+func decode(layout []field, data []byte, set func(name string, num uint64, str string)) error {
 	off := 0
 	need := func(n int, f field) error {
 		if len(data)-off < n {
@@ -120,63 +114,65 @@ func decode(layout []field, data []byte) (values, error) {
 		switch f.typ {
 		case tUInt32:
 			if err := need(4, f); err != nil {
-				return values{}, err
+				return err
 			}
-			v.num[f.name] = uint64(binary.LittleEndian.Uint32(data[off:]))
+			set(f.name, uint64(binary.LittleEndian.Uint32(data[off:])), "")
 			off += 4
 		case tUInt64, tFiletime:
 			if err := need(8, f); err != nil {
-				return values{}, err
+				return err
 			}
-			v.num[f.name] = binary.LittleEndian.Uint64(data[off:])
+			set(f.name, binary.LittleEndian.Uint64(data[off:]), "")
 			off += 8
 		case tUnicodeString:
-			var units []uint16
+			start := off
 			for {
 				if err := need(2, f); err != nil {
-					return values{}, fmt.Errorf("%w: unterminated string", err)
+					return fmt.Errorf("%w: unterminated string", err)
 				}
-				u := binary.LittleEndian.Uint16(data[off:])
 				off += 2
-				if u == 0 {
+				if binary.LittleEndian.Uint16(data[off-2:]) == 0 {
 					break
 				}
-				if len(units) == maxString {
-					return values{}, fmt.Errorf("etw: field %s: longer than %d units", f.name, maxString)
+				if (off-start)/2 > maxString {
+					return fmt.Errorf("etw: field %s: longer than %d units", f.name, maxString)
 				}
-				units = append(units, u)
 			}
-			v.str[f.name] = string(utf16.Decode(units))
+			units := make([]uint16, 0, (off-start)/2-1)
+			for i := start; i < off-2; i += 2 {
+				units = append(units, binary.LittleEndian.Uint16(data[i:]))
+			}
+			set(f.name, 0, string(utf16.Decode(units)))
 		case tAnsiString:
 			start := off
 			for {
 				if err := need(1, f); err != nil {
-					return values{}, fmt.Errorf("%w: unterminated string", err)
+					return fmt.Errorf("%w: unterminated string", err)
 				}
 				off++
 				if data[off-1] == 0 {
 					break
 				}
 				if off-start > maxString {
-					return values{}, fmt.Errorf("etw: field %s: longer than %d bytes", f.name, maxString)
+					return fmt.Errorf("etw: field %s: longer than %d bytes", f.name, maxString)
 				}
 			}
-			v.str[f.name] = string(data[start : off-1])
+			set(f.name, 0, string(data[start:off-1]))
 		case tSID:
 			if err := need(8, f); err != nil {
-				return values{}, err
+				return err
 			}
 			if data[off] != 1 {
-				return values{}, fmt.Errorf("etw: field %s: SID revision %d, want 1", f.name, data[off])
+				return fmt.Errorf("etw: field %s: SID revision %d, want 1", f.name, data[off])
 			}
 			n := 8 + 4*int(data[off+1])
 			if err := need(n, f); err != nil {
-				return values{}, err
+				return err
 			}
 			off += n
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // DecodeProcessStart decodes the payload of a ProcessStart event of the
@@ -185,21 +181,31 @@ func DecodeProcessStart(version uint8, data []byte) (ProcessStart, error) {
 	if int(version) >= len(startLayouts) {
 		return ProcessStart{}, fmt.Errorf("%w: ProcessStart version %d", ErrVersion, version)
 	}
-	v, err := decode(startLayouts[version], data)
+	s := ProcessStart{Version: version}
+	err := decode(startLayouts[version], data, func(name string, n uint64, str string) {
+		switch name {
+		case "ProcessID":
+			s.ProcessID = uint32(n)
+		case "ProcessSequenceNumber":
+			s.SequenceNumber = n
+		case "CreateTime":
+			s.CreateTime = n
+		case "ParentProcessID":
+			s.ParentProcessID = uint32(n)
+		case "ParentProcessSequenceNumber":
+			s.ParentSequenceNumber = n
+		case "SessionID":
+			s.SessionID = uint32(n)
+		case "Flags":
+			s.Flags = uint32(n)
+		case "ImageName":
+			s.ImageName = str
+		}
+	})
 	if err != nil {
 		return ProcessStart{}, fmt.Errorf("ProcessStart v%d: %w", version, err)
 	}
-	return ProcessStart{
-		Version:              version,
-		ProcessID:            uint32(v.num["ProcessID"]),
-		SequenceNumber:       v.num["ProcessSequenceNumber"],
-		CreateTime:           v.num["CreateTime"],
-		ParentProcessID:      uint32(v.num["ParentProcessID"]),
-		ParentSequenceNumber: v.num["ParentProcessSequenceNumber"],
-		SessionID:            uint32(v.num["SessionID"]),
-		Flags:                uint32(v.num["Flags"]),
-		ImageName:            v.str["ImageName"],
-	}, nil
+	return s, nil
 }
 
 // DecodeProcessStop decodes the payload of a ProcessStop event of the
@@ -208,17 +214,25 @@ func DecodeProcessStop(version uint8, data []byte) (ProcessStop, error) {
 	if int(version) >= len(stopLayouts) {
 		return ProcessStop{}, fmt.Errorf("%w: ProcessStop version %d", ErrVersion, version)
 	}
-	v, err := decode(stopLayouts[version], data)
+	s := ProcessStop{Version: version}
+	err := decode(stopLayouts[version], data, func(name string, n uint64, str string) {
+		switch name {
+		case "ProcessID":
+			s.ProcessID = uint32(n)
+		case "ProcessSequenceNumber":
+			s.SequenceNumber = n
+		case "CreateTime":
+			s.CreateTime = n
+		case "ExitTime":
+			s.ExitTime = n
+		case "ExitCode":
+			s.ExitCode = uint32(n)
+		case "ImageName":
+			s.ImageName = str
+		}
+	})
 	if err != nil {
 		return ProcessStop{}, fmt.Errorf("ProcessStop v%d: %w", version, err)
 	}
-	return ProcessStop{
-		Version:        version,
-		ProcessID:      uint32(v.num["ProcessID"]),
-		SequenceNumber: v.num["ProcessSequenceNumber"],
-		CreateTime:     v.num["CreateTime"],
-		ExitTime:       v.num["ExitTime"],
-		ExitCode:       uint32(v.num["ExitCode"]),
-		ImageName:      v.str["ImageName"],
-	}, nil
+	return s, nil
 }
