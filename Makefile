@@ -6,7 +6,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test bench-once fuzz vmtest check bench deb image clean
+.PHONY: all build run setup setup-test generate check-generate vet test wine-test bench-once fuzz vmtest check bench deb image clean
 
 all: build
 
@@ -45,6 +45,12 @@ vet:
 test:
 	$(GO) test -count=1 -timeout 20m ./...
 
+# The Windows tests, cross-compiled and run for real under wine: process
+# snapshots, command lines read from the PEB, handle-checked ends, the Job
+# Object (scripts/wine-test.sh). No Windows machine runs them here.
+wine-test: setup-test
+	GO=$(GO) scripts/wine-test.sh
+
 # Every Go benchmark once (-benchtime 1x, -short scales the large ones
 # down), so none can rot: CI does not measure with them, a quiet machine
 # does (docs/benchmarks.md says how).
@@ -60,7 +66,7 @@ fuzz:
 
 # Everything CI runs: formatting, vet, generated code, host tests, every
 # benchmark once, fuzzing, the VM kernel matrix.
-check: setup-test vet check-generate test bench-once fuzz vmtest
+check: setup-test vet check-generate test wine-test bench-once fuzz vmtest
 
 # VM kernel matrix: every package's tests in QEMU guests booted with real
 # Debian kernels (vmtests/README.md). `make vmtest KERNELS=6.1`,

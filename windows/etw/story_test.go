@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sessions"
+	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
 // A story is a session's life, told once and played as each system
@@ -118,7 +119,7 @@ func linuxSystem() func(storyStep, int) []lineage.Event {
 // windowsSystem plays steps as ETW delivers them, in event versions
 // start and stop, with Windows' PIDs (multiples of 4).
 func windowsSystem(t *testing.T, start, stop uint8) func(storyStep, int) []lineage.Event {
-	tr := NewTranslator(Clock{Boot: ft(0)})
+	tr := NewTranslator(winproc.Clock{Boot: ft(0)})
 	type proc struct {
 		pid    uint32
 		seq    uint64

@@ -1,26 +1,9 @@
 package etw
 
 import (
-	"path"
-	"strings"
-
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/winproc"
 )
-
-// Clock places Windows times on the lineage's clock, nanoseconds since
-// boot (CLOCK_BOOTTIME on Linux).
-type Clock struct {
-	// Boot is when the machine booted, as a FILETIME.
-	Boot uint64
-}
-
-// Since is ft in ns since boot; 0 for a time before boot.
-func (c Clock) Since(ft uint64) uint64 {
-	if ft <= c.Boot {
-		return 0
-	}
-	return (ft - c.Boot) * 100
-}
 
 // MaxRemembered bounds how many processes a Translator remembers, live or
 // exited, to name creators by: the exited ones go first, oldest first.
@@ -29,8 +12,9 @@ const MaxRemembered = 1 << 16
 // Translator turns a stream of ProcessStart and ProcessStop events into
 // lineage events. A process is named by its PID and create time, so a
 // reused PID is a new process. The creator is the parent the event names
-// only if the Translator saw that parent start, by its sequence number
-// (version 3 on) or else by the latest process with that PID, and only if
+// only if the Translator saw that parent start or seeded it, by its
+// sequence number (version 3 on) or else by the latest process with that
+// PID, and only if
 // the parent was created no later than the child: a "parent" created after
 // its child is a reused PID, not the parent. Otherwise the creator is
 // unknown, and the graph says so (lineage.GapUnknownCreator).
@@ -38,7 +22,7 @@ const MaxRemembered = 1 << 16
 // It does not set owners (a Windows owner is a token, not a uid) or
 // command lines (the events lack them; they are read from the process).
 type Translator struct {
-	Clock Clock
+	Clock winproc.Clock
 
 	byPID  map[uint32]remembered
 	bySeq  map[uint64]remembered
@@ -52,7 +36,7 @@ type remembered struct {
 }
 
 // NewTranslator returns a Translator on clock.
-func NewTranslator(clock Clock) *Translator {
+func NewTranslator(clock winproc.Clock) *Translator {
 	return &Translator{Clock: clock, byPID: map[uint32]remembered{}, bySeq: map[uint64]remembered{}}
 }
 
@@ -70,8 +54,13 @@ func (t *Translator) Start(s ProcessStart) []lineage.Event {
 	var ok bool
 	if s.ParentSequenceNumber != 0 {
 		parent, ok = t.bySeq[s.ParentSequenceNumber]
-	} else {
+	}
+	if !ok {
+		// Versions before 3 name the parent by PID only, and a seeded
+		// process has no sequence number: the latest process with that
+		// PID, checked by create time below.
 		parent, ok = t.byPID[s.ParentProcessID]
+		ok = ok && (s.ParentSequenceNumber == 0 || parent.seq == 0)
 	}
 	if ok && parent.create <= s.CreateTime {
 		creator = parent.id
@@ -83,11 +72,32 @@ func (t *Translator) Start(s ProcessStart) []lineage.Event {
 	}
 	t.bound()
 	at := t.Clock.Since(s.CreateTime)
-	comm := imageBase(s.ImageName)
+	comm := winproc.ImageBase(s.ImageName)
 	return []lineage.Event{
 		{Kind: lineage.KindFork, Time: at, Proc: child, Creator: creator, Parent: creator, Comm: comm},
 		{Kind: lineage.KindExec, Time: at, Proc: child, Comm: comm, Filename: s.ImageName},
 	}
+}
+
+// Seed remembers the processes of a snapshot taken when the consumer
+// started, so that the creators of processes started later are found
+// among them, and returns them as lineage snapshots (winproc.Snapshots:
+// creator edges checked against create times). Take the snapshot after
+// the ETW session is enabled: a process started in between is then both
+// in the snapshot and in the stream, and the graph merges the two by
+// identity.
+func (t *Translator) Seed(entries []winproc.Entry) []lineage.Snapshot {
+	for _, e := range entries {
+		if e.Create == 0 || e.PID == 0 {
+			continue
+		}
+		if cur, ok := t.byPID[e.PID]; ok && cur.create >= e.Create {
+			continue // the stream already named a process this new or newer
+		}
+		t.byPID[e.PID] = remembered{id: t.id(e.PID, e.Create), create: e.Create}
+	}
+	t.bound()
+	return winproc.Snapshots(entries, t.Clock)
 }
 
 // Stop returns the lineage event of a process's end.
@@ -111,9 +121,4 @@ func (t *Translator) bound() {
 			delete(t.bySeq, r.seq)
 		}
 	}
-}
-
-// imageBase is the file name of an NT or Win32 path, as comm is on Linux.
-func imageBase(p string) string {
-	return path.Base(strings.ReplaceAll(p, `\`, "/"))
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
 // stream is a story told as ETW would deliver it: payloads of a version,
@@ -18,7 +19,7 @@ type stream struct {
 }
 
 func newStream(t *testing.T, start, stop uint8) *stream {
-	return &stream{t: t, tr: NewTranslator(Clock{Boot: ft(0)}), g: lineage.New(lineage.Config{}), start: start, stop: stop}
+	return &stream{t: t, tr: NewTranslator(winproc.Clock{Boot: ft(0)}), g: lineage.New(lineage.Config{}), start: start, stop: stop}
 }
 
 func (s *stream) started(p ProcessStart) lineage.ID {
@@ -132,6 +133,32 @@ func TestAParentThatExitedBeforeItsChildsStartWasReadIsTheCreator(t *testing.T) 
 		}
 		if p, _ := s.g.Get(parent); !p.Exited {
 			t.Errorf("v%d: the parent is not marked exited: %+v", v, p)
+		}
+	}
+}
+
+// Processes that ran before the consumer started come from a snapshot:
+// a child started later names its seeded parent by PID (and, from
+// version 3, by a sequence number the snapshot does not have), and the
+// parent is found by PID and create time. A seeded process that reused
+// the PID after the child was created is not taken for the parent.
+func TestASeededProcessIsTheCreatorOfWhatItStartsLater(t *testing.T) {
+	for _, v := range []uint8{0, 3} {
+		s := newStream(t, v, 2)
+		seeded := s.tr.Seed([]winproc.Entry{
+			{PID: 4, Create: ft(0) + 1, Image: "System"},
+			{PID: 900, PPID: 4, Create: ft(1), Image: "codex.exe"},
+			{PID: 950, PPID: 4, Create: ft(9), Image: "reused.exe"},
+		})
+		s.g.Seed(seeded, s.tr.Clock.Since(ft(10)))
+		host := lineage.ID{PID: 900, Start: s.tr.Clock.Since(ft(1))}
+		child := s.started(ProcessStart{ProcessID: 901, SequenceNumber: 40, CreateTime: ft(11), ParentProcessID: 900, ParentSequenceNumber: 7, ImageName: `C:\Windows\System32\cmd.exe`})
+		if !s.g.InCreatorChain(host, child) {
+			t.Errorf("v%d: the seeded host is not the creator of what it started; chain %v", v, s.chain(child))
+		}
+		early := s.started(ProcessStart{ProcessID: 960, SequenceNumber: 41, CreateTime: ft(8), ParentProcessID: 950, ParentSequenceNumber: 8, ImageName: "early.exe"})
+		if p, _ := s.g.Get(early); p.Gaps&lineage.GapUnknownCreator == 0 {
+			t.Errorf("v%d: a seeded process created after the child was taken for its parent: %+v", v, p)
 		}
 	}
 }
