@@ -124,6 +124,19 @@
 // (the one lineage IDs come from); New warns when it is not, and the
 // identity check refuses what does not match.
 //
-// The package runs on Linux only; elsewhere Supported returns
-// ErrUnsupported and End records every live member as failed.
+// # On Windows
+//
+// End (enforcer_windows.go) opens every member through package winproc
+// as a handle whose create time must match the member's identity at tick
+// precision; the held handle keeps the PID from naming another process,
+// and TerminateProcess goes through it (Signal "TerminateProcess"), never
+// through a PID. Windows has no SIGTERM for a console program: under
+// PolicyGraceful members get the grace to exit on their own (an MCP
+// server exits when its stdin closes), then are terminated. Spare rules
+// match the graph's image and the live image path and command line.
+// Ending.OwnerSID, when set, spares members whose token runs as another
+// user. There is no doom and no Sync; containers are recorded failed.
+//
+// On other systems Supported returns ErrUnsupported and End records every
+// live member as failed.
 package enforcer

@@ -71,7 +71,7 @@ const (
 
 // ErrUnsupported is returned by Supported, and recorded as the failure of
 // every member, on an OS the enforcer does not run on.
-var ErrUnsupported = errors.New("enforcer: not supported on this OS (pidfd signalling is Linux-only)")
+var ErrUnsupported = errors.New("enforcer: not supported on this OS (it ends processes through pidfds on Linux and handles on Windows)")
 
 // Config tunes an Enforcer. Zero values take the defaults.
 type Config struct {
@@ -223,6 +223,13 @@ type Ending struct {
 	// are ended: kill(2)'s rule, the owner is the member's real or saved
 	// set-user-ID, read from /proc at every signal.
 	Owner uint32
+	// OwnerSID is, on Windows, the session owner's SID: a Windows owner
+	// is a token, not a uid. When it is set (and Config.CrossUID is off),
+	// only members whose token runs as that user are ended; the others
+	// are spared across the privilege boundary. Empty: the enforcer's
+	// own token is the limit, as when `mcptrace run` ends its own
+	// session. Unused on Linux.
+	OwnerSID string
 	// Members returns the processes to end (see MembersFunc).
 	Members MembersFunc
 	// Last are members ended last: doomed like the others, but signalled

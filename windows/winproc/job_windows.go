@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/mcptrace/mcptrace/lineage"
 )
 
 var (
@@ -149,4 +151,37 @@ func (j *Job) Contains(h *Handle) (bool, error) {
 		return false, fmt.Errorf("is process %d in the job: %w", h.PID, err)
 	}
 	return in != 0, nil
+}
+
+// Members returns the job's live processes as lineage processes on
+// clock: each one opened, checked to be in the job through its handle
+// (a PID listed a moment ago may name another process now), and
+// described by its image and command line. Being in the job is the
+// kernel's proof that a process descends from the job's root: the job
+// lets nothing break away.
+func (j *Job) Members(clock Clock) ([]lineage.Process, error) {
+	pids, err := j.PIDs()
+	out := make([]lineage.Process, 0, len(pids))
+	for _, pid := range pids {
+		h, oerr := open(pid, 0, windows.PROCESS_QUERY_INFORMATION)
+		if oerr != nil {
+			continue // exited since it was listed
+		}
+		in, cerr := j.Contains(h)
+		h.Close()
+		if cerr != nil || !in {
+			continue
+		}
+		e := Describe(pid, 0, "")
+		if e.Create != h.Create {
+			continue // exited and its PID reused between the two opens
+		}
+		img := lineage.Image{Filename: e.Path, Argv: e.Argv, ArgvTruncated: e.ArgvTruncated, Source: lineage.SourceProc}
+		out = append(out, lineage.Process{
+			ID:     lineage.ID{PID: pid, Start: clock.Since(e.Create)},
+			Comm:   ImageBase(e.Path),
+			Images: []lineage.Image{img},
+		})
+	}
+	return out, err
 }

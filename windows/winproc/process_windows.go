@@ -190,3 +190,10 @@ func SystemClock() (Clock, error) {
 	}
 	return Clock{Boot: uint64(info.BootTime)}, nil
 }
+
+// Now is the present on c, ns since boot.
+func (c Clock) Now() uint64 {
+	var ft windows.Filetime
+	windows.GetSystemTimeAsFileTime(&ft)
+	return c.Since(filetime(ft))
+}
