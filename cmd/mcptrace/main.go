@@ -32,12 +32,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) && ee.err == nil {
+			os.Exit(ee.code) // the status of a command mcptrace ran, passed on
+		}
 		fmt.Fprintln(os.Stderr, "mcptrace:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
 			os.Exit(2)
 		}
-		var ee exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
 		}

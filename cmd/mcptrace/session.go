@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -21,26 +20,17 @@ import (
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
-// execInto replaces this process with argv. The agent has already seen this
-// process's own exec (with the tag in its argv) in the kernel, so the
-// program keeps the identity the tag named.
-func execInto(argv []string) error {
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return exitError{code: 127, err: fmt.Errorf("%s: %w", argv[0], err)}
-	}
-	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
-		return exitError{code: 126, err: fmt.Errorf("exec %s: %w", path, err)}
-	}
-	return nil
-}
-
 type exitError struct {
 	code int
 	err  error
 }
 
-func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 func (e exitError) Unwrap() error { return e.err }
 
 // tagArgs checks the command after "--" and the session ID.
@@ -80,10 +70,7 @@ func newTagCmd(use, short, long, idUsage string, idRequired bool) *cobra.Command
 				accepted(cmd.Name(), id)
 				return nil
 			}
-			if err := confirmTag(cmd, id); err != nil {
-				return err
-			}
-			return execInto(args)
+			return runTagged(cmd, id, args)
 		},
 	}
 	cmd.Flags().StringVar(&id, "session", "", idUsage)

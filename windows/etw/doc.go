@@ -9,10 +9,13 @@
 // layouts (kernelprocess.go), and the translation of a stream of them into
 // lineage events with identities that survive PID reuse (translate.go).
 //
+// The Translator also seeds from a process snapshot (winproc.Snapshot),
+// so that what starts later finds its creator among what ran before.
+//
 // It does not yet consume a real-time ETW session (StartTrace,
-// EnableTraceEx2, ProcessTrace), read command lines from new processes,
-// seed from a process snapshot, or end anything: those are Windows-only
-// and to come. It never guesses a creator: a parent that started after
-// its child, or that it has never seen, is an unknown creator, as a lost
-// fork is on Linux.
+// EnableTraceEx2, ProcessTrace) or read the command lines of processes
+// it sees start (winproc reads them; the consumer that would call it is
+// to come). It ends nothing: package enforcer does. It never guesses a
+// creator: a parent that started after its child, or that it has never
+// seen, is an unknown creator, as a lost fork is on Linux.
 package etw

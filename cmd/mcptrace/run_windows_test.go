@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/windows/winproc"
+)
+
+// These tests run under wine in CI (scripts/wine-test.sh) and on Windows.
+
+// runHelpers: "leave" starts a "spawn" helper (which starts a "sleep"
+// child), waits for the PID file, and exits 7, leaving both behind, as a
+// host leaves its servers. "runjob" is `mcptrace run -- <leave-and-stay>`
+// in a process of its own, for killing it.
+var runHelpers = map[string]func(){
+	"leave": func() {
+		c := testenv.Helper("spawn")
+		c.Env = append(c.Env, testenv.PIDFileVar+"="+os.Getenv(testenv.PIDFileVar))
+		if err := c.Start(); err != nil {
+			os.Exit(3)
+		}
+		for range 500 {
+			if b, _ := os.ReadFile(os.Getenv(testenv.PIDFileVar)); len(b) > 0 {
+				os.Exit(7)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		os.Exit(4)
+	},
+	"runjob": func() {
+		self, _ := os.Executable()
+		root := []string{self, "-test.run=^$"}
+		os.Setenv(testenv.HelperVar, "spawn")
+		err := runInJob(context.Background(), os.Stderr, slog.Default(), enforcer.Config{}, "crash", root)
+		os.Exit(map[bool]int{true: 0, false: 5}[err == nil])
+	},
+}
+
+func TestMain(m *testing.M) {
+	helpers := maps.Clone(testenv.WindowsHelpers)
+	maps.Copy(helpers, runHelpers)
+	testenv.RunHelper(helpers)
+	os.Exit(m.Run())
+}
+
+// runLeaver runs `mcptrace run -- <leave>` in this process under ec and
+// returns the grandchild the root left behind, opened, and what run
+// printed.
+func runLeaver(t *testing.T, ec enforcer.Config) (*winproc.Handle, error, string) {
+	t.Helper()
+	pidFile := filepath.Join(testenv.TempDir(t), "child.pid")
+	t.Setenv(testenv.HelperVar, "leave")
+	t.Setenv(testenv.PIDFileVar, pidFile)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out testenv.LockedBuffer
+	ec.SweepTimeout = 20 * time.Second
+	runErr := runInJob(context.Background(), &out, testenv.Logger(t, slog.LevelInfo), ec, "run-test", []string{self, "-test.run=^$"})
+	grandchild := testenv.SpawnedPID(t, pidFile)
+	h, err := winproc.Open(grandchild, 0)
+	if errors.Is(err, winproc.ErrGone) {
+		return nil, runErr, out.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Terminate(1); h.Close() })
+	return h, runErr, out.String()
+}
+
+// The root exits, leaving a server and the server's child: run ends both
+// through the job and passes on the root's exit status.
+func TestRunEndsWhatTheRootLeftAndPassesItsStatusOn(t *testing.T) {
+	h, err, out := runLeaver(t, enforcer.Config{Policy: enforcer.PolicyImmediate})
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 7 {
+		t.Errorf("run returned %v, want the root's exit status 7", err)
+	}
+	if h != nil {
+		if done, _ := h.Wait(5 * time.Second); !done {
+			t.Errorf("the root's grandchild %d still runs after run returned", h.PID)
+		}
+	}
+	if !strings.Contains(out, "session run-test ended: 2 killed") {
+		t.Errorf("run printed %q, want 2 killed", out)
+	}
+}
+
+// In audit mode nothing is ended, and closing the job does not end what
+// the audit left either.
+func TestRunInAuditModeLeavesTheTreeRunning(t *testing.T) {
+	h, _, out := runLeaver(t, enforcer.Config{Mode: enforcer.ModeAudit})
+	if h == nil {
+		t.Fatal("the root's grandchild is gone after an audit")
+	}
+	if done, _ := h.Wait(500 * time.Millisecond); done {
+		t.Errorf("the grandchild %d exited after an audit-mode run", h.PID)
+	}
+	if !strings.Contains(out, "2 would be killed (audit)") {
+		t.Errorf("run printed %q, want 2 would be killed", out)
+	}
+}
+
+// mcptrace itself is killed while the root still runs: the kernel closes
+// the job and kills the whole tree, with nothing left to run the
+// enforcer.
+func TestRunKilledMidwayStillEndsTheTree(t *testing.T) {
+	pidFile := filepath.Join(testenv.TempDir(t), "child.pid")
+	runner := testenv.Helper("runjob")
+	runner.Env = append(runner.Env, testenv.PIDFileVar+"="+pidFile)
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = runner.Process.Kill(); _ = runner.Wait() })
+	grandchild := testenv.SpawnedPID(t, pidFile)
+	h, err := winproc.Open(grandchild, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if done, _ := h.Wait(200 * time.Millisecond); done {
+		t.Fatal("the grandchild exited before mcptrace was killed")
+	}
+	if err := runner.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := h.Wait(10 * time.Second); !done {
+		t.Errorf("the grandchild %d survived the death of the mcptrace run that held its job", grandchild)
+	}
+}
