@@ -77,6 +77,24 @@ func runLeaver(t *testing.T, ec enforcer.Config) (*winproc.Handle, error, string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Terminate(1); h.Close() })
+	// Its parent, the spawn helper, too: a helper left running keeps wine
+	// from returning until it ends by itself.
+	entries, err := winproc.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.PID != grandchild {
+			continue
+		}
+		if ph, err := winproc.Open(e.PPID, 0); err == nil {
+			if ph.Create <= h.Create {
+				t.Cleanup(func() { ph.Terminate(1); ph.Close() })
+			} else {
+				ph.Close()
+			}
+		}
+	}
 	return h, runErr, out.String()
 }
 
