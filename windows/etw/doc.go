@@ -11,11 +11,23 @@
 //
 // The Translator also seeds from a process snapshot (winproc.Snapshot),
 // so that what starts later finds its creator among what ran before.
+// Feed (feed.go) applies a stream to a lineage graph: it seeds, fills
+// each start with the command line read from the new process, and
+// repairs the graph from a new snapshot whenever the session reports a
+// loss or a payload does not decode, as the Linux sensor repairs from
+// /proc.
 //
-// It does not yet consume a real-time ETW session (StartTrace,
-// EnableTraceEx2, ProcessTrace) or read the command lines of processes
-// it sees start (winproc reads them; the consumer that would call it is
-// to come). It ends nothing: package enforcer does. It never guesses a
-// creator: a parent that started after its child, or that it has never
-// seen, is an unknown creator, as a lost fork is on Linux.
+// On Windows, session_windows.go runs the real-time session: StartTrace,
+// EnableTraceEx2 (keyword KeywordProcess), OpenTrace and ProcessTrace,
+// with the loss counters ControlTrace reports polled every LossPoll. They
+// are lazy advapi32 calls of this package's own: x/sys/windows lacks
+// them and no maintained pure-Go consumer is served by the module
+// proxy here. That code is built and its structures are checked against
+// the SDK's sizes, but it has not consumed a real session: wine's ETW
+// is a stub (it accepts every call, its OpenTrace denies access, and its
+// kernel logs no process events).
+//
+// It ends nothing: package enforcer does. It never guesses a creator: a
+// parent that started after its child, or that it has never seen, is an
+// unknown creator, as a lost fork is on Linux.
 package etw
