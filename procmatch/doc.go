@@ -12,6 +12,12 @@
 //     set must match (within a field, any of its patterns), and no Not
 //     pattern may. An exemption must be as narrow as written.
 //
+// Windows images (a filename or argv[0] with a drive, UNC or NT path) are
+// read both as given and as Windows names them, so rules written with
+// Linux names match them: case does not count, .exe, .cmd and .bat do
+// not count, argv[0] is its program's name; a Not pattern vetoes in
+// either reading (windows.go).
+//
 // Unknown facts never match: an image without a comm, filename or argv
 // matches no pattern on that field (in All mode the rule then fails).
 //

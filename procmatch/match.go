@@ -128,29 +128,48 @@ func (m *Matcher) Comms() ([]string, bool) {
 	return m.comm, m.mode == All && len(m.comm) > 0
 }
 
-// Match reports whether the rule matches the image.
+// Match reports whether the rule matches the image. A Windows image is
+// read both as given and as windows.go reads it: a pattern matches when
+// it matches either reading, and a Not pattern vetoes when it matches
+// either.
 func (m *Matcher) Match(im Image) bool {
-	return m.MatchJoined(im, strings.Join(im.Argv, " "))
+	return m.match(newReadings(im))
 }
 
-// MatchJoined is Match for a caller that has joined im.Argv with single
-// spaces already (to try many rules on one image).
-func (m *Matcher) MatchJoined(im Image, joined string) bool {
-	if m.mode == All {
-		if !m.matchAll(im, joined) {
-			return false
-		}
-	} else if !m.matchAny(im, joined) {
+// readings are the forms an image is matched in.
+type readings struct {
+	im, win      Image
+	joined, wjoi string
+	isWin        bool
+}
+
+func newReadings(im Image) readings {
+	r := readings{im: im, joined: strings.Join(im.Argv, " ")}
+	if w, ok := portable(im); ok {
+		r.win, r.wjoi, r.isWin = w, strings.Join(w.Argv, " "), true
+	}
+	return r
+}
+
+func (m *Matcher) match(r readings) bool {
+	if !m.positive(r.im, r.joined) && !(r.isWin && m.positive(r.win, r.wjoi)) {
 		return false
 	}
-	if len(im.Argv) > 0 {
+	if len(r.im.Argv) > 0 {
 		for _, re := range m.not {
-			if re.MatchString(joined) {
+			if re.MatchString(r.joined) || r.isWin && re.MatchString(r.wjoi) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+func (m *Matcher) positive(im Image, joined string) bool {
+	if m.mode == All {
+		return m.matchAll(im, joined)
+	}
+	return m.matchAny(im, joined)
 }
 
 func (m *Matcher) matchAny(im Image, joined string) bool {
@@ -200,11 +219,12 @@ func (m *Matcher) argvMatches(argv []string, joined string) bool {
 	return false
 }
 
-// First returns the first matcher that matches the image, or nil.
+// First returns the first matcher that matches the image (as Match
+// reads it), or nil.
 func First(ms []*Matcher, im Image) *Matcher {
-	joined := strings.Join(im.Argv, " ")
+	r := newReadings(im)
 	for _, m := range ms {
-		if m.MatchJoined(im, joined) {
+		if m.match(r) {
 			return m
 		}
 	}

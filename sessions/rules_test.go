@@ -14,6 +14,12 @@ func img(filename, argv string) Image {
 	return Image{Filename: filename, Comm: procmatch.TruncComm(base), Argv: strings.Fields(argv)}
 }
 
+// winImg builds a Windows image: the filename as Windows gives it, the
+// argv as the command line splits, comm the filename's last component.
+func winImg(filename string, argv ...string) Image {
+	return Image{Filename: filename, Comm: filename[strings.LastIndexByte(filename, '\\')+1:], Argv: argv}
+}
+
 func TestDefaultRulesMatchHosts(t *testing.T) {
 	tr, err := NewTracker(nil, Config{DefaultRules: true}, nil)
 	if err != nil {
@@ -63,6 +69,12 @@ func TestDefaultRulesMatchHosts(t *testing.T) {
 		{"openclaw gateway run", img("/usr/local/bin/openclaw", "openclaw gateway run --bind loopback"), "openclaw"},
 		{"openclaw gateway systemd service", img("/usr/bin/node", "/usr/bin/node /home/u/.npm-global/lib/node_modules/openclaw/dist/index.js gateway --port 18789"), "openclaw"},
 		{"openclaw gateway after process.title in /proc", Image{Filename: "/usr/bin/node", Comm: "openclaw-gatewa", Argv: []string{"openclaw-gateway"}}, "openclaw"},
+		// Windows: the same rules read Windows names (procmatch/windows.go).
+		{"windows claude.exe native", winImg(`C:\Users\u\.local\bin\claude.exe`, `C:\Users\u\.local\bin\claude.exe`, "--dangerously-skip-permissions"), "claude"},
+		{"windows claude.exe in capitals", winImg(`C:\Tools\Claude.EXE`, "Claude"), "claude"},
+		{"windows claude cli.js under Program Files node", winImg(`C:\Program Files\nodejs\node.exe`, `C:\Program Files\nodejs\node.exe`, `C:\Users\u\AppData\Roaming\npm\node_modules\@anthropic-ai\claude-code\cli.js`, "-p", "hi"), "claude"},
+		{"windows claude from an ETW start (NT path, command line unread)", Image{Filename: `\Device\HarddiskVolume3\Users\u\.local\bin\claude.exe`, Comm: "claude.exe"}, "claude"},
+		{"windows codex app-server of the npm package", winImg(`C:\Users\u\AppData\Roaming\npm\node_modules\@openai\codex\vendor\x86_64-pc-windows-msvc\codex\codex.exe`, `C:\Users\u\AppData\Roaming\npm\node_modules\@openai\codex\vendor\x86_64-pc-windows-msvc\codex\codex.exe`, "app-server"), "codex"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,6 +139,12 @@ func TestDefaultRulesIgnoreServersToolsAndLaunchers(t *testing.T) {
 		{"mcptrace exec", img("/usr/local/bin/mcptrace", "mcptrace exec --session a -- codex")},
 		{"mcptrace agent", img("/usr/local/bin/mcptrace", "/usr/local/bin/mcptrace agent")},
 		{"mcptrace renamed argv0", img("/usr/local/bin/mcptrace", "claude")},
+		// Windows.
+		{"windows codex.exe mcp-server", winImg(`C:\Users\u\bin\codex.exe`, "codex.exe", "mcp-server")},
+		{"windows claude.exe mcp serve", winImg(`C:\Users\u\.local\bin\claude.exe`, `C:\Users\u\.local\bin\claude.exe`, "mcp", "serve")},
+		{"windows cmd /c npx server", winImg(`C:\Windows\System32\cmd.exe`, "cmd.exe", "/c", "npx", "-y", "@modelcontextprotocol/server-filesystem", `C:\tmp`)},
+		{"windows npx.cmd server", winImg(`C:\Program Files\nodejs\npx.cmd`, `C:\Program Files\nodejs\npx.cmd`, "-y", "@modelcontextprotocol/server-github")},
+		{"windows mcptrace.exe run", winImg(`C:\Tools\mcptrace.exe`, "mcptrace.exe", "run", "--", "claude")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
