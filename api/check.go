@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Bounds of the API's configurable values, checked here and named by
@@ -17,9 +18,15 @@ const (
 	MaxConnectionsLimit = 4096
 )
 
+// IsAbsPath reports whether p is an absolute path: a Linux one (the
+// agent's settings are Linux paths on every system the CLI runs on, and
+// Windows reads "/run/…" as relative to the current drive) or one this
+// system calls absolute (C:\… on Windows).
+func IsAbsPath(p string) bool { return strings.HasPrefix(p, "/") || filepath.IsAbs(p) }
+
 // CheckSocketPath says what is wrong with a socket path, if anything.
 func CheckSocketPath(p string) error {
-	if !filepath.IsAbs(p) {
+	if !IsAbsPath(p) {
 		return fmt.Errorf("must be an absolute path, got %q", p)
 	}
 	if len(p) > MaxSocketPath {

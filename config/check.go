@@ -4,15 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/exporter"
 )
 
+// absPath accepts an absolute path (api.IsAbsPath: Linux paths count as
+// absolute on every system).
 func absPath(p string) error {
-	if !filepath.IsAbs(p) {
+	if !api.IsAbsPath(p) {
 		return fmt.Errorf("must be an absolute path, got %q", p)
 	}
 	return nil

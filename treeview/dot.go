@@ -40,7 +40,10 @@ func Dot(w io.Writer, nodes []lineage.Process, opts Options) error {
 		if a := age(p, opts.Now); a != "" {
 			head += " " + a
 		}
-		lines = append(lines, head+fmt.Sprintf(" uid=%d", p.UID))
+		if !opts.NoUID {
+			head += fmt.Sprintf(" uid=%d", p.UID)
+		}
+		lines = append(lines, head)
 		lines = append(lines, image(p.Current(), p.Comm, opts.Width))
 		if n := opts.Notes[p.ID]; n != "" {
 			lines = append(lines, n)

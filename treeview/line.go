@@ -85,7 +85,7 @@ func (r *renderer) line(p *lineage.Process, lead string) {
 	if a := age(p, r.opts.Now); a != "" {
 		head = append(head, segment{a, ""})
 	}
-	if !p.Kernel {
+	if !p.Kernel && !r.opts.NoUID {
 		head = append(head, segment{fmt.Sprintf("uid=%d", p.UID), ""})
 	}
 	var marks []segment

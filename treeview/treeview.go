@@ -41,6 +41,10 @@ type Options struct {
 	// FullArgv shows command lines and exec chains whole instead of
 	// shortened to Width.
 	FullArgv bool
+	// NoUID leaves uids out, where they are not known: a Windows
+	// snapshot's processes are owned by tokens, not uids, and "uid=0"
+	// would read as root.
+	NoUID bool
 }
 
 // Tree writes the forest of nodes along creator edges (Process.Creator): a

@@ -469,3 +469,24 @@ func TestTreeShowsLabelsFirstAndCommandLinesWholeWhenAsked(t *testing.T) {
 		t.Errorf("FullArgv shortened the command line:\n%s", whole.String())
 	}
 }
+
+// Where uids are not known (a Windows snapshot), none is shown: "uid=0"
+// would read as root.
+func TestTreeWithoutUIDsShowsNone(t *testing.T) {
+	a := lineage.Process{ID: lineage.ID{PID: 10, Start: 1}, Comm: "cmd.exe"}
+	b := lineage.Process{ID: lineage.ID{PID: 11, Start: 2}, Creator: a.ID, Comm: "node.exe"}
+	var buf bytes.Buffer
+	if err := Tree(&buf, []lineage.Process{a, b}, Options{NoUID: true}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "10 alive [cmd.exe]\n└─ 11 alive [node.exe]\n"; buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+	buf.Reset()
+	if err := Dot(&buf, []lineage.Process{a, b}, Options{NoUID: true}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "uid=") {
+		t.Errorf("dot shows a uid:\n%s", buf.String())
+	}
+}

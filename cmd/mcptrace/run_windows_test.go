@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +158,94 @@ func TestRunKilledMidwayStillEndsTheTree(t *testing.T) {
 	}
 	if done, _ := h.Wait(10 * time.Second); !done {
 		t.Errorf("the grandchild %d survived the death of the mcptrace run that held its job", grandchild)
+	}
+}
+
+// Where no agent runs, tree shows a snapshot of the machine: a
+// `cmd.exe /c` chain with the server below it and the server's child,
+// with the command lines read from each process and secrets redacted.
+func TestTreeShowsACmdChainFromASnapshot(t *testing.T) {
+	pidFile := filepath.Join(testenv.TempDir(t), "child.pid")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := exec.Command("cmd.exe", "/c", self, "-test.run=^$", "--token=s3cr3t")
+	root.Env = append(testenv.HelperEnv("spawn"), testenv.PIDFileVar+"="+pidFile)
+	// In a job, so the whole tree ends with the test.
+	job, err := winproc.NewJob()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	rh, err := job.Start(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rh.Close()
+	t.Cleanup(func() { _ = root.Process.Kill(); _ = root.Wait() })
+	grandchild := testenv.SpawnedPID(t, pidFile)
+	gh, err := winproc.Open(grandchild, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { gh.Terminate(1); gh.Close() }()
+
+	var out, errOut strings.Builder
+	cmd := newRoot()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"tree", strconv.Itoa(root.Process.Pid), "--width", "400", "-v"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("tree: %v\n%s", err, errOut.String())
+	}
+	text := out.String()
+	t.Logf("tree:\n%s", text)
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[0], "cmd.exe") || !strings.Contains(text, strconv.Itoa(int(grandchild))) {
+		t.Errorf("want cmd.exe on top and the grandchild %d below it", grandchild)
+	}
+	if strings.Contains(text, "s3cr3t") {
+		t.Error("a secret in a command line was shown")
+	}
+	cmd = newRoot()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"tree", "--session", "s1"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "need the agent") {
+		t.Errorf("tree --session on Windows: %v, want it to say it needs the agent", err)
+	}
+}
+
+// `mcptrace run` from the command line, with the default configuration
+// read as the CLI reads it, ends what the root left.
+func TestRunFromTheCommandLineEndsWhatTheRootLeft(t *testing.T) {
+	pidFile := filepath.Join(testenv.TempDir(t), "child.pid")
+	t.Setenv(testenv.HelperVar, "leave")
+	t.Setenv(testenv.PIDFileVar, pidFile)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut strings.Builder
+	cmd := newRoot()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"run", "--session", "cli", "--", self, "-test.run=^$"})
+	err = cmd.Execute()
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 7 {
+		t.Fatalf("mcptrace run returned %v, want the root's status 7\n%s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "session cli ended: 2 killed") {
+		t.Errorf("run printed %q", errOut.String())
+	}
+	grandchild := testenv.SpawnedPID(t, pidFile)
+	if h, err := winproc.Open(grandchild, 0); err == nil {
+		defer h.Close()
+		if done, _ := h.Wait(5 * time.Second); !done {
+			h.Terminate(1)
+			t.Errorf("the root's grandchild %d still runs", grandchild)
+		}
 	}
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +58,11 @@ func newTreeCmd() *cobra.Command {
   mcptrace tree PID --at TIME    PID and what it had created at that time,
                                  from the history of sessions
 
+On Windows, where the agent does not run yet, tree shows a snapshot of
+the processes running now (their creators as far as a snapshot can tell:
+an exited wrapper's children show at the top level); --session and --at
+need the agent.
+
 Exited processes stay in the graph while something they created lives, and
 are shown as exited so the chain is never broken. Secrets in command lines
 are redacted, also in --json: the agent redacts them for every caller but
@@ -95,6 +102,17 @@ Pictures for incident reports:
 			// the agent redacts whatever is asked.
 			c.Raw = (raw || showSecret) && os.Geteuid() == 0
 			showSecret = showSecret || raw
+			var src treeSource = c
+			local, err := localTreeSource()
+			if err != nil {
+				return err
+			}
+			if local != nil {
+				if cmd.Flags().Changed("session") || at != "" {
+					return usageError{fmt.Errorf("--session and --at need the agent, which does not run on %s yet: mcptrace tree shows the processes running now", runtime.GOOS)}
+				}
+				src = local
+			}
 			ctx := cmd.Context()
 			var list api.ProcessList
 			var notes, labels map[lineage.ID]string
@@ -138,7 +156,7 @@ Pictures for incident reports:
 					return writeJSON(cmd, d)
 				}
 			case cmd.Flags().Changed("ancestors"):
-				list, err = c.Ancestors(ctx, ancestors)
+				list, err = src.Ancestors(ctx, ancestors)
 			case len(args) == 1:
 				pid, perr := strconv.ParseUint(args[0], 10, 32)
 				if perr != nil {
@@ -147,10 +165,10 @@ Pictures for incident reports:
 				if at != "" {
 					list, err = c.TreeAt(ctx, uint32(pid), when)
 				} else {
-					list, err = c.Tree(ctx, uint32(pid))
+					list, err = src.Tree(ctx, uint32(pid))
 				}
 			default:
-				list, err = c.Processes(ctx)
+				list, err = src.Processes(ctx)
 			}
 			if err != nil {
 				return err
@@ -172,7 +190,7 @@ Pictures for incident reports:
 				}
 			}
 			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel, Notes: notes,
-				Labels: labels, FullArgv: verbose}
+				Labels: labels, FullArgv: verbose, NoUID: local != nil}
 			if cmd.Flags().Changed("ancestors") && format == "text" {
 				return treeview.Chain(out, list.Processes, opts)
 			}
@@ -217,6 +235,14 @@ Pictures for incident reports:
 	f.BoolVarP(&verbose, "verbose", "v", false, "show command lines whole instead of shortened to the line width")
 	bindSocketFlag(cmd)
 	return cmd
+}
+
+// treeSource answers tree's questions: the agent (api.Client), or where
+// no agent runs, a process snapshot of this machine (localTreeSource).
+type treeSource interface {
+	Processes(ctx context.Context) (api.ProcessList, error)
+	Tree(ctx context.Context, pid uint32) (api.ProcessList, error)
+	Ancestors(ctx context.Context, pid uint32) (api.ProcessList, error)
 }
 
 // bindSocketFlag gives client commands the one option they need.
