@@ -4,7 +4,7 @@ package enforcer
 
 // audit runs every check once and records what enforce would signal.
 func (s *sweep) audit(members MembersFunc, r *Report) {
-	ms, err := s.call(members)
+	ms, err := callMembers(members)
 	if err != nil {
 		s.e.log.Error("audit: reading members failed", "session", s.session, "err", err)
 		return

@@ -186,6 +186,19 @@ func (c Config) withDefaults(log *slog.Logger) Config {
 // from End's goroutine.
 type MembersFunc func() []lineage.Process
 
+// callMembers runs members, turning a panic into an error.
+func callMembers(members MembersFunc) (ms []lineage.Process, err error) {
+	if members == nil {
+		return nil, errors.New("no members function")
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("members function panicked: %v", v)
+		}
+	}()
+	return members(), nil
+}
+
 // Doomer is the in-kernel help: a process marked doomed is killed by the
 // kernel when it forks or execs, and its children inherit doom. It must be
 // safe for concurrent use.

@@ -2,7 +2,6 @@ package enforcer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -170,19 +169,6 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	return r
 }
 
-// call runs members, turning a panic into an error.
-func (s *sweep) call(members MembersFunc) (ms []lineage.Process, err error) {
-	if members == nil {
-		return nil, errors.New("no members function")
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("members function panicked: %v", v)
-		}
-	}()
-	return members(), nil
-}
-
 // decide sets a final result; observed says a death was just observed.
 func (s *sweep) decide(t *target, result string, observed bool, extra ...any) {
 	if t.fd >= 0 {
@@ -265,7 +251,7 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 	synced := false
 	var stop string
 	for {
-		ms, err := s.call(members)
+		ms, err := callMembers(members)
 		if err != nil {
 			stop = err.Error()
 			s.e.log.Error("reading the session's members failed; giving up", "session", s.session, "err", err)

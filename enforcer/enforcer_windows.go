@@ -210,19 +210,6 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	return r
 }
 
-// callMembers runs members, turning a panic into an error.
-func callMembers(members MembersFunc) (ms []lineage.Process, err error) {
-	if members == nil {
-		return nil, errors.New("no members function")
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("members function panicked: %v", v)
-		}
-	}()
-	return members(), nil
-}
-
 // admitWindows opens a handle for t's identity and judges it; it returns
 // the final result when t is not to be ended, "" when t.h is held for it.
 func (e *Enforcer) admitWindows(en *Ending, t *wtarget) string {

@@ -55,18 +55,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runLeaver runs `mcptrace run -- <leave>` in this process under ec and
-// returns the grandchild the root left behind, opened, and what run
-// printed.
-func runLeaver(t *testing.T, ec enforcer.Config) (*winproc.Handle, error, string) {
+// leaverEnv makes the test binary, started by run, the "leave" helper,
+// and returns the binary and the file its grandchild's PID goes to.
+func leaverEnv(t *testing.T) (self, pidFile string) {
 	t.Helper()
-	pidFile := filepath.Join(testenv.TempDir(t), "child.pid")
+	pidFile = filepath.Join(testenv.TempDir(t), "child.pid")
 	t.Setenv(testenv.HelperVar, "leave")
 	t.Setenv(testenv.PIDFileVar, pidFile)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return self, pidFile
+}
+
+// runLeaver runs `mcptrace run -- <leave>` in this process under ec and
+// returns the grandchild the root left behind, opened, and what run
+// printed.
+func runLeaver(t *testing.T, ec enforcer.Config) (*winproc.Handle, error, string) {
+	t.Helper()
+	self, pidFile := leaverEnv(t)
 	var out testenv.LockedBuffer
 	ec.SweepTimeout = 20 * time.Second
 	runErr := runInJob(context.Background(), &out, testenv.Logger(t, slog.LevelInfo), ec, "run-test", []string{self, "-test.run=^$"})
@@ -220,19 +228,13 @@ func TestTreeShowsACmdChainFromASnapshot(t *testing.T) {
 // `mcptrace run` from the command line, with the default configuration
 // read as the CLI reads it, ends what the root left.
 func TestRunFromTheCommandLineEndsWhatTheRootLeft(t *testing.T) {
-	pidFile := filepath.Join(testenv.TempDir(t), "child.pid")
-	t.Setenv(testenv.HelperVar, "leave")
-	t.Setenv(testenv.PIDFileVar, pidFile)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self, pidFile := leaverEnv(t)
 	var out, errOut strings.Builder
 	cmd := newRoot()
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
 	cmd.SetArgs([]string{"run", "--session", "cli", "--", self, "-test.run=^$"})
-	err = cmd.Execute()
+	err := cmd.Execute()
 	var ee exitError
 	if !errors.As(err, &ee) || ee.code != 7 {
 		t.Fatalf("mcptrace run returned %v, want the root's status 7\n%s", err, errOut.String())
