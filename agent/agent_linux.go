@@ -67,6 +67,11 @@ type Options struct {
 	// IdleAfter, how long a server does no I/O to count as idle
 	// (exporter.DefaultIdleAfter).
 	SampleInterval, IdleAfter time.Duration
+	// OrphansEvery is how often a sample looks for orphans (leaked
+	// servers no session owns) for the metrics
+	// (exporter.DefaultOrphansEvery); samples in between show the last
+	// look.
+	OrphansEvery time.Duration
 	// ReapSupersededAfter, when not 0, ends an MCP server that its host
 	// started again (a newer instance of the same server lives in the
 	// same session) once the older one did no I/O for this long; it is
@@ -116,6 +121,9 @@ func (o *Options) defaults() {
 	}
 	if o.IdleAfter == 0 {
 		o.IdleAfter = exporter.DefaultIdleAfter
+	}
+	if o.OrphansEvery == 0 {
+		o.OrphansEvery = exporter.DefaultOrphansEvery
 	}
 	if o.ContainerEngineSocket == "" {
 		o.ContainerEngineSocket = containers.DefaultEngineSocket
@@ -186,6 +194,8 @@ type Agent struct {
 	// hist is the history journal and what was recorded in it
 	// (history_linux.go).
 	hist historyState
+	// orphans remembers what Orphans read last (orphans_linux.go).
+	orphans orphanState
 
 	// endCtx bounds enforcement; the agent cancels it when it stops,
 	// and what was under way resumes at the next start.
@@ -378,6 +388,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 		Containers: a.sessionContainers,
 		History:    a.History,
+		Orphans:    a.Orphans,
+		EndOrphans: a.EndOrphans,
 		Now:        procfs.BootTimeNow,
 		Log:        a.opts.Logger.With("component", "api"),
 

@@ -172,7 +172,7 @@ func TestHistoryAnswersForSessionsTheAgentForgotAndAcrossARestart(t *testing.T) 
 	}
 
 	// nobody sees its own session only, from the history too, redacted.
-	code, out := cliAs(t, ag.Socket, nobody, "history", "--json")
+	code, out := agenttest.CLIAs(t, ag.Socket, nobody, "history", "--json")
 	var list api.HistoryList
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
 		t.Fatalf("history as nobody: exit %d\n%s", code, out)
@@ -184,10 +184,10 @@ func TestHistoryAnswersForSessionsTheAgentForgotAndAcrossARestart(t *testing.T) 
 	if !slices.Equal(ids, []string{"hist-n"}) {
 		t.Errorf("nobody's history lists %v, want its own hist-n only", ids)
 	}
-	if code, out := cliAs(t, ag.Socket, nobody, "tree", "--session", "hist-a", "--owner", "0"); code == 0 || strings.Contains(out, "sleep") {
+	if code, out := agenttest.CLIAs(t, ag.Socket, nobody, "tree", "--session", "hist-a", "--owner", "0"); code == 0 || strings.Contains(out, "sleep") {
 		t.Errorf("nobody was shown root's past session: exit %d\n%s", code, out)
 	}
-	code, out = cliAs(t, ag.Socket, nobody, "tree", "--session", "hist-n")
+	code, out = agenttest.CLIAs(t, ag.Socket, nobody, "tree", "--session", "hist-n")
 	if code != 0 || !strings.Contains(out, "sleep") || !strings.Contains(out, "recorded") {
 		t.Errorf("nobody's own past session: exit %d\n%s", code, out)
 	}
@@ -217,21 +217,6 @@ func TestHistoryAnswersForSessionsTheAgentForgotAndAcrossARestart(t *testing.T) 
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// cliAs runs the real CLI as uid against socket, as it is, and returns
-// its exit code and output.
-func cliAs(t *testing.T, socket string, uid int, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), append(args, "--api.socket", socket)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), string(out)
-	} else if err != nil {
-		t.Fatalf("run mcptrace as uid %d: %v", uid, err)
-	}
-	return 0, string(out)
-}
 
 // TestHistoryLosesNothingWhenTheAgentIsKilledInALoop: a storm of execs
 // runs while the agent is SIGKILLed and started again 20 times (5 in an

@@ -24,18 +24,54 @@ type sampler struct {
 	// for a sample under way.
 	last atomic.Pointer[exporter.Picture]
 	mu   sync.Mutex // one sample at a time; guards the fields below
-	io   map[lineage.ID]ioSeen
-	seq  uint64
+	io   ioWatch
 	rd   procfs.UsageReader
 	// reaping are the superseded servers ended (or being ended), until
 	// they are no longer live servers.
 	reaping map[lineage.ID]bool
 }
 
+// ioWatch remembers processes' I/O counters from one look to the next,
+// to say how long each has done none.
+type ioWatch struct {
+	io  map[lineage.ID]ioSeen
+	seq uint64 // the look under way
+}
+
 type ioSeen struct {
 	bytes   uint64
 	changed time.Time
-	seq     uint64 // the sample that last saw the process
+	seq     uint64 // the look that last saw the process
+}
+
+// begin starts a look.
+func (w *ioWatch) begin() {
+	w.seq++
+	if w.io == nil {
+		w.io = map[lineage.ID]ioSeen{}
+	}
+}
+
+// idleFor notes the I/O a process has done by now and returns for how
+// long it did none. A process seen for the first time counts from now:
+// after an agent restart too.
+func (w *ioWatch) idleFor(id lineage.ID, ioBytes uint64, now time.Time) time.Duration {
+	seen, ok := w.io[id]
+	if !ok || seen.bytes != ioBytes {
+		seen = ioSeen{bytes: ioBytes, changed: now}
+	}
+	seen.seq = w.seq
+	w.io[id] = seen
+	return now.Sub(seen.changed)
+}
+
+// forgetUnseen forgets the processes this look did not see.
+func (w *ioWatch) forgetUnseen() {
+	for id, seen := range w.io {
+		if seen.seq != w.seq {
+			delete(w.io, id)
+		}
+	}
 }
 
 // Picture returns the last sampled picture of the node.
@@ -54,10 +90,7 @@ func (a *Agent) Sample() exporter.Picture {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	start := time.Now()
-	sm.seq++
-	if sm.io == nil {
-		sm.io = map[lineage.ID]ioSeen{}
-	}
+	sm.io.begin()
 	sm.rd.Root = a.opts.ProcRoot
 	all := a.tracker.Sessions()
 
@@ -100,10 +133,10 @@ func (a *Agent) Sample() exporter.Picture {
 				default:
 					m.RSSBytes, m.CPUSeconds = u.RSSBytes, u.CPUSeconds()
 					if m.Role == roles.Server && !m.Orphaned {
-						idleFor := sm.idleFor(p.ID, u.IOBytes, start)
+						idleFor := sm.io.idleFor(p.ID, u.IOBytes, start)
 						m.Idle = idleFor >= a.opts.IdleAfter
 						if active && p.ID != s.Root && ms[i].Named {
-							servers = append(servers, serverSeen{session: s, name: m.Server, command: commandKey(p), id: p.ID, idleFor: idleFor})
+							servers = append(servers, serverSeen{session: s, name: m.Server, command: roles.CommandKey(p), id: p.ID, idleFor: idleFor})
 						}
 					}
 				}
@@ -122,13 +155,10 @@ func (a *Agent) Sample() exporter.Picture {
 		}
 		a.noteUsage(s, ids, rss, cpu)
 	}
-	for id, seen := range sm.io {
-		if seen.seq != sm.seq {
-			delete(sm.io, id)
-		}
-	}
+	sm.io.forgetUnseen()
 	a.reapSuperseded(servers, a.opts.ReapSupersededAfter)
 	pic := exporter.Build(views)
+	pic.Unowned = a.unownedPicture(start)
 	pic.At, pic.Took = start, time.Since(start)
 	sm.last.Store(&pic)
 	return pic
@@ -172,19 +202,6 @@ func (a *Agent) members(s sessions.Session) []lineage.Process {
 		}
 	}
 	return procs
-}
-
-// idleFor notes the I/O a server has done by now and returns for how long
-// it did none. A server seen for the first time counts from now: after
-// an agent restart too.
-func (sm *sampler) idleFor(id lineage.ID, ioBytes uint64, now time.Time) time.Duration {
-	seen, ok := sm.io[id]
-	if !ok || seen.bytes != ioBytes {
-		seen = ioSeen{bytes: ioBytes, changed: now}
-	}
-	seen.seq = sm.seq
-	sm.io[id] = seen
-	return now.Sub(seen.changed)
 }
 
 // HostKind is the host_kind label of a session's origin: the host rule's

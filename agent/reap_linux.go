@@ -3,7 +3,6 @@ package agent
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"time"
 
@@ -28,18 +27,6 @@ type serverSeen struct {
 	command uint64
 	id      lineage.ID
 	idleFor time.Duration
-}
-
-// commandKey hashes what p runs now: its file and argv.
-func commandKey(p lineage.Process) uint64 {
-	h := fnv.New64a()
-	im := p.Current()
-	h.Write([]byte(im.Filename))
-	for _, a := range im.Argv {
-		h.Write([]byte{0})
-		h.Write([]byte(a))
-	}
-	return h.Sum64()
 }
 
 // reapSuperseded ends, through the enforcer, every server of servers that

@@ -38,6 +38,8 @@ func FuzzRequest(f *testing.F) {
 		{0, "/v1/history?from=2026-11-25T08:00:00Z&owner=0", "", nobody},
 		{0, "/v1/sessions/past?owner=0", "", nobody},
 		{0, "/v1/sessions/past?at=2026-11-25T09:00:02Z", "", nobody},
+		{0, "/v1/orphans?raw=1", "", nobody},
+		{1, "/v1/orphans/end", `{"dry_run":true}`, nobody},
 		{0, "/v1/tree/501?at=2026-11-25T09:00:02Z", "", nobody},
 	} {
 		f.Add(seed.method, seed.path, []byte(seed.body), seed.uid)

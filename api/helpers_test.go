@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/orphans"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -47,6 +50,24 @@ func newWorld(t testing.TB) *world {
 			return res, err
 		},
 		Now: func() uint64 { return w.clock },
+	}
+	// Orphans as the agent finds them, on synthetic facts: every process
+	// no session owns reads a stdin pipe nobody writes, reparented to
+	// init.
+	w.s.Orphans = func(uid uint32, root bool) ([]orphans.Orphan, error) {
+		var in orphans.Input
+		for i, p := range tr.Unowned(func(p lineage.Process) bool { return root || p.UID == uid }) {
+			in.Procs = append(in.Procs, orphans.Proc{Process: p, PPID: 1, FactsOK: true, StdinWriters: 0,
+				Facts: procfs.Facts{Stdin: procfs.StdinPipe, StdinPipe: uint64(i + 1)}})
+		}
+		in.Ancestors = g.Ancestors
+		return orphans.Find(in), nil
+	}
+	// Ending them is the agent's (tested there): here it lists what it
+	// would end and ends nothing.
+	w.s.EndOrphans = func(_ context.Context, uid uint32, root, _, _ bool) ([]orphans.Orphan, enforcer.Report, error) {
+		list, err := w.s.Orphans(uid, root)
+		return list, enforcer.Report{Session: "(orphans)", Mode: enforcer.ModeAudit}, err
 	}
 	return w
 }

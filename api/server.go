@@ -19,6 +19,7 @@ import (
 	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/orphans"
 	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/sessions"
 )
@@ -47,8 +48,13 @@ type Server struct {
 	// History is the journal past sessions are read from; an error says
 	// why there is none. Optional.
 	History func() (*history.Journal, error)
-	Now     func() uint64 // CLOCK_BOOTTIME ns
-	Log     *slog.Logger
+	// Orphans lists the leaked servers no session owns: every uid's for
+	// root, a caller's own otherwise. EndOrphans ends them with the
+	// caller's authority (see agent.EndOrphans). Optional.
+	Orphans    func(uid uint32, root bool) ([]orphans.Orphan, error)
+	EndOrphans func(ctx context.Context, uid uint32, root, certainOnly, dryRun bool) ([]orphans.Orphan, enforcer.Report, error)
+	Now        func() uint64 // CLOCK_BOOTTIME ns
+	Log        *slog.Logger
 	// MaxConnections and MaxConnectionsPerUID cap the open connections of
 	// non-root users, together and per uid; 0 takes the defaults
 	// (DefaultMaxConnections, DefaultMaxConnectionsPerUID).
@@ -141,6 +147,8 @@ func (s *Server) handler() http.Handler {
 		{"POST /v1/sessions/{id}/end", s.handleEnd},
 		{"POST /v1/mark", s.handleMark},
 		{"GET /v1/history", s.handleHistory},
+		{"GET /v1/orphans", s.handleOrphans},
+		{"POST /v1/orphans/end", s.handleEndOrphans},
 	}
 	s.requestsOnce.Do(func() {
 		s.requests = make(map[string]*atomic.Uint64, len(routes)+1)

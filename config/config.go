@@ -76,6 +76,9 @@ type Metrics struct {
 	// IdleAfter is how long a server must do no read or write to count as
 	// idle (metrics.idle-after).
 	IdleAfter time.Duration
+	// OrphansEvery is how often the metrics look for leaked servers no
+	// session owns (metrics.orphans-every).
+	OrphansEvery time.Duration
 }
 
 // State configures the agent's memory across restarts.
@@ -241,6 +244,7 @@ func Default() Config {
 			ListenAddress:  exporter.DefaultListenAddress,
 			SampleInterval: exporter.DefaultSampleInterval,
 			IdleAfter:      exporter.DefaultIdleAfter,
+			OrphansEvery:   exporter.DefaultOrphansEvery,
 		},
 		Containers: Containers{EngineSocket: containers.DefaultEngineSocket},
 		History: History{
@@ -339,6 +343,8 @@ func (c *Config) options() []option {
 			func() error { return between(c.Metrics.SampleInterval, 100*time.Millisecond, 10*time.Minute) }},
 		{"metrics.idle-after", "how long an MCP server of a live host must do no read or write to count as idle", &c.Metrics.IdleAfter,
 			func() error { return between(c.Metrics.IdleAfter, time.Second, maxRetention) }},
+		{"metrics.orphans-every", "how often the metrics look for leaked MCP servers that no session owns (mcptrace orphans): a look reads /proc for unowned wrappers and servers", &c.Metrics.OrphansEvery,
+			func() error { return between(c.Metrics.OrphansEvery, time.Second, time.Hour) }},
 		{"containers.engine-socket", "the container engine's API socket: containers that session members start through it are attributed to their session and stopped with it; empty: off", &c.Containers.EngineSocket,
 			func() error {
 				if c.Containers.EngineSocket == "" {

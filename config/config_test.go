@@ -334,6 +334,7 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"enforcer.reap-superseded-after": "0s",
 		"metrics.sample-interval":        "15s",
 		"metrics.idle-after":             "30m0s",
+		"metrics.orphans-every":          "1m0s",
 		"containers.engine-socket":       "/var/run/docker.sock",
 	}
 	n := 0

@@ -343,6 +343,7 @@ func servedNames(t *testing.T) map[string]string {
 		{Role: roles.Server, Server: "mcp-server-time", Alive: true, Orphaned: true, RSSBytes: 1},
 	}}})
 	pic.At = time.Now()
+	pic.Unowned = map[exporter.UnownedKey]exporter.UnownedStats{{HostKind: "unknown", Kind: "host-gone", Confidence: "certain"}: {Servers: 1, Processes: 3, RSSBytes: 1}}
 	h := exporter.Health{
 		Gaps: map[string]uint64{"seeded": 1}, Removed: map[string]uint64{"retired": 1},
 		Events: map[string]uint64{"fork": 1}, Lost: map[string]uint64{"fork": 0}, Recovered: map[string]uint64{"fork": 0},

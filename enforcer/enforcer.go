@@ -674,3 +674,10 @@ func newRecord(en *Ending, p lineage.Process) KillRecord {
 		Argv:       redact.Argv(img.Argv),
 	}
 }
+
+// Spares reports whether a spare rule protects p as the graph describes
+// it (its comm and current image): what a leak detector must not list.
+func (e *Enforcer) Spares(p lineage.Process) bool {
+	img := p.Current()
+	return e.spareRule(p.Comm, img.Filename, img.Argv) != nil
+}

@@ -41,6 +41,9 @@ var (
 	descOrphanedRSS     = desc("", "orphaned_resident_memory_bytes", "Resident memory of the orphaned processes.", "host_kind", "server")
 	descDuplicates      = desc("", "duplicate_servers", "Live MCP servers started again by a live host while an earlier instance of the same server lives: instances beyond the first per session, summed.", "host_kind", "server")
 	descIdle            = desc("", "idle_servers", "Live MCP servers of active sessions that did no read or write for metrics.idle-after.", "host_kind", "server")
+	descUnowned         = desc("", "unowned_servers", "Leaked MCP servers that no session owns (mcptrace orphans): by the host kind that started them (unknown when it is gone or named by no host rule), the evidence (host-gone, superseded) and how sure it is (certain, likely). Not the orphaned processes of ended sessions.", "host_kind", "kind", "confidence")
+	descUnownedProcs    = desc("", "unowned_processes", "Live processes of the leaked MCP servers no session owns, each counted from the top of its leaked chain (its wrappers) down.", "host_kind", "kind", "confidence")
+	descUnownedRSS      = desc("", "unowned_resident_memory_bytes", "Resident memory of the processes of mcptrace_unowned_processes.", "host_kind", "kind", "confidence")
 	descSampleDuration  = desc("exporter", "sample_duration_seconds", "How long the last sample of sessions, roles and /proc took.")
 	descSampleTimestamp = desc("exporter", "last_sample_timestamp_seconds", "Unix time of the last sample.")
 	descFolded          = desc("exporter", "folded_label_values", "Label values of the last sample summed under \"other\" to bound the series (server, host_kind).", "label")
@@ -92,7 +95,7 @@ func newCollector(src Source) *collector {
 // Describe sends every descriptor.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descMembers, descServers, descServerRSS, descServerCPU, descOrphaned,
-		descOrphanedRSS, descDuplicates, descIdle, descSampleDuration, descSampleTimestamp, descFolded, descProcesses,
+		descOrphanedRSS, descDuplicates, descIdle, descUnowned, descUnownedProcs, descUnownedRSS, descSampleDuration, descSampleTimestamp, descFolded, descProcesses,
 		descImageBytes, descRepairs, descGaps, descRemoved, descEvents, descLost, descRecovered, descMapEntries, descMapMax,
 		descRequests, descRefused, descKills, descEndings, descPending, descJournal, descAttribution, descContainers, descClaims, descHistory, descHistoryBytes, descHistoryOn, descBuildInfo} {
 		ch <- d
@@ -109,6 +112,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	folded := c.collectPicture(pic, gauge)
+	for k, u := range pic.Unowned {
+		gauge(descUnowned, float64(u.Servers), k.HostKind, k.Kind, k.Confidence)
+		gauge(descUnownedProcs, float64(u.Processes), k.HostKind, k.Kind, k.Confidence)
+		gauge(descUnownedRSS, float64(u.RSSBytes), k.HostKind, k.Kind, k.Confidence)
+	}
 	gauge(descFolded, float64(folded.servers), "server")
 	gauge(descFolded, float64(folded.hostKinds), "host_kind")
 

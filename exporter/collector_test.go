@@ -59,6 +59,10 @@ func TestBuildCountsServersLeaksAndDuplicates(t *testing.T) {
 func TestMetricsPassTheLinterAndShowTheLeaks(t *testing.T) {
 	pic := Build(leakyNode())
 	pic.At, pic.Took = time.Unix(1700000000, 0), 3*time.Millisecond
+	pic.Unowned = map[UnownedKey]UnownedStats{
+		{HostKind: "unknown", Kind: "host-gone", Confidence: "certain"}: {Servers: 2, Processes: 6, RSSBytes: 300 << 20},
+		{HostKind: "codex", Kind: "superseded", Confidence: "likely"}:   {Servers: 1, Processes: 3, RSSBytes: 100 << 20},
+	}
 	reg := NewRegistry(func() (Picture, Health) { return pic, sampleHealth() })
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
@@ -75,8 +79,12 @@ mcptrace_orphaned_processes{host_kind="codex",server="mcp-server-time"} 1
 # HELP mcptrace_duplicate_servers Live MCP servers started again by a live host while an earlier instance of the same server lives: instances beyond the first per session, summed.
 # TYPE mcptrace_duplicate_servers gauge
 mcptrace_duplicate_servers{host_kind="codex",server="@modelcontextprotocol/server-filesystem"} 1
+# HELP mcptrace_unowned_servers Leaked MCP servers that no session owns (mcptrace orphans): by the host kind that started them (unknown when it is gone or named by no host rule), the evidence (host-gone, superseded) and how sure it is (certain, likely). Not the orphaned processes of ended sessions.
+# TYPE mcptrace_unowned_servers gauge
+mcptrace_unowned_servers{confidence="certain",host_kind="unknown",kind="host-gone"} 2
+mcptrace_unowned_servers{confidence="likely",host_kind="codex",kind="superseded"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcptrace_orphaned_processes", "mcptrace_duplicate_servers"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcptrace_orphaned_processes", "mcptrace_duplicate_servers", "mcptrace_unowned_servers"); err != nil {
 		t.Error(err)
 	}
 }

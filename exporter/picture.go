@@ -88,6 +88,23 @@ type Picture struct {
 	Sessions map[SessionKey]int
 	Members  map[MemberKey]int
 	Servers  map[ServerKey]*ServerStats
+	// Unowned are the leaked MCP servers no session owns (mcptrace
+	// orphans), from the agent's last look for them; nil when it has not
+	// looked.
+	Unowned map[UnownedKey]UnownedStats
+}
+
+// UnownedKey groups leaked servers that no session owns: the host kind
+// that started them (or "unknown"), the kind of evidence ("host-gone",
+// "superseded") and how sure it is ("certain", "likely").
+type UnownedKey struct{ HostKind, Kind, Confidence string }
+
+// UnownedStats add up one group of leaked servers: the servers, every
+// live process from the top of each one's leaked chain down, and their
+// resident memory.
+type UnownedStats struct {
+	Servers, Processes int
+	RSSBytes           uint64
 }
 
 // Build aggregates sampled sessions into a Picture. Each process should

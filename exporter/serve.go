@@ -25,6 +25,11 @@ const DefaultListenAddress = "127.0.0.1:9467"
 const (
 	DefaultSampleInterval = 15 * time.Second
 	DefaultIdleAfter      = 30 * time.Minute
+	// DefaultOrphansEvery is how often a sample looks for leaked servers
+	// no session owns (mcptrace orphans): a look reads /proc for every
+	// unowned wrapper and server, and every process's descriptors when
+	// one of them reads a pipe.
+	DefaultOrphansEvery = time.Minute
 )
 
 // NewRegistry returns a private registry with the mcptrace collector over

@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"hash/fnv"
 	"strings"
 
 	"github.com/mcptrace/mcptrace/lineage"
@@ -185,3 +186,40 @@ func nameByte(b byte) bool {
 // `docker run` wrapper's server is named; "" when ref is no image
 // reference.
 func ImageName(ref string) string { return imageName(ref) }
+
+// Packaged reports whether what a process runs proves which program it
+// is beyond its basename: its own newest image names an identity
+// (Identity: a package, a module, an image a wrapper names), or the
+// script or binary it runs lies inside an npm package
+// (node_modules/pkg/…). A leak detector lists such a process as an MCP
+// server; a process known only by its basename ("index", "server") is
+// never listed by name alone.
+func Packaged(p lineage.Process) bool {
+	im, ok := ownImage(&p)
+	if !ok {
+		if len(p.Images) == 0 {
+			return false
+		}
+		im = p.Current()
+	}
+	pr := parseImage(im)
+	if n := pr.id.safe(); n != "" && n != redact.Marker {
+		return true
+	}
+	c := pr.base
+	return c.lv != nil && c.i >= 0 && c.i < len(c.lv.argv) && nodeModule(c.lv.argv[c.i]) != ""
+}
+
+// CommandKey hashes what p runs now, its file and argv: two instances of
+// a server are the same server started again only when their keys are
+// equal, never because their names are.
+func CommandKey(p lineage.Process) uint64 {
+	h := fnv.New64a()
+	im := p.Current()
+	h.Write([]byte(im.Filename))
+	for _, a := range im.Argv {
+		h.Write([]byte{0})
+		h.Write([]byte(a))
+	}
+	return h.Sum64()
+}

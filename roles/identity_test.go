@@ -260,3 +260,22 @@ func TestNameFallsBackToPackageModuleOrBasename(t *testing.T) {
 func proc(ims ...lineage.Image) lineage.Process {
 	return lineage.Process{Images: ims}
 }
+
+func TestPackagedNeedsMoreThanABasename(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want bool
+	}{
+		{[]string{"node", "/home/u/.npm/_npx/1a/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/tmp"}, true},
+		{[]string{"npx", "-y", "@modelcontextprotocol/server-github"}, true},
+		{[]string{"python3", "-m", "mcp_server_fetch"}, true},
+		{[]string{"node", "/home/u/project/server.js"}, false},
+		{[]string{"/usr/local/bin/github-mcp-server", "stdio"}, false},
+		{[]string{"sleep", "100"}, false},
+	} {
+		p := lineage.Process{Comm: "x", Images: []lineage.Image{{Filename: "/usr/bin/" + tc.argv[0], Argv: tc.argv}}}
+		if got := Packaged(p); got != tc.want {
+			t.Errorf("Packaged(%q) = %v, want %v", tc.argv, got, tc.want)
+		}
+	}
+}

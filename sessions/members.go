@@ -1,6 +1,8 @@
 package sessions
 
 import (
+	"slices"
+
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
@@ -249,4 +251,30 @@ func (c *counter) pop() {
 	if len(c.stack) > 0 {
 		c.stack[len(c.stack)-1].add(f.tally)
 	}
+}
+
+// Unowned returns the live processes within the tracker's scope
+// (Config.WithinPID) that no session owns, active or ended while it is
+// kept, with their images: what package orphans looks for leaks in. keep
+// (nil: all) sees each process without its images and decides whether it
+// is wanted (the API keeps a caller's own). It walks every session's
+// members once and the graph once.
+func (t *Tracker) Unowned(keep func(lineage.Process) bool) []lineage.Process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	owned := map[lineage.ID]bool{}
+	for _, x := range t.sorted() {
+		f := memberFilter{withRoot: true, branch: func(lineage.Process) bool { return true }}
+		t.g.WalkDescendants(x.Root, func(p lineage.Process) bool {
+			if f.take(p) {
+				owned[p.ID] = true
+			}
+			return true
+		})
+	}
+	live := t.g.ProcessesWhere(func(p lineage.Process) bool {
+		return !p.Exited && !p.Kernel && !owned[p.ID] && (keep == nil || keep(p))
+	})
+	// The scope walks the graph itself: after the walk above, not in it.
+	return slices.DeleteFunc(live, func(p lineage.Process) bool { return !t.inScope(p.ID) })
 }

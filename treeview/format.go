@@ -29,17 +29,17 @@ func age(p *lineage.Process, now uint64) string {
 		if p.ExitTime == 0 || p.ExitTime < p.ID.Start {
 			return ""
 		}
-		return "lived " + duration(time.Duration(p.ExitTime-p.ID.Start))
+		return "lived " + Duration(time.Duration(p.ExitTime-p.ID.Start))
 	}
 	if now == 0 || now < p.ID.Start {
 		return ""
 	}
-	return duration(time.Duration(now - p.ID.Start))
+	return Duration(time.Duration(now - p.ID.Start))
 }
 
-// duration formats d compactly with two units at most, rounding down:
+// Duration formats d compactly with two units at most, rounding down:
 // <1ms, 4ms, 1.2s, 12s, 3m04s, 2h05m, 3d4h.
-func duration(d time.Duration) string {
+func Duration(d time.Duration) string {
 	switch {
 	case d < time.Millisecond:
 		return "<1ms"

@@ -87,7 +87,7 @@ func TimelineSVG(w io.Writer, tl Timeline) error {
 	axisY := tlTop - 12
 	for i := 0; i <= 5; i++ {
 		t := t0 + uint64(float64(i)*span/5)
-		label := "+" + duration(time.Duration(t-t0))
+		label := "+" + Duration(time.Duration(t-t0))
 		if i == 0 {
 			label = "0"
 			if !tl.Start.IsZero() {

@@ -379,8 +379,8 @@ func TestDuration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
-			if got := duration(tt.d); got != tt.want {
-				t.Errorf("duration(%v) = %q, want %q", tt.d, got, tt.want)
+			if got := Duration(tt.d); got != tt.want {
+				t.Errorf("Duration(%v) = %q, want %q", tt.d, got, tt.want)
 			}
 		})
 	}

@@ -37,6 +37,7 @@ func agentOptions(cfg config.Config, log *slog.Logger) (agent.Options, error) {
 		MetricsAddress:          cfg.Metrics.ListenAddress,
 		SampleInterval:          cfg.Metrics.SampleInterval,
 		IdleAfter:               cfg.Metrics.IdleAfter,
+		OrphansEvery:            cfg.Metrics.OrphansEvery,
 		ReapSupersededAfter:     cfg.Enforcer.ReapSupersededAfter,
 		ContainerEngineSocket:   offAsDash(cfg.Containers.EngineSocket),
 		HistoryDir:              offAsDash(cfg.History.Dir),

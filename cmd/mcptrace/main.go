@@ -11,6 +11,7 @@
 //	mcptrace session end ID                   end a session, its root included
 //	mcptrace sessions                         list sessions
 //	mcptrace history [--since 24h]            list past sessions from the history
+//	mcptrace orphans [--end]                  list (and end) MCP servers leaked outside every session
 //	mcptrace uninstall                        detach the pinned programs, forget the state
 //	mcptrace config example                   print a commented configuration file of every option
 //
@@ -59,7 +60,7 @@ var buildCmds []*cobra.Command
 
 func newRoot() *cobra.Command {
 	cmds := []*cobra.Command{newAgentCmd(), newTreeCmd(), newStatusCmd(),
-		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newUninstallCmd(), newConfigCmd()}
+		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newOrphansCmd(), newUninstallCmd(), newConfigCmd()}
 	return newRootWith(append(cmds, buildCmds...)...)
 }
 

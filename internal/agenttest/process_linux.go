@@ -156,3 +156,18 @@ func (p *Process) CLI(args ...string) (string, error) {
 	}
 	return string(out), nil
 }
+
+// CLIAs runs the real CLI as uid against the agent on socket and returns
+// its exit code and output.
+func CLIAs(t testing.TB, socket string, uid int, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(testenv.Binary(t), append(args, "--api.socket", socket)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatalf("run mcptrace as uid %d: %v", uid, err)
+	}
+	return 0, string(out)
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/orphans"
+	"github.com/mcptrace/mcptrace/treeview"
+)
+
+func newOrphansCmd() *cobra.Command {
+	var asJSON, end, certainOnly, dryRun, raw bool
+	cmd := &cobra.Command{
+		Use:   "orphans [--end [--certain-only] [--dry-run]]",
+		Short: "List the MCP servers leaked outside every session, and end them",
+		Long: `List the MCP servers on this node that no session owns and that leaked:
+the backlog a node holds on the day mcptrace arrives, and what leaks outside
+the sessions it watches. Root sees every user's; anyone else their own.
+
+A server is listed only with evidence, never by its name alone:
+  certain  its stdin pipe has no writer left (whoever started it is gone and
+           can never talk to it again) and it was reparented to init or a
+           subreaper
+  likely   its stdin pipe has no writer left under a parent that still runs;
+           or its host still runs, started the same server again, and this
+           older instance has been idle
+Servers run as systemd services, in containers, or matched by a spare rule
+are never listed.
+
+  mcptrace orphans                         the list, totals first
+  mcptrace orphans --end                   end them through the enforcer
+  mcptrace orphans --end --certain-only    end only the certain ones
+  mcptrace orphans --end --dry-run         what --end would end, ending nothing
+
+--end ends each orphan with everything it started, under the enforcer's
+policy, grace and spare rules, and with your authority: root ends any
+user's, anyone else only processes they could signal themselves.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (certainOnly || dryRun) && !end {
+				return usageError{fmt.Errorf("--certain-only and --dry-run go with --end")}
+			}
+			if raw && os.Geteuid() != 0 {
+				return usageError{fmt.Errorf("--raw is for root: the agent redacts command lines for every other user")}
+			}
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			c := api.NewClient(cfg.API.Socket)
+			c.Raw = raw
+			out := cmd.OutOrStdout()
+			if !end {
+				l, err := c.Orphans(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(cmd, l)
+				}
+				printOrphans(out, l)
+				return nil
+			}
+			res, err := c.EndOrphans(cmd.Context(), api.EndOrphansRequest{CertainOnly: certainOnly, DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd, res)
+			}
+			printEndedOrphans(out, res, dryRun)
+			if !dryRun {
+				if l, err := c.Orphans(cmd.Context()); err == nil {
+					fmt.Fprintf(out, "%s left\n", countServers(l.Totals.Servers))
+				}
+			}
+			if res.Report.Survivors > 0 || res.Report.Failed > 0 {
+				return exitError{code: 1, err: fmt.Errorf("%d processes survived", res.Report.Survivors)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the answer as JSON for machines")
+	f.BoolVar(&end, "end", false, "end what is listed, through the enforcer, with your authority")
+	f.BoolVar(&certainOnly, "certain-only", false, "with --end: only the orphans listed as certain")
+	f.BoolVar(&dryRun, "dry-run", false, "with --end: run every check and end nothing")
+	f.BoolVar(&raw, "raw", false, "root only: unredacted command lines (with --json; they can hold tokens)")
+	bindSocketFlag(cmd)
+	return cmd
+}
+
+func countServers(n int) string {
+	if n == 1 {
+		return "1 leaked MCP server"
+	}
+	return fmt.Sprintf("%d leaked MCP servers", n)
+}
+
+// printOrphans writes the totals, then the orphans grouped by host kind
+// and server, each with its evidence.
+func printOrphans(w io.Writer, l api.OrphanList) {
+	t := l.Totals
+	if t.Servers == 0 {
+		fmt.Fprintln(w, "no leaked MCP server: every one on this node belongs to a session or shows no sign of a leak")
+		return
+	}
+	oldest := ""
+	if t.OldestStart > 0 && t.OldestStart <= l.Now {
+		oldest = ", the oldest started " + treeview.Duration(time.Duration(l.Now-t.OldestStart)) + " ago"
+	}
+	fmt.Fprintf(w, "%s (%d certain, %d likely): %d processes, %s resident%s\n", countServers(t.Servers), t.Certain, t.Likely,
+		t.Processes, humanBytes(t.RSSBytes), oldest)
+	var group string
+	for _, o := range l.Orphans {
+		if g := o.HostKind + "\x00" + o.Name; g != group {
+			group = g
+			host := o.HostKind + " host"
+			if o.HostKind == orphans.UnknownHost {
+				host = "host unknown"
+			}
+			fmt.Fprintf(w, "\n%s · %s\n", o.Name, host)
+		}
+		started := "-"
+		if o.Server.Start > 0 && o.Server.Start <= l.Now {
+			started = treeview.Duration(time.Duration(l.Now-o.Server.Start)) + " old"
+		}
+		chain := strings.Join(o.Chain, " → ")
+		fmt.Fprintf(w, "  %-7s  pid %-7d %-9s %3d processes  %9s  %s\n", o.Confidence, o.Server.PID, started, o.Processes,
+			humanBytes(o.RSSBytes), chain)
+		for _, e := range o.Evidence {
+			fmt.Fprintf(w, "           %s\n", e)
+		}
+	}
+	fmt.Fprintln(w, "\nmcptrace orphans --end ends them (--certain-only: only the certain ones; --dry-run: show what it would end)")
+}
+
+// printEndedOrphans writes what --end did, one line per process.
+func printEndedOrphans(w io.Writer, res api.EndOrphansResult, dryRun bool) {
+	r := res.Report
+	verb := "ended"
+	if dryRun {
+		verb = "would end (dry run, nothing was ended)"
+	}
+	fmt.Fprintf(w, "%s %s: %d processes\n", verb, countServers(len(res.Orphans)), len(r.Records))
+	for _, rec := range r.Records {
+		sig := rec.Signal
+		if sig == "" {
+			sig = "-"
+		}
+		fmt.Fprintf(w, "  pid %-7d %-16s %-16s %s\n", rec.Process.PID, rec.Comm, sig, rec.Result)
+	}
+	if dryRun {
+		fmt.Fprintf(w, "%d would be killed, %d spared, %d refused\n", r.WouldKill, r.Spared, r.Refused)
+		return
+	}
+	fmt.Fprintf(w, "%d killed, %d had exited, %d spared, %d refused, %d failed, %d survived (%s)\n", r.Killed, r.ExitedBeforeSignal,
+		r.Spared, r.Refused, r.Failed, r.Survivors, r.Duration.Round(time.Millisecond))
+}

@@ -1,0 +1,42 @@
+// Package orphans finds the MCP servers a node has leaked outside every
+// session: the backlog a node holds on the day mcptrace is installed, and
+// whatever leaks later outside the sessions it watches.
+//
+// It is pure: the agent reads the processes (lineage graph, procfs), and
+// Find decides, from what it is given, which are leaked and how sure that
+// is. A process is listed only when all of these hold:
+//
+//   - no session owns it (the agent passes only such processes), it is
+//     alive, not a kernel thread, and no spare rule protects it;
+//   - it is not a daemon the operator runs on purpose: not in a systemd
+//     service's cgroup (a leaf "….service"), not in a container's cgroup;
+//   - it is an MCP server: the first program below its starter past the
+//     wrappers (roles.Classify), and what it runs proves which program it
+//     is beyond its basename (a package a wrapper or its argv names, a
+//     script inside an npm package: roles.Packaged, Member.Named). A
+//     process is never listed by its name alone;
+//   - and there is evidence it leaked, of one of two kinds:
+//     HostGone: its standard input is a pipe that no process holds open
+//     for writing any more, or one end of a unix socketpair whose other
+//     end closed (a Node.js host's stdio), so whoever started it can
+//     never talk to it again (a stdio MCP server's host holds that end
+//     while it lives);
+//     Superseded: its starter is alive and started the same server (same
+//     identity, same command line) again later, and this older instance
+//     has been idle (no I/O) for the given time or its stdin has no
+//     writer.
+//
+// Confidence is Certain only for HostGone when the leaked chain was
+// reparented (to init or a
+// subreaper): the host is gone and nothing can use the server. Every
+// other listing is Likely.
+//
+// It is not the exporter's "orphaned" processes: those are live members
+// of sessions that ended, which the enforcer is already ending. These
+// belong to no session at all.
+//
+// What it does not do: read /proc, end anything (the agent ends an
+// orphan through the enforcer, from Orphan.Top down, with the caller's
+// authority), or look at containers (to come: a container whose
+// `docker run -i` client is gone).
+package orphans

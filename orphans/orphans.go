@@ -1,0 +1,328 @@
+package orphans
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/roles"
+)
+
+// Confidence says how sure a listing is.
+type Confidence string
+
+const (
+	// Certain: the evidence proves the server leaked (see the package doc).
+	Certain Confidence = "certain"
+	// Likely: the evidence points to a leak without proving it.
+	Likely Confidence = "likely"
+)
+
+// Kind is the evidence a server was listed on.
+type Kind string
+
+const (
+	// HostGone: its stdin pipe has no writer left.
+	HostGone Kind = "host-gone"
+	// Superseded: its live starter started the same server again.
+	Superseded Kind = "superseded"
+)
+
+// UnknownHost is the host kind of a server whose host is not known: it
+// predates the agent, or no host rule names it.
+const UnknownHost = "unknown"
+
+// Proc is a live process no session owns, as the agent read it.
+type Proc struct {
+	lineage.Process // with its images
+	// PPID is its parent now, from /proc.
+	PPID uint32
+	// Facts are its stdin and cgroup; FactsOK is false when they could
+	// not be read (it is then never listed).
+	Facts   procfs.Facts
+	FactsOK bool
+	// StdinWriters says whether anything can still write its stdin: for
+	// a pipe, how many processes hold it open for writing; for a unix
+	// socket, 1 while its peer is open and 0 once it closed. -1 when not
+	// known (stdin is neither, or it could not be told).
+	StdinWriters int
+	// IdleFor is how long its I/O counters have stood still (0: they
+	// moved since the last look, or there was none).
+	IdleFor time.Duration
+	Usage   procfs.Usage
+}
+
+// Input is what Find looks at.
+type Input struct {
+	// Procs are the live processes, in scope, that no session owns.
+	Procs []Proc
+	// Ancestors returns id's process first, then its creators up to the
+	// top (lineage.Graph.Ancestors), alive or exited.
+	Ancestors func(lineage.ID) []lineage.Process
+	// Spared reports a process a spare rule protects (nil: none).
+	Spared func(lineage.Process) bool
+	// HostKind names the host a process is (a host rule's name), "" when
+	// it is none (nil: none is).
+	HostKind func(lineage.Process) string
+	// IdleAfter is how long a superseded server must have been idle.
+	IdleAfter time.Duration
+}
+
+// Orphan is one leaked server.
+type Orphan struct {
+	// Server is the server process; Top the topmost process of its leaked
+	// chain (a wrapper above it, or itself): ending an orphan ends Top
+	// and everything Top created.
+	Server lineage.ID `json:"server"`
+	Top    lineage.ID `json:"top"`
+	// Name is the server's identity (roles); Chain the wrappers from its
+	// starter down to it, then its program.
+	Name  string   `json:"name"`
+	Chain []string `json:"chain,omitempty"`
+	// HostKind is the host rule that names the starter, or UnknownHost.
+	HostKind string `json:"host_kind"`
+	// Host is the live starter of a superseded server; zero for HostGone.
+	Host lineage.ID `json:"host"`
+	// Newer is the instance that supersedes a Superseded server.
+	Newer      lineage.ID `json:"newer"`
+	Kind       Kind       `json:"kind"`
+	Confidence Confidence `json:"confidence"`
+	// Evidence says, in words, why it is listed.
+	Evidence []string `json:"evidence"`
+	UID      uint32   `json:"uid"`
+	// Processes, RSSBytes and CPUSeconds add up the live processes from
+	// Top down that Find was given.
+	Processes  int     `json:"processes"`
+	RSSBytes   uint64  `json:"rss_bytes"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// Argv is the server's command line (the API redacts it).
+	Argv []string `json:"argv,omitempty"`
+}
+
+// candidate is a Proc with what Find derived of it.
+type candidate struct {
+	*Proc
+	chain   []lineage.Process // creators above it, nearest first
+	starter *lineage.Process  // the first non-wrapper above it; nil when none
+	member  roles.Member
+	server  bool // an MCP server by the rules above
+}
+
+// Find lists the leaked servers among in.Procs, sorted by host kind,
+// name, confidence and start.
+func Find(in Input) []Orphan {
+	byID := make(map[lineage.ID]*candidate, len(in.Procs))
+	cands := make([]*candidate, 0, len(in.Procs))
+	for i := range in.Procs {
+		c := &candidate{Proc: &in.Procs[i]}
+		byID[c.ID] = c
+		cands = append(cands, c)
+	}
+	for _, c := range cands {
+		classify(in, c)
+	}
+	// A server below another listed server is that server's business
+	// (ended with it), not a second leak.
+	below := func(c *candidate) bool {
+		for _, a := range c.chain {
+			if o := byID[a.ID]; o != nil && o.server {
+				return true
+			}
+		}
+		return false
+	}
+	var out []Orphan
+	for _, c := range cands {
+		if !c.server || below(c) {
+			continue
+		}
+		if o, ok := hostGone(in, c, byID); ok {
+			out = append(out, o)
+		} else if o, ok := superseded(in, c, cands, byID); ok {
+			out = append(out, o)
+		}
+	}
+	for i := range out {
+		total(&out[i], cands)
+		out[i].HostKind = cmp.Or(out[i].HostKind, UnknownHost)
+	}
+	slices.SortFunc(out, func(a, b Orphan) int {
+		return cmp.Or(cmp.Compare(a.HostKind, b.HostKind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Confidence, b.Confidence),
+			cmp.Compare(a.Server.Start, b.Server.Start), cmp.Compare(a.Server.PID, b.Server.PID))
+	})
+	return out
+}
+
+// classify decides whether c is an MCP server that may be listed.
+func classify(in Input, c *candidate) {
+	if c.Exited || c.Kernel || !c.FactsOK || (in.Spared != nil && in.Spared(c.Process)) || daemon(c.Facts.Cgroup) {
+		return
+	}
+	if in.Ancestors != nil {
+		if anc := in.Ancestors(c.ID); len(anc) > 1 {
+			c.chain = anc[1:]
+		}
+	}
+	// The chain from the starter down: the wrappers above c, nearest
+	// first, up to the first process that is not one.
+	procs := []lineage.Process{c.Process}
+	for i := range c.chain {
+		a := &c.chain[i]
+		if _, wrapper := roles.Identity(a.Current()); !wrapper {
+			c.starter = a
+			break
+		}
+		procs = append(procs, *a)
+	}
+	var root lineage.ID
+	if c.starter != nil {
+		root = c.starter.ID
+		procs = append(procs, *c.starter)
+	}
+	slices.Reverse(procs)
+	ms := roles.Classify(root, true, procs)
+	c.member = ms[len(ms)-1]
+	c.server = c.member.Role == roles.Server && (c.member.Named || roles.Packaged(c.Process))
+}
+
+// daemon: a systemd service's cgroup, or a container's.
+func daemon(cgroup string) bool {
+	leaf := cgroup[strings.LastIndexByte(cgroup, '/')+1:]
+	if strings.HasSuffix(leaf, ".service") && !strings.HasPrefix(leaf, "user@") {
+		return true
+	}
+	for _, s := range []string{"/docker/", "/docker-", "/libpod-", "/kubepods", "/containerd/", "/lxc.payload"} {
+		if strings.Contains(cgroup, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// top is the topmost process of c's leaked chain: c, or the live
+// wrappers above it that read the same stdin and that no session owns.
+func top(c *candidate, byID map[lineage.ID]*candidate) *candidate {
+	t := c
+	for _, a := range c.chain {
+		w := byID[a.ID]
+		if w == nil || w.Exited || !w.FactsOK || (c.starter != nil && a.ID == c.starter.ID) {
+			break
+		}
+		if _, wrapper := roles.Identity(w.Current()); !wrapper || w.Facts.Stdin != c.Facts.Stdin ||
+			w.Facts.StdinPipe != c.Facts.StdinPipe || w.Facts.StdinSocket != c.Facts.StdinSocket {
+			break
+		}
+		t = w
+	}
+	return t
+}
+
+func newOrphan(c, t *candidate, kind Kind) Orphan {
+	return Orphan{Server: c.ID, Top: t.ID, Name: c.member.Server, Chain: c.member.Chain, Kind: kind, UID: c.UID, Argv: c.Current().Argv}
+}
+
+// hostGone lists c when its stdin pipe has no writer left.
+func hostGone(in Input, c *candidate, byID map[lineage.ID]*candidate) (Orphan, bool) {
+	if !cutOff(c) {
+		return Orphan{}, false
+	}
+	t := top(c, byID)
+	o := newOrphan(c, t, HostGone)
+	if in.HostKind != nil && c.starter != nil {
+		o.HostKind = in.HostKind(*c.starter)
+	}
+	o.Confidence = Likely
+	o.Evidence = []string{fmt.Sprintf("its stdin (a %s) has no writer left: whoever started it can no longer talk to it", c.Facts.Stdin)}
+	if c.starter != nil && c.starter.Exited {
+		o.Evidence = append(o.Evidence, fmt.Sprintf("its starter %s (pid %d) exited", c.starter.Comm, c.starter.ID.PID))
+	}
+	switch {
+	case t.PPID == 1:
+		o.Confidence = Certain
+		o.Evidence = append(o.Evidence, "reparented to init (pid 1)")
+	case reparented(t):
+		o.Confidence = Certain
+		o.Evidence = append(o.Evidence, fmt.Sprintf("reparented to pid %d, not its creator", t.PPID))
+	default:
+		o.Evidence = append(o.Evidence, fmt.Sprintf("its parent pid %d still runs", t.PPID))
+	}
+	return o, true
+}
+
+// cutOff: c reads a pipe or socket nothing can write any more.
+func cutOff(c *candidate) bool {
+	return (c.Facts.Stdin == procfs.StdinPipe || c.Facts.Stdin == procfs.StdinSocket) && c.StdinWriters == 0
+}
+
+// reparented: t's parent now is not the process that created it.
+func reparented(t *candidate) bool {
+	if len(t.chain) == 0 {
+		return false
+	}
+	creator := t.chain[0]
+	return creator.Exited || creator.ID.PID != t.PPID
+}
+
+// superseded lists c when its live starter started the same server again
+// later and c is idle or cut off.
+func superseded(in Input, c *candidate, cands []*candidate, byID map[lineage.ID]*candidate) (Orphan, bool) {
+	if c.starter == nil || c.starter.Exited || c.starter.ID.PID <= 1 {
+		return Orphan{}, false
+	}
+	key := roles.CommandKey(c.Process)
+	var newer *candidate
+	for _, d := range cands {
+		if d == c || !d.server || d.starter == nil || d.starter.ID != c.starter.ID || d.member.Server != c.member.Server ||
+			d.ID.Start <= c.ID.Start || roles.CommandKey(d.Process) != key {
+			continue
+		}
+		if newer == nil || d.ID.Start > newer.ID.Start {
+			newer = d
+		}
+	}
+	if newer == nil {
+		return Orphan{}, false
+	}
+	idle := in.IdleAfter > 0 && c.IdleFor >= in.IdleAfter
+	cut := cutOff(c)
+	if !idle && !cut {
+		return Orphan{}, false
+	}
+	o := newOrphan(c, top(c, byID), Superseded)
+	o.Host, o.Newer, o.Confidence = c.starter.ID, newer.ID, Likely
+	if in.HostKind != nil {
+		o.HostKind = in.HostKind(*c.starter)
+	}
+	after := time.Duration(newer.ID.Start - c.ID.Start).Round(time.Second)
+	o.Evidence = []string{fmt.Sprintf("its starter %s (pid %d) still runs and started the same server again %s later (pid %d)",
+		c.starter.Comm, c.starter.ID.PID, after, newer.ID.PID)}
+	if idle {
+		o.Evidence = append(o.Evidence, fmt.Sprintf("no I/O for %s", c.IdleFor.Round(time.Second)))
+	}
+	if cut {
+		o.Evidence = append(o.Evidence, fmt.Sprintf("its stdin (a %s) has no writer left", c.Facts.Stdin))
+	}
+	return o, true
+}
+
+// total adds up the live candidates from o.Top down.
+func total(o *Orphan, cands []*candidate) {
+	for _, c := range cands {
+		if c.Exited {
+			continue
+		}
+		in := c.ID == o.Top
+		for _, a := range c.chain {
+			in = in || a.ID == o.Top
+		}
+		if in {
+			o.Processes++
+			o.RSSBytes += c.Usage.RSSBytes
+			o.CPUSeconds += c.Usage.CPUSeconds()
+		}
+	}
+}

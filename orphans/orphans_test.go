@@ -1,0 +1,183 @@
+package orphans
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
+)
+
+// world is a synthetic node: every process the graph knows, alive or
+// exited, by PID.
+type world struct {
+	all   map[uint32]*Proc
+	order []uint32
+}
+
+func newWorld() *world { return &world{all: map[uint32]*Proc{}} }
+
+func id(pid uint32) lineage.ID { return lineage.ID{PID: pid, Start: uint64(pid) * 1e9} }
+
+// add a process created by creator (0: none known), running argv, with
+// stdin pipe (0: /dev/null) held by writers writers.
+func (w *world) add(pid, creator uint32, pipe uint64, writers int, argv ...string) *Proc {
+	p := &Proc{Process: lineage.Process{ID: id(pid), Comm: argv[0], UID: 1000,
+		Images: []lineage.Image{{Filename: "/usr/bin/" + argv[0], Argv: argv}}},
+		PPID: creator, FactsOK: true, StdinWriters: -1,
+		Facts: procfs.Facts{Stdin: procfs.StdinDevNull, Cgroup: "/user.slice/user-1000.slice/session-2.scope"},
+		Usage: procfs.Usage{RSSBytes: 10 << 20}}
+	if creator != 0 {
+		p.Creator = id(creator)
+	}
+	if pipe != 0 {
+		p.Facts.Stdin, p.Facts.StdinPipe, p.StdinWriters = procfs.StdinPipe, pipe, writers
+	}
+	w.all[pid] = p
+	w.order = append(w.order, pid)
+	return p
+}
+
+func (w *world) exit(pid uint32) { w.all[pid].Exited = true }
+
+func (w *world) input() Input {
+	var procs []Proc
+	for _, pid := range w.order {
+		if p := w.all[pid]; !p.Exited && pid != 1 {
+			procs = append(procs, *p)
+		}
+	}
+	return Input{
+		Procs: procs,
+		Ancestors: func(x lineage.ID) []lineage.Process {
+			var out []lineage.Process
+			for p := w.all[x.PID]; p != nil; {
+				out = append(out, p.Process)
+				if p.Creator.IsZero() {
+					break
+				}
+				p = w.all[p.Creator.PID]
+			}
+			return out
+		},
+		HostKind: func(p lineage.Process) string {
+			if p.Comm == "claude" || p.Comm == "codex" {
+				return p.Comm
+			}
+			return ""
+		},
+		IdleAfter: 5 * time.Minute,
+	}
+}
+
+// npxChain adds host → npx → sh → node running pkg, all reading pipe.
+func (w *world) npxChain(host, base uint32, pipe uint64, writers int, pkg string) {
+	w.add(base, host, pipe, writers, "npx", "-y", pkg)
+	w.add(base+1, base, pipe, writers, "sh", "-c", "server")
+	w.add(base+2, base+1, pipe, writers, "node", "/home/u/.npm/_npx/1/node_modules/"+pkg+"/dist/index.js")
+}
+
+func TestFindListsLeakedServersWithTheirEvidenceAndNoBystanders(t *testing.T) {
+	w := newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	// A Claude session that exited: its npx chain lives on, reparented to
+	// init, reading a pipe nobody writes.
+	w.add(100, 1, 0, 0, "claude")
+	w.npxChain(100, 110, 77, 0, "@acme/server-x")
+	w.exit(100)
+	for _, pid := range []uint32{110} {
+		w.all[pid].PPID = 1
+	}
+	// A live Codex whose sh -c wrapper exited: the server is reparented
+	// but Codex still writes its stdin. Not leaked.
+	w.add(200, 1, 0, 0, "codex")
+	w.add(210, 200, 88, 1, "sh", "-c", "server")
+	w.add(211, 210, 88, 1, "node", "/srv/node_modules/@acme/server-y/index.js")
+	w.exit(210)
+	w.all[211].PPID = 1
+	// Bystanders: a user's own node script cut off from its pipe; a
+	// packaged server run as a systemd service; a spared one; a daemon on
+	// /dev/null.
+	w.add(300, 1, 99, 0, "node", "/home/u/project/app.js")
+	svc := w.add(310, 1, 98, 0, "node", "/opt/node_modules/@acme/server-z/index.js")
+	svc.Facts.Cgroup = "/system.slice/acme-mcp.service"
+	w.add(320, 1, 97, 0, "node", "/opt/node_modules/@acme/keep-me/index.js")
+	w.add(330, 1, 0, 0, "node", "/opt/node_modules/@acme/daemon/index.js")
+	in := w.input()
+	in.Spared = func(p lineage.Process) bool { return strings.Contains(strings.Join(p.Current().Argv, " "), "keep-me") }
+
+	got := Find(in)
+	if len(got) != 1 {
+		t.Fatalf("found %d, want the leaked chain only: %+v", len(got), got)
+	}
+	o := got[0]
+	if o.Server != id(112) || o.Top != id(110) || o.Name != "@acme/server-x" || o.Kind != HostGone || o.Confidence != Certain || o.HostKind != "claude" {
+		t.Errorf("orphan %+v", o)
+	}
+	if o.Processes != 3 || o.RSSBytes != 30<<20 || !slices.Equal(o.Chain, []string{"npx", "sh", "node"}) {
+		t.Errorf("totals and chain: %d processes, %d bytes, chain %v", o.Processes, o.RSSBytes, o.Chain)
+	}
+	if !strings.Contains(strings.Join(o.Evidence, "; "), "reparented to init") {
+		t.Errorf("evidence %q", o.Evidence)
+	}
+}
+
+// A server cut off from its pipe whose wrapper still runs under a live
+// parent is listed, but only as likely: its parent may still mean to use
+// it. One whose writers are unknown is not listed.
+func TestFindIsOnlyLikelyWhereTheChainWasNotReparented(t *testing.T) {
+	w := newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	w.add(50, 1, 0, 0, "bash")
+	w.npxChain(50, 60, 5, 0, "@acme/cut-off")
+	w.npxChain(50, 70, 6, -1, "@acme/unknown")
+	got := Find(w.input())
+	if len(got) != 1 || got[0].Name != "@acme/cut-off" || got[0].Confidence != Likely || got[0].HostKind != UnknownHost {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// A live host that started the same server again leaves the older
+// instance superseded: listed as likely once it has been idle long
+// enough; the newer one, and another server with the same name but
+// another command line, are not.
+func TestFindListsTheOlderIdleInstanceOfAServerItsLiveHostStartedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		idle time.Duration
+		want int
+	}{{10 * time.Minute, 1}, {time.Minute, 0}} {
+		w := newWorld()
+		w.add(1, 0, 0, 0, "systemd")
+		w.add(400, 1, 0, 0, "codex")
+		w.npxChain(400, 410, 41, 1, "@acme/server-fs")
+		w.npxChain(400, 420, 42, 1, "@acme/server-fs")
+		w.add(430, 400, 43, 1, "node", "/srv/node_modules/@acme/server-fs/dist/index.js", "--other-root")
+		w.all[412].IdleFor = tc.idle
+		got := Find(w.input())
+		if len(got) != tc.want {
+			t.Fatalf("idle %v: got %+v", tc.idle, got)
+		}
+		if tc.want == 0 {
+			continue
+		}
+		o := got[0]
+		if o.Server != id(412) || o.Top != id(410) || o.Newer != id(422) || o.Host != id(400) || o.Kind != Superseded ||
+			o.Confidence != Likely || o.HostKind != "codex" {
+			t.Errorf("orphan %+v", o)
+		}
+	}
+}
+
+// What a leaked server started is ended with it, not listed again.
+func TestFindListsAServerNotTheServersItStarted(t *testing.T) {
+	w := newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	w.npxChain(1, 500, 50, 0, "@acme/parent")
+	w.add(510, 502, 50, 0, "node", "/home/u/.npm/_npx/1/node_modules/@acme/worker/index.js")
+	got := Find(w.input())
+	if len(got) != 1 || got[0].Server != id(502) || got[0].Processes != 4 {
+		t.Fatalf("got %+v", got)
+	}
+}

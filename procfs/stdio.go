@@ -1,0 +1,106 @@
+package procfs
+
+import (
+	"strconv"
+	"strings"
+)
+
+// StdinKind says what a process's standard input (fd 0) is.
+type StdinKind string
+
+const (
+	StdinPipe    StdinKind = "pipe"
+	StdinSocket  StdinKind = "socket"
+	StdinTTY     StdinKind = "tty"
+	StdinDevNull StdinKind = "/dev/null"
+	StdinFile    StdinKind = "file"
+	StdinClosed  StdinKind = "closed"
+	StdinOther   StdinKind = "other"
+)
+
+// Facts are what leak detection reads of one process beyond its
+// snapshot: where its standard input comes from, and its cgroup.
+type Facts struct {
+	Stdin StdinKind
+	// StdinPipe is the pipe's inode when Stdin is StdinPipe; StdinSocket
+	// the socket's when Stdin is StdinSocket (a Node.js host's stdio is a
+	// unix socketpair: UnixPeerClosed says whether it is cut off).
+	StdinPipe   uint64
+	StdinSocket uint64
+	// Cgroup is the process's cgroup path: the unified (v2) one, else
+	// systemd's name=systemd one; "" when neither is listed.
+	Cgroup string
+}
+
+// stdinOf classifies the target of /proc/PID/fd/0 ("" when fd 0 is
+// closed) and gives the inode of a pipe or socket.
+func stdinOf(target string) (StdinKind, uint64) {
+	switch {
+	case target == "":
+		return StdinClosed, 0
+	case strings.HasPrefix(target, "pipe:["):
+		ino, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(target, "pipe:["), "]"), 10, 64)
+		if err != nil {
+			return StdinOther, 0
+		}
+		return StdinPipe, ino
+	case strings.HasPrefix(target, "socket:["):
+		ino, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]"), 10, 64)
+		if err != nil {
+			return StdinOther, 0
+		}
+		return StdinSocket, ino
+	case target == "/dev/null":
+		return StdinDevNull, 0
+	case strings.HasPrefix(target, "/dev/pts/") || strings.HasPrefix(target, "/dev/tty") || target == "/dev/console":
+		return StdinTTY, 0
+	case strings.HasPrefix(target, "/"):
+		return StdinFile, 0
+	}
+	return StdinOther, 0
+}
+
+// pipeInode is the inode of a descriptor link target "pipe:[N]", 0 for
+// anything else.
+func pipeInode(target string) uint64 {
+	if k, ino := stdinOf(target); k == StdinPipe {
+		return ino
+	}
+	return 0
+}
+
+// cgroupOf picks the cgroup path from /proc/PID/cgroup: the unified
+// line ("0::/…"), else systemd's named hierarchy ("N:name=systemd:/…").
+func cgroupOf(data string) string {
+	var named string
+	for line := range strings.Lines(data) {
+		line = strings.TrimRight(line, "\n")
+		hier, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		ctrl, path, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		if hier == "0" && ctrl == "" {
+			return path
+		}
+		if ctrl == "name=systemd" {
+			named = path
+		}
+	}
+	return named
+}
+
+// writes reports whether an fdinfo "flags:" value (octal) opens for
+// writing: O_WRONLY or O_RDWR.
+func writes(fdinfo string) bool {
+	for line := range strings.Lines(fdinfo) {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return err == nil && f&3 != 0
+		}
+	}
+	return false
+}
