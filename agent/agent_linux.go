@@ -19,6 +19,7 @@ import (
 	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/internal/quota"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/orphans"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/sessions"
@@ -72,6 +73,9 @@ type Options struct {
 	// (exporter.DefaultOrphansEvery); samples in between show the last
 	// look.
 	OrphansEvery time.Duration
+	// OrphansConfirmAfter is how long a server's stdin must stay cut off
+	// before it counts as a leak (orphans.DefaultConfirmAfter).
+	OrphansConfirmAfter time.Duration
 	// ReapSupersededAfter, when not 0, ends an MCP server that its host
 	// started again (a newer instance of the same server lives in the
 	// same session) once the older one did no I/O for this long; it is
@@ -124,6 +128,9 @@ func (o *Options) defaults() {
 	}
 	if o.OrphansEvery == 0 {
 		o.OrphansEvery = exporter.DefaultOrphansEvery
+	}
+	if o.OrphansConfirmAfter == 0 {
+		o.OrphansConfirmAfter = orphans.DefaultConfirmAfter
 	}
 	if o.ContainerEngineSocket == "" {
 		o.ContainerEngineSocket = containers.DefaultEngineSocket

@@ -25,31 +25,37 @@ const ReasonOrphan = "orphan"
 // valid session ID, so no session's records mix with them.
 const OrphansSession = "(orphans)"
 
-// orphanLookGap spaces looks for orphans: at most two a second, however
-// many callers ask.
+// orphanLookGap is how long one look for orphans answers every caller:
+// a look reads /proc for every unowned wrapper and server, and anyone may
+// ask, so no one can make the agent look more than twice a second.
 const orphanLookGap = 500 * time.Millisecond
 
 // orphanEndTimeout bounds one ending of orphans: the API answers within
 // its write timeout, and what survives is reported, not waited for.
 const orphanEndTimeout = 25 * time.Second
 
-// orphanState remembers the I/O counters of processes no session owns
-// between two looks, so that idleness is evidence: a server whose
-// counters stood still since an earlier look has been idle that long.
+// orphanState is what the agent remembers of its looks for orphans.
 type orphanState struct {
-	mu sync.Mutex
-	io ioWatch
-	rd procfs.UsageReader
-	// lastLook is when the last look began.
+	mu sync.Mutex // one look at a time; guards what follows
+	// io remembers I/O counters from look to look (idleness); cut when
+	// each stdin was first seen cut off (a cut-off must last).
+	io  ioWatch
+	cut map[lineage.ID]time.Time
+	rd  procfs.UsageReader
+	// last is the last look (every uid's), reused for orphanLookGap.
+	last     orphans.Found
 	lastLook time.Time
-	// looked is when the sampler last looked; picture what it found.
+	// looked and picture are the metrics' last look and what it found.
 	looked  time.Time
 	picture map[exporter.UnownedKey]exporter.UnownedStats
+
+	// endMu lets one ending of orphans run at a time.
+	endMu sync.Mutex
 }
 
 // unownedPicture is the metrics' view of the orphans: from a new look
-// when the last is Options.OrphansEvery old, else the last one's.
-// Called by the sampler.
+// when the last is Options.OrphansEvery old, else the last one's. Called
+// by the sampler.
 func (a *Agent) unownedPicture(now time.Time) map[exporter.UnownedKey]exporter.UnownedStats {
 	o := &a.orphans
 	o.mu.Lock()
@@ -59,13 +65,13 @@ func (a *Agent) unownedPicture(now time.Time) map[exporter.UnownedKey]exporter.U
 	if !due {
 		return last
 	}
-	list, err := a.Orphans(0, true)
+	found, err := a.Orphans(0, true)
 	if err != nil {
 		a.log.Warn("looking for orphans for the metrics failed", "err", err)
 		return last
 	}
 	pic := map[exporter.UnownedKey]exporter.UnownedStats{}
-	for _, x := range list {
+	for _, x := range found.Orphans {
 		k := exporter.UnownedKey{HostKind: x.HostKind, Kind: string(x.Kind), Confidence: string(x.Confidence)}
 		st := pic[k]
 		st.Servers++
@@ -80,10 +86,33 @@ func (a *Agent) unownedPicture(now time.Time) map[exporter.UnownedKey]exporter.U
 }
 
 // Orphans lists the leaked servers (package orphans) among the live
-// processes no session owns, within the agent's scope: all of them for
-// root, a caller's own (by real uid) for anyone else.
-func (a *Agent) Orphans(uid uint32, root bool) ([]orphans.Orphan, error) {
-	procs := a.tracker.Unowned(func(p lineage.Process) bool { return root || p.UID == uid })
+// processes no session owns, within the agent's scope: every uid's for
+// root, a caller's own (by real uid) for anyone else. Every caller is
+// answered from one look, taken again when the last is orphanLookGap old.
+func (a *Agent) Orphans(uid uint32, root bool) (orphans.Found, error) {
+	o := &a.orphans
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lastLook.IsZero() || time.Since(o.lastLook) >= orphanLookGap {
+		o.last = a.look()
+		o.lastLook = time.Now()
+	}
+	if root {
+		return orphans.Found{Orphans: slices.Clone(o.last.Orphans), Pending: o.last.Pending}, nil
+	}
+	var mine orphans.Found
+	for _, x := range o.last.Orphans {
+		if x.UID == uid {
+			mine.Orphans = append(mine.Orphans, x)
+		}
+	}
+	return mine, nil
+}
+
+// look reads what package orphans needs of every unowned wrapper and
+// server and finds the orphans; o.mu is held.
+func (a *Agent) look() orphans.Found {
+	o := &a.orphans
 	in := orphans.Input{
 		Ancestors: a.graph.Ancestors,
 		Spared:    a.enf.Spares,
@@ -92,36 +121,40 @@ func (a *Agent) Orphans(uid uint32, root bool) ([]orphans.Orphan, error) {
 			name, _ := a.tracker.MatchRule(sessions.Image{Filename: img.Filename, Comm: p.Comm, Argv: img.Argv})
 			return name
 		},
-		IdleAfter: a.opts.IdleAfter,
+		IdleAfter:    a.opts.IdleAfter,
+		ConfirmAfter: a.opts.OrphansConfirmAfter,
 	}
-	o := &a.orphans
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	// A look may scan every process's descriptors: any caller can ask
-	// for one, so looks are spaced, whoever asks.
-	if wait := orphanLookGap - time.Since(o.lastLook); wait > 0 {
-		time.Sleep(wait)
-	}
-	o.lastLook = time.Now()
 	o.io.begin()
+	if o.cut == nil {
+		o.cut = map[lineage.ID]time.Time{}
+	}
 	o.rd.Root = a.opts.ProcRoot
 	now := time.Now()
-	pipes := map[uint64]bool{}
-	for _, p := range procs {
+	seen := map[lineage.ID]bool{}
+	for _, p := range a.tracker.Unowned(nil) {
 		// Only a wrapper, what a wrapper started, or a server that names
-		// its package can be listed or lead to a listing: read /proc for
-		// those alone.
+		// its package can be listed or lead to a listing: /proc is read
+		// for those alone.
 		if !a.mayLeak(p) {
 			continue
 		}
-		pr := orphans.Proc{Process: p, StdinWriters: -1}
+		pr := orphans.Proc{Process: p}
 		f, ferr := procfs.ReadFacts(a.opts.ProcRoot, p.ID)
 		st, serr := procfs.ReadStat(a.opts.ProcRoot, p.ID.PID)
-		same := serr == nil && (lineage.ID{PID: p.ID.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(p.ID)
-		if ferr == nil && same {
+		if ferr == nil && serr == nil && (lineage.ID{PID: p.ID.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(p.ID) {
 			pr.Facts, pr.FactsOK, pr.PPID = f, true, st.PPID
-			if f.Stdin == procfs.StdinPipe {
-				pipes[f.StdinPipe] = true
+		}
+		if pr.FactsOK && (f.Stdin == procfs.StdinPipe || f.Stdin == procfs.StdinSocket) {
+			if cut, err := procfs.StdinCutOff(a.opts.ProcRoot, p.ID); err == nil && cut {
+				first, ok := o.cut[p.ID]
+				if !ok {
+					first = now
+					o.cut[p.ID] = now
+				}
+				// Counted from before this look, so that a cut-off seen
+				// now for the first time is not yet evidence.
+				pr.CutFor = max(now.Sub(first), time.Nanosecond)
+				seen[p.ID] = true
 			}
 		}
 		if u, err := o.rd.Read(p.ID); err == nil {
@@ -129,48 +162,26 @@ func (a *Agent) Orphans(uid uint32, root bool) ([]orphans.Orphan, error) {
 		}
 		in.Procs = append(in.Procs, pr)
 	}
-	// Forget the counters of what is gone, or owned by a session now. A
-	// caller's look sees only that caller's processes: it forgets only
-	// what has exited.
-	if root {
-		o.io.forgetUnseen()
-	} else {
-		for id := range o.io.io {
-			if p, ok := a.graph.Get(id); !ok || p.Exited {
-				delete(o.io.io, id)
+	o.io.forgetUnseen()
+	for id := range o.cut {
+		if !seen[id] {
+			delete(o.cut, id)
+		}
+	}
+	found := orphans.Find(in)
+	// What ending an orphan would end, counted as the ending will.
+	for i := range found.Orphans {
+		x := &found.Orphans[i]
+		ms := a.orphanMembers(*x)
+		x.Processes, x.RSSBytes, x.CPUSeconds = len(ms), 0, 0
+		for _, m := range ms {
+			if u, err := o.rd.Read(m.ID); err == nil {
+				x.RSSBytes += u.RSSBytes
+				x.CPUSeconds += u.CPUSeconds()
 			}
 		}
 	}
-	for i := range in.Procs {
-		pr := &in.Procs[i]
-		if !pr.FactsOK || pr.Facts.Stdin != procfs.StdinSocket {
-			continue
-		}
-		switch closed, err := procfs.UnixPeerClosed(pr.Facts.StdinSocket); {
-		case err != nil:
-			// Not a unix socket, or sock_diag is missing: not told.
-		case closed:
-			pr.StdinWriters = 0
-		default:
-			pr.StdinWriters = 1
-		}
-	}
-	if len(pipes) > 0 {
-		writers, unseen, err := procfs.PipeWriters(a.opts.ProcRoot, pipes)
-		switch {
-		case err != nil:
-			a.log.Warn("reading who writes the stdin pipes of unowned processes failed: none is listed as cut off", "err", err)
-		case unseen > 0:
-			a.log.Warn("some processes' descriptors could not be read: no stdin pipe is proven cut off", "unreadable", unseen)
-		default:
-			for i := range in.Procs {
-				if f := in.Procs[i].Facts; in.Procs[i].FactsOK && f.Stdin == procfs.StdinPipe {
-					in.Procs[i].StdinWriters = len(writers[f.StdinPipe])
-				}
-			}
-		}
-	}
-	return orphans.Find(in), nil
+	return found
 }
 
 // mayLeak: p is a wrapper, was started by one, or names its package.
@@ -186,38 +197,89 @@ func (a *Agent) mayLeak(p lineage.Process) bool {
 	return wrapper
 }
 
+// orphanMembers is what ending x ends, as it is now: the chain from
+// x.Top down to the server, the server, and what the server created
+// that stayed in its session (setsid(2)): a daemon it detached (tmux,
+// nohup'd into its own session, a systemd scope) is the user's, not the
+// leak's. Every one alive, owned by no active session, of x's uid, and
+// in no daemon's or container's cgroup; with its images (spare rules and
+// records read them).
+func (a *Agent) orphanMembers(x orphans.Orphan) []lineage.Process {
+	keep := func(p lineage.Process) bool {
+		if p.Exited || p.UID != x.UID {
+			return false
+		}
+		if _, owned := a.tracker.SessionOf(p.ID); owned {
+			return false
+		}
+		f, err := procfs.ReadFacts(a.opts.ProcRoot, p.ID)
+		return err == nil && !orphans.Daemon(f.Cgroup)
+	}
+	var out []lineage.Process
+	// The chain, server first, up to Top.
+	chain := a.graph.Ancestors(x.Server)
+	topAt := slices.IndexFunc(chain, func(p lineage.Process) bool { return p.ID == x.Top })
+	if topAt < 0 {
+		return nil // the server is no longer below Top: nothing is proven
+	}
+	for _, p := range chain[1 : topAt+1] {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	server, ok := a.graph.Get(x.Server)
+	if !ok || !keep(server) {
+		return out
+	}
+	st, err := procfs.ReadStat(a.opts.ProcRoot, x.Server.PID)
+	if err != nil || !(lineage.ID{PID: x.Server.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(x.Server) {
+		return out
+	}
+	for _, p := range a.graph.Descendants(x.Server) {
+		if !keep(p) {
+			continue
+		}
+		if p.ID != x.Server {
+			ps, err := procfs.ReadStat(a.opts.ProcRoot, p.ID.PID)
+			if err != nil || ps.Session != st.Session || !(lineage.ID{PID: p.ID.PID, Start: ps.StartTicks * lineage.TickNS}).SameTick(p.ID) {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // EndOrphans ends what Orphans lists now for the caller (only the
-// certain ones with certainOnly), each from its Top down, through the
-// enforcer with the caller's authority: root ends any uid's, anyone else
-// only what they could signal themselves (Ending.Owner). With dryRun an
-// enforcer in audit mode runs the same checks and ends nothing. What ends
-// is re-read at every sweep round: a process a session owns by then, or
-// outside the scope, is left alone.
+// certain ones with certainOnly), each what orphanMembers says, through
+// the enforcer with the caller's own authority: root ends any uid's,
+// anyone else only what they could signal themselves, whatever
+// enforcer.cross-uid says (Ending.OwnerOnly). With dryRun an enforcer in
+// audit mode runs the same checks and ends nothing. The members are read
+// again at every sweep round. One ending of orphans runs at a time.
 func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, dryRun bool) ([]orphans.Orphan, enforcer.Report, error) {
-	list, err := a.Orphans(uid, root)
+	o := &a.orphans
+	o.endMu.Lock()
+	defer o.endMu.Unlock()
+	found, err := a.Orphans(uid, root)
 	if err != nil {
 		return nil, enforcer.Report{}, err
 	}
+	list := found.Orphans
 	if certainOnly {
-		list = slices.DeleteFunc(list, func(o orphans.Orphan) bool { return o.Confidence != orphans.Certain })
+		list = slices.DeleteFunc(list, func(x orphans.Orphan) bool { return x.Confidence != orphans.Certain })
 	}
 	owner := uid
 	if root {
 		owner = 0
 	}
-	tops := make([]lineage.ID, 0, len(list))
-	for _, o := range list {
-		tops = append(tops, o.Top)
-	}
-	en := enforcer.Ending{Session: OrphansSession, Reason: ReasonOrphan, Owner: owner, Members: func() []lineage.Process {
-		unowned := map[lineage.ID]bool{}
-		for _, p := range a.tracker.Unowned(func(p lineage.Process) bool { return root || p.UID == uid }) {
-			unowned[p.ID] = true
-		}
+	en := enforcer.Ending{Session: OrphansSession, Reason: ReasonOrphan, Owner: owner, OwnerOnly: true, Members: func() []lineage.Process {
 		var out []lineage.Process
-		for _, t := range tops {
-			for _, p := range a.graph.Descendants(t) {
-				if !p.Exited && unowned[p.ID] {
+		seen := map[lineage.ID]bool{}
+		for _, x := range list {
+			for _, p := range a.orphanMembers(x) {
+				if !seen[p.ID] {
+					seen[p.ID] = true
 					out = append(out, p)
 				}
 			}
@@ -252,5 +314,9 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 		a.journal([]state.Record{jsonRecord(recReport, reportRecord{Key: key, Report: kept, Records: records})})
 		a.mu.Unlock()
 	}
+	// The next look must not answer from before the ending.
+	o.mu.Lock()
+	o.lastLook = time.Time{}
+	o.mu.Unlock()
 	return list, rep, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -54,11 +55,11 @@ func newWorld(t testing.TB) *world {
 	// Orphans as the agent finds them, on synthetic facts: every process
 	// no session owns reads a stdin pipe nobody writes, reparented to
 	// init.
-	w.s.Orphans = func(uid uint32, root bool) ([]orphans.Orphan, error) {
+	w.s.Orphans = func(uid uint32, root bool) (orphans.Found, error) {
 		var in orphans.Input
 		for i, p := range tr.Unowned(func(p lineage.Process) bool { return root || p.UID == uid }) {
-			in.Procs = append(in.Procs, orphans.Proc{Process: p, PPID: 1, FactsOK: true, StdinWriters: 0,
-				Facts: procfs.Facts{Stdin: procfs.StdinPipe, StdinPipe: uint64(i + 1)}})
+			in.Procs = append(in.Procs, orphans.Proc{Process: p, PPID: 1, FactsOK: true, CutFor: time.Hour,
+				Facts: procfs.Facts{Stdin: procfs.StdinPipe, StdinInode: uint64(i + 1), Cgroup: "/user.slice"}})
 		}
 		in.Ancestors = g.Ancestors
 		return orphans.Find(in), nil
@@ -66,8 +67,8 @@ func newWorld(t testing.TB) *world {
 	// Ending them is the agent's (tested there): here it lists what it
 	// would end and ends nothing.
 	w.s.EndOrphans = func(_ context.Context, uid uint32, root, _, _ bool) ([]orphans.Orphan, enforcer.Report, error) {
-		list, err := w.s.Orphans(uid, root)
-		return list, enforcer.Report{Session: "(orphans)", Mode: enforcer.ModeAudit}, err
+		found, err := w.s.Orphans(uid, root)
+		return found.Orphans, enforcer.Report{Session: "(orphans)", Mode: enforcer.ModeAudit}, err
 	}
 	return w
 }

@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/orphans"
 	"github.com/mcptrace/mcptrace/redact"
 )
@@ -16,6 +18,11 @@ type OrphanList struct {
 	Now     uint64           `json:"now_ns"`
 	Orphans []orphans.Orphan `json:"orphans"`
 	Totals  OrphanTotals     `json:"totals"`
+	// Pending counts servers whose stdin was seen cut off too recently
+	// to count (root only: others get 0); ConfirmIn is when they can be
+	// confirmed at the soonest.
+	Pending   int           `json:"pending,omitempty"`
+	ConfirmIn time.Duration `json:"confirm_in_ns,omitempty"`
 }
 
 // OrphanTotals add up a list of orphans.
@@ -67,10 +74,14 @@ type EndOrphansResult struct {
 
 // presentOrphans makes orphans fit for the caller, in place: argv
 // redacted unless root asked for it raw, and for anyone but root shown
-// only when the server's current image ran under the caller's uid.
+// only when the server's current image ran under the caller's uid; the
+// live host of a superseded server only when it is the caller's.
 func (s *Server) presentOrphans(c Caller, raw bool, list []orphans.Orphan) {
 	for i := range list {
 		o := &list[i]
+		if !c.Root() && o.HostUID != c.UID {
+			o.Host = lineage.ID{}
+		}
 		if !c.Root() {
 			if p, ok := s.Graph.Get(o.Server); !ok || p.Current().UID != c.UID {
 				o.Argv = nil
@@ -91,13 +102,17 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "this agent does not look for orphans")
 		return
 	}
-	list, err := s.Orphans(c.UID, c.Root())
+	found, err := s.Orphans(c.UID, c.Root())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	s.presentOrphans(c, wantsRaw(c, r), list)
-	writeJSON(w, http.StatusOK, OrphanList{Now: s.Now(), Orphans: list, Totals: TotalsOf(list)})
+	s.presentOrphans(c, wantsRaw(c, r), found.Orphans)
+	l := OrphanList{Now: s.Now(), Orphans: found.Orphans, Totals: TotalsOf(found.Orphans)}
+	if c.Root() && found.Pending > 0 {
+		l.Pending, l.ConfirmIn = found.Pending, orphans.DefaultConfirmAfter
+	}
+	writeJSON(w, http.StatusOK, l)
 }
 
 func (s *Server) handleEndOrphans(w http.ResponseWriter, r *http.Request) {

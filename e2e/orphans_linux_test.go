@@ -43,14 +43,14 @@ func stubborn(t *testing.T) (node, script string) {
 // sh wrapper: the server is reparented while its host still holds the
 // pipe. It returns the function that closes the host's end: the host is
 // then gone.
-func leakThroughSh(t *testing.T, marker string, uid uint32) (hostGone func()) {
+func leakThroughSh(t *testing.T, marker string, uid uint32, args ...string) (hostGone func()) {
 	t.Helper()
 	node, script := stubborn(t)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := exec.Command("sh", "-c", fmt.Sprintf("%s %s --token=LEAKSECRET; :", node, script))
+	sh := exec.Command("sh", "-c", fmt.Sprintf("%s %s --token=LEAKSECRET %s; :", node, script, strings.Join(args, " ")))
 	sh.Stdin = r
 	sh.Env = append(os.Environ(), marker)
 	sh.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
@@ -59,9 +59,13 @@ func leakThroughSh(t *testing.T, marker string, uid uint32) (hostGone func()) {
 	}
 	r.Close()
 	t.Cleanup(func() { w.Close(); endMarked(marker) })
+	want := 2
+	if slices.Contains(args, "--children") {
+		want = 4
+	}
 	testenv.Eventually(t, "the server under sh -c to start", func() (bool, string) {
 		n := len(agenttest.WithEnv(marker))
-		return n == 2, fmt.Sprintf("%d processes", n)
+		return n == want, fmt.Sprintf("%d processes", n)
 	})
 	sh.Process.Kill()
 	sh.Wait()
@@ -131,7 +135,7 @@ func named(l api.OrphanList, name string) []orphans.Orphan {
 // orphans lists every leaked one with its confidence and none of the
 // bystanders; --end leaves none leaked and every bystander alive.
 func TestOrphansListsARealBacklogAndEndsItLeavingBystanders(t *testing.T) {
-	a := agenttest.Start(t, agent.Options{IdleAfter: time.Second, OrphansEvery: time.Millisecond,
+	a := agenttest.Start(t, agent.Options{IdleAfter: time.Second, OrphansEvery: time.Millisecond, OrphansConfirmAfter: time.Second,
 		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyGraceful, Grace: time.Second}})
 	c := api.NewClient(a.Socket())
 	pid := os.Getpid()
@@ -149,15 +153,17 @@ func TestOrphansListsARealBacklogAndEndsItLeavingBystanders(t *testing.T) {
 	dead.cmd.Wait()
 	// 2. A server whose sh -c wrapper was killed: its host (this test)
 	// still holds its stdin.
-	hostGone := leakThroughSh(t, shMarker, 0)
+	hostGone := leakThroughSh(t, shMarker, 0, "--children")
 	// 3. A live host holding two generations of the filesystem server.
 	live := startHost(t, "", liveMarker, a.Socket())
+	t.Cleanup(func() { endMarked(npxMarker); endMarked(liveMarker) })
 	// 4. Bystanders.
 	bystanders(t, byMarker)
-	bystanderProcs := agenttest.WithEnv(byMarker)
-	if len(bystanderProcs) != 2 {
-		t.Fatalf("bystanders %v, want the daemon and the user's node program", bystanderProcs)
-	}
+	var bystanderProcs []agenttest.Proc
+	testenv.Eventually(t, "the bystanders: the daemon and the user's node program", func() (bool, string) {
+		bystanderProcs = agenttest.WithEnv(byMarker)
+		return len(bystanderProcs) == 2, fmt.Sprint(bystanderProcs)
+	})
 
 	const stub = "mcptrace-e2e-stubborn-server"
 	const fs = "@modelcontextprotocol/server-filesystem"
@@ -234,6 +240,20 @@ func TestOrphansListsARealBacklogAndEndsItLeavingBystanders(t *testing.T) {
 			t.Errorf("bystander %v was ended", b)
 		}
 	}
+	// The server's own worker ended with it; the daemon it detached into
+	// its own session did not.
+	var worker, daemon int
+	for _, p := range agenttest.WithEnv(shMarker) {
+		switch strings.Join(p.Argv, " ") {
+		case "sleep 3601":
+			worker++
+		case "sleep 3602":
+			daemon++
+		}
+	}
+	if worker != 0 || daemon != 1 {
+		t.Errorf("after --end: %d workers and %d detached daemons of the sh -c server, want 0 and 1", worker, daemon)
+	}
 	if h := agenttest.ProcOf(t, uint32(live.cmd.Process.Pid), "the live host"); !h.Alive() {
 		t.Error("the live host was ended")
 	}
@@ -245,7 +265,7 @@ func TestOrphansListsARealBacklogAndEndsItLeavingBystanders(t *testing.T) {
 // Another user sees and ends only their own orphans; root's stay until
 // root ends them.
 func TestOrphansOfAnotherUserAreTheirsAlone(t *testing.T) {
-	a := agenttest.Start(t, agent.Options{
+	a := agenttest.Start(t, agent.Options{OrphansConfirmAfter: time.Second,
 		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyImmediate}})
 	c := api.NewClient(a.Socket())
 	rootMarker := fmt.Sprintf("MCPTRACE_E2E=orphan-root-%d", os.Getpid())

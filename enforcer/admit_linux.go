@@ -176,11 +176,12 @@ func mayKill(owner uint32, u procfs.UIDs) bool {
 
 // boundary reads pid's uids and returns the spared result when the
 // session's owner could not signal it itself, or "" when it could (or
-// the owner is root, or Config.CrossUID is set). The caller holds a pidfd
+// the owner is root, or Config.CrossUID is set and Ending.OwnerOnly is
+// not). The caller holds a pidfd
 // on pid and checks it is alive afterwards: /proc/PID is that process.
 func (s *sweep) boundary(pid uint32) (string, error) {
 	owner := s.en.Owner
-	if owner == 0 || s.e.cfg.CrossUID {
+	if owner == 0 || s.e.cfg.CrossUID && !s.en.OwnerOnly {
 		return "", nil
 	}
 	u, err := procfs.ReadUIDs("", pid)

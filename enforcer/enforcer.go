@@ -236,6 +236,10 @@ type Ending struct {
 	// are ended: kill(2)'s rule, the owner is the member's real or saved
 	// set-user-ID, read from /proc at every signal.
 	Owner uint32
+	// OwnerOnly holds Owner to kill(2)'s rule even when Config.CrossUID is
+	// set: what a user asks the agent to end directly (orphans) is never
+	// beyond that user's own authority.
+	OwnerOnly bool
 	// OwnerSID is, on Windows, the session owner's SID: a Windows owner
 	// is a token, not a uid. When it is set (and Config.CrossUID is off),
 	// only members whose token runs as that user are ended; the others

@@ -16,15 +16,14 @@
 //     script inside an npm package: roles.Packaged, Member.Named). A
 //     process is never listed by its name alone;
 //   - and there is evidence it leaked, of one of two kinds:
-//     HostGone: its standard input is a pipe that no process holds open
-//     for writing any more, or one end of a unix socketpair whose other
-//     end closed (a Node.js host's stdio), so whoever started it can
-//     never talk to it again (a stdio MCP server's host holds that end
-//     while it lives);
+//     HostGone: its standard input is a pipe or a unix socket (a Node.js
+//     host's stdio is a socketpair) that nothing can write any more, as
+//     the kernel counts writers (procfs.StdinCutOff), and has stayed so
+//     for Input.ConfirmAfter: whoever started it can never talk to it
+//     again (a stdio MCP server's host holds that end while it lives);
 //     Superseded: its starter is alive and started the same server (same
 //     identity, same command line) again later, and this older instance
-//     has been idle (no I/O) for the given time or its stdin has no
-//     writer.
+//     has been idle (no I/O) for the given time or its stdin is cut off.
 //
 // Confidence is Certain only for HostGone when the leaked chain was
 // reparented (to init or a
@@ -35,8 +34,13 @@
 // of sessions that ended, which the enforcer is already ending. These
 // belong to no session at all.
 //
-// What it does not do: read /proc, end anything (the agent ends an
-// orphan through the enforcer, from Orphan.Top down, with the caller's
-// authority), or look at containers (to come: a container whose
-// `docker run -i` client is gone).
+// Orphan.Top is where a leaked chain begins: the server, or the live
+// wrappers above it that read the same stdin, of its uid, neither spared
+// nor a daemon's, and above no other server.
+//
+// What it does not do: read /proc, end anything (the agent ends the
+// chain from Orphan.Top to the server and what the server started in its
+// own session, through the enforcer, with the caller's own authority), or
+// look at containers (to come: a container whose `docker run -i` client
+// is gone).
 package orphans

@@ -32,6 +32,10 @@ const (
 	Superseded Kind = "superseded"
 )
 
+// DefaultConfirmAfter is how long a stdin must stay cut off before it
+// counts as evidence (Input.ConfirmAfter) by default.
+const DefaultConfirmAfter = 10 * time.Second
+
 // UnknownHost is the host kind of a server whose host is not known: it
 // predates the agent, or no host rule names it.
 const UnknownHost = "unknown"
@@ -45,11 +49,11 @@ type Proc struct {
 	// not be read (it is then never listed).
 	Facts   procfs.Facts
 	FactsOK bool
-	// StdinWriters says whether anything can still write its stdin: for
-	// a pipe, how many processes hold it open for writing; for a unix
-	// socket, 1 while its peer is open and 0 once it closed. -1 when not
-	// known (stdin is neither, or it could not be told).
-	StdinWriters int
+	// CutFor is how long its stdin (a pipe or a socket) has been seen cut
+	// off, across looks: no writer left, as the kernel counts them
+	// (procfs.StdinCutOff). 0 when it is not cut off now, or that could
+	// not be told.
+	CutFor time.Duration
 	// IdleFor is how long its I/O counters have stood still (0: they
 	// moved since the last look, or there was none).
 	IdleFor time.Duration
@@ -70,6 +74,19 @@ type Input struct {
 	HostKind func(lineage.Process) string
 	// IdleAfter is how long a superseded server must have been idle.
 	IdleAfter time.Duration
+	// ConfirmAfter is how long a stdin must have been seen cut off before
+	// that counts as evidence: a server of a one-shot pipeline whose
+	// writer has just closed may still be finishing its work.
+	ConfirmAfter time.Duration
+}
+
+// Found is what Find found.
+type Found struct {
+	Orphans []Orphan
+	// Pending counts the servers whose stdin was seen cut off too
+	// recently to count (Input.ConfirmAfter): listed at a later look if
+	// they stay so.
+	Pending int
 }
 
 // Orphan is one leaked server.
@@ -86,7 +103,10 @@ type Orphan struct {
 	// HostKind is the host rule that names the starter, or UnknownHost.
 	HostKind string `json:"host_kind"`
 	// Host is the live starter of a superseded server; zero for HostGone.
-	Host lineage.ID `json:"host"`
+	// HostUID is its uid: the API shows Host only to root and to that
+	// uid.
+	Host    lineage.ID `json:"host"`
+	HostUID uint32     `json:"-"`
 	// Newer is the instance that supersedes a Superseded server.
 	Newer      lineage.ID `json:"newer"`
 	Kind       Kind       `json:"kind"`
@@ -114,7 +134,7 @@ type candidate struct {
 
 // Find lists the leaked servers among in.Procs, sorted by host kind,
 // name, confidence and start.
-func Find(in Input) []Orphan {
+func Find(in Input) Found {
 	byID := make(map[lineage.ID]*candidate, len(in.Procs))
 	cands := make([]*candidate, 0, len(in.Procs))
 	for i := range in.Procs {
@@ -136,11 +156,15 @@ func Find(in Input) []Orphan {
 		return false
 	}
 	var out []Orphan
+	pending := 0
 	for _, c := range cands {
 		if !c.server || below(c) {
 			continue
 		}
-		if o, ok := hostGone(in, c, byID); ok {
+		if c.CutFor > 0 && c.CutFor < in.ConfirmAfter {
+			pending++
+		}
+		if o, ok := hostGone(in, c, byID, cands); ok {
 			out = append(out, o)
 		} else if o, ok := superseded(in, c, cands, byID); ok {
 			out = append(out, o)
@@ -154,16 +178,25 @@ func Find(in Input) []Orphan {
 		return cmp.Or(cmp.Compare(a.HostKind, b.HostKind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Confidence, b.Confidence),
 			cmp.Compare(a.Server.Start, b.Server.Start), cmp.Compare(a.Server.PID, b.Server.PID))
 	})
-	return out
+	return Found{Orphans: out, Pending: pending}
 }
 
 // classify decides whether c is an MCP server that may be listed.
 func classify(in Input, c *candidate) {
-	if c.Exited || c.Kernel || !c.FactsOK || (in.Spared != nil && in.Spared(c.Process)) || daemon(c.Facts.Cgroup) {
+	if c.Exited || c.Kernel || !c.FactsOK || (in.Spared != nil && in.Spared(c.Process)) || Daemon(c.Facts.Cgroup) {
 		return
 	}
 	if in.Ancestors != nil {
-		if anc := in.Ancestors(c.ID); len(anc) > 1 {
+		anc := in.Ancestors(c.ID)
+		// A creator younger than its child is a PID guessed at a seed or
+		// repair that was reused since: the chain stops below it.
+		for i := 1; i < len(anc); i++ {
+			if anc[i].ID.Start > anc[i-1].ID.Start {
+				anc = anc[:i]
+				break
+			}
+		}
+		if len(anc) > 1 {
 			c.chain = anc[1:]
 		}
 	}
@@ -189,13 +222,20 @@ func classify(in Input, c *candidate) {
 	c.server = c.member.Role == roles.Server && (c.member.Named || roles.Packaged(c.Process))
 }
 
-// daemon: a systemd service's cgroup, or a container's.
-func daemon(cgroup string) bool {
-	leaf := cgroup[strings.LastIndexByte(cgroup, '/')+1:]
-	if strings.HasSuffix(leaf, ".service") && !strings.HasPrefix(leaf, "user@") {
+// Daemon: a systemd service's cgroup (any component a "….service" but
+// the user manager's own), a container's or a machine's; or no cgroup
+// read at all, which proves nothing.
+func Daemon(cgroup string) bool {
+	if cgroup == "" {
 		return true
 	}
-	for _, s := range []string{"/docker/", "/docker-", "/libpod-", "/kubepods", "/containerd/", "/lxc.payload"} {
+	for _, part := range strings.Split(cgroup, "/") {
+		if strings.HasSuffix(part, ".service") && !strings.HasPrefix(part, "user@") {
+			return true
+		}
+	}
+	for _, s := range []string{"/docker/", "/docker-", "/libpod-", "/kubepods", "/containerd/", "/lxc.payload", "/lxc/",
+		"/machine.slice", "/k8s.io/", "/default/", "/crio-", "/garden/"} {
 		if strings.Contains(cgroup, s) {
 			return true
 		}
@@ -204,16 +244,21 @@ func daemon(cgroup string) bool {
 }
 
 // top is the topmost process of c's leaked chain: c, or the live
-// wrappers above it that read the same stdin and that no session owns.
-func top(c *candidate, byID map[lineage.ID]*candidate) *candidate {
+// wrappers above it that read the same stdin, that no session owns, of
+// c's uid, neither spared nor in a daemon's cgroup, and above no other
+// server (a wrapper two servers share is neither's to end).
+func top(in Input, c *candidate, byID map[lineage.ID]*candidate, cands []*candidate) *candidate {
 	t := c
 	for _, a := range c.chain {
 		w := byID[a.ID]
-		if w == nil || w.Exited || !w.FactsOK || (c.starter != nil && a.ID == c.starter.ID) {
+		if w == nil || w.Exited || !w.FactsOK || (c.starter != nil && a.ID == c.starter.ID) || w.UID != c.UID ||
+			Daemon(w.Facts.Cgroup) || (in.Spared != nil && in.Spared(w.Process)) {
 			break
 		}
-		if _, wrapper := roles.Identity(w.Current()); !wrapper || w.Facts.Stdin != c.Facts.Stdin ||
-			w.Facts.StdinPipe != c.Facts.StdinPipe || w.Facts.StdinSocket != c.Facts.StdinSocket {
+		if _, wrapper := roles.Identity(w.Current()); !wrapper || w.Facts.Stdin != c.Facts.Stdin || w.Facts.StdinInode != c.Facts.StdinInode {
+			break
+		}
+		if shared(w, c, cands) {
 			break
 		}
 		t = w
@@ -221,24 +266,43 @@ func top(c *candidate, byID map[lineage.ID]*candidate) *candidate {
 	return t
 }
 
+// shared: another live server, not one below c, has w above it.
+func shared(w, c *candidate, cands []*candidate) bool {
+	above := func(d *candidate, x lineage.ID) bool {
+		for _, a := range d.chain {
+			if a.ID == x {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range cands {
+		if d != c && d.server && !d.Exited && above(d, w.ID) && !above(d, c.ID) {
+			return true
+		}
+	}
+	return false
+}
+
 func newOrphan(c, t *candidate, kind Kind) Orphan {
 	return Orphan{Server: c.ID, Top: t.ID, Name: c.member.Server, Chain: c.member.Chain, Kind: kind, UID: c.UID, Argv: c.Current().Argv}
 }
 
-// hostGone lists c when its stdin pipe has no writer left.
-func hostGone(in Input, c *candidate, byID map[lineage.ID]*candidate) (Orphan, bool) {
-	if !cutOff(c) {
+// hostGone lists c when its stdin has been cut off long enough.
+func hostGone(in Input, c *candidate, byID map[lineage.ID]*candidate, cands []*candidate) (Orphan, bool) {
+	if c.CutFor == 0 || c.CutFor < in.ConfirmAfter {
 		return Orphan{}, false
 	}
-	t := top(c, byID)
+	t := top(in, c, byID, cands)
 	o := newOrphan(c, t, HostGone)
 	if in.HostKind != nil && c.starter != nil {
 		o.HostKind = in.HostKind(*c.starter)
 	}
 	o.Confidence = Likely
-	o.Evidence = []string{fmt.Sprintf("its stdin (a %s) has no writer left: whoever started it can no longer talk to it", c.Facts.Stdin)}
+	o.Evidence = []string{fmt.Sprintf("its stdin (a %s) has had no writer for %s: whoever started it can no longer talk to it",
+		c.Facts.Stdin, c.CutFor.Round(time.Second))}
 	if c.starter != nil && c.starter.Exited {
-		o.Evidence = append(o.Evidence, fmt.Sprintf("its starter %s (pid %d) exited", c.starter.Comm, c.starter.ID.PID))
+		o.Evidence = append(o.Evidence, "the program that started it exited")
 	}
 	switch {
 	case t.PPID == 1:
@@ -253,9 +317,10 @@ func hostGone(in Input, c *candidate, byID map[lineage.ID]*candidate) (Orphan, b
 	return o, true
 }
 
-// cutOff: c reads a pipe or socket nothing can write any more.
-func cutOff(c *candidate) bool {
-	return (c.Facts.Stdin == procfs.StdinPipe || c.Facts.Stdin == procfs.StdinSocket) && c.StdinWriters == 0
+// cutOff: c reads a pipe or socket that no writer holds any more, and
+// has for long enough.
+func cutOff(in Input, c *candidate) bool {
+	return c.CutFor > 0 && c.CutFor >= in.ConfirmAfter
 }
 
 // reparented: t's parent now is not the process that created it.
@@ -288,23 +353,29 @@ func superseded(in Input, c *candidate, cands []*candidate, byID map[lineage.ID]
 		return Orphan{}, false
 	}
 	idle := in.IdleAfter > 0 && c.IdleFor >= in.IdleAfter
-	cut := cutOff(c)
+	cut := cutOff(in, c)
 	if !idle && !cut {
 		return Orphan{}, false
 	}
-	o := newOrphan(c, top(c, byID), Superseded)
-	o.Host, o.Newer, o.Confidence = c.starter.ID, newer.ID, Likely
+	t := top(in, c, byID, cands)
+	for _, a := range newer.chain {
+		if a.ID == t.ID {
+			return Orphan{}, false // the newer instance is below what would end
+		}
+	}
+	o := newOrphan(c, t, Superseded)
+	o.Host, o.HostUID, o.Newer, o.Confidence = c.starter.ID, c.starter.UID, newer.ID, Likely
 	if in.HostKind != nil {
 		o.HostKind = in.HostKind(*c.starter)
 	}
 	after := time.Duration(newer.ID.Start - c.ID.Start).Round(time.Second)
-	o.Evidence = []string{fmt.Sprintf("its starter %s (pid %d) still runs and started the same server again %s later (pid %d)",
-		c.starter.Comm, c.starter.ID.PID, after, newer.ID.PID)}
+	o.Evidence = []string{fmt.Sprintf("the program that started it still runs and started the same server again %s later (pid %d)",
+		after, newer.ID.PID)}
 	if idle {
 		o.Evidence = append(o.Evidence, fmt.Sprintf("no I/O for %s", c.IdleFor.Round(time.Second)))
 	}
 	if cut {
-		o.Evidence = append(o.Evidence, fmt.Sprintf("its stdin (a %s) has no writer left", c.Facts.Stdin))
+		o.Evidence = append(o.Evidence, fmt.Sprintf("its stdin (a %s) has had no writer for %s", c.Facts.Stdin, c.CutFor.Round(time.Second)))
 	}
 	return o, true
 }

@@ -22,18 +22,22 @@ func newWorld() *world { return &world{all: map[uint32]*Proc{}} }
 func id(pid uint32) lineage.ID { return lineage.ID{PID: pid, Start: uint64(pid) * 1e9} }
 
 // add a process created by creator (0: none known), running argv, with
-// stdin pipe (0: /dev/null) held by writers writers.
+// stdin pipe (0: /dev/null) held by writers writers (0: cut off for an
+// hour; -1: not known).
 func (w *world) add(pid, creator uint32, pipe uint64, writers int, argv ...string) *Proc {
 	p := &Proc{Process: lineage.Process{ID: id(pid), Comm: argv[0], UID: 1000,
 		Images: []lineage.Image{{Filename: "/usr/bin/" + argv[0], Argv: argv}}},
-		PPID: creator, FactsOK: true, StdinWriters: -1,
+		PPID: creator, FactsOK: true,
 		Facts: procfs.Facts{Stdin: procfs.StdinDevNull, Cgroup: "/user.slice/user-1000.slice/session-2.scope"},
 		Usage: procfs.Usage{RSSBytes: 10 << 20}}
 	if creator != 0 {
 		p.Creator = id(creator)
 	}
 	if pipe != 0 {
-		p.Facts.Stdin, p.Facts.StdinPipe, p.StdinWriters = procfs.StdinPipe, pipe, writers
+		p.Facts.Stdin, p.Facts.StdinInode = procfs.StdinPipe, pipe
+		if writers == 0 {
+			p.CutFor = time.Hour // cut off since long before this look
+		}
 	}
 	w.all[pid] = p
 	w.order = append(w.order, pid)
@@ -68,7 +72,8 @@ func (w *world) input() Input {
 			}
 			return ""
 		},
-		IdleAfter: 5 * time.Minute,
+		IdleAfter:    5 * time.Minute,
+		ConfirmAfter: 10 * time.Second,
 	}
 }
 
@@ -108,7 +113,7 @@ func TestFindListsLeakedServersWithTheirEvidenceAndNoBystanders(t *testing.T) {
 	in := w.input()
 	in.Spared = func(p lineage.Process) bool { return strings.Contains(strings.Join(p.Current().Argv, " "), "keep-me") }
 
-	got := Find(in)
+	got := Find(in).Orphans
 	if len(got) != 1 {
 		t.Fatalf("found %d, want the leaked chain only: %+v", len(got), got)
 	}
@@ -133,7 +138,7 @@ func TestFindIsOnlyLikelyWhereTheChainWasNotReparented(t *testing.T) {
 	w.add(50, 1, 0, 0, "bash")
 	w.npxChain(50, 60, 5, 0, "@acme/cut-off")
 	w.npxChain(50, 70, 6, -1, "@acme/unknown")
-	got := Find(w.input())
+	got := Find(w.input()).Orphans
 	if len(got) != 1 || got[0].Name != "@acme/cut-off" || got[0].Confidence != Likely || got[0].HostKind != UnknownHost {
 		t.Fatalf("got %+v", got)
 	}
@@ -155,7 +160,7 @@ func TestFindListsTheOlderIdleInstanceOfAServerItsLiveHostStartedAgain(t *testin
 		w.npxChain(400, 420, 42, 1, "@acme/server-fs")
 		w.add(430, 400, 43, 1, "node", "/srv/node_modules/@acme/server-fs/dist/index.js", "--other-root")
 		w.all[412].IdleFor = tc.idle
-		got := Find(w.input())
+		got := Find(w.input()).Orphans
 		if len(got) != tc.want {
 			t.Fatalf("idle %v: got %+v", tc.idle, got)
 		}
@@ -176,8 +181,55 @@ func TestFindListsAServerNotTheServersItStarted(t *testing.T) {
 	w.add(1, 0, 0, 0, "systemd")
 	w.npxChain(1, 500, 50, 0, "@acme/parent")
 	w.add(510, 502, 50, 0, "node", "/home/u/.npm/_npx/1/node_modules/@acme/worker/index.js")
-	got := Find(w.input())
+	got := Find(w.input()).Orphans
 	if len(got) != 1 || got[0].Server != id(502) || got[0].Processes != 4 {
 		t.Fatalf("got %+v", got)
+	}
+}
+
+// A wrapper two servers share is not the top of either's leaked chain:
+// ending the older instance must not end the newer one below it.
+func TestFindNeverTopsAChainWithAWrapperTwoServersShare(t *testing.T) {
+	w := newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	w.add(600, 1, 0, 0, "codex")
+	w.add(610, 600, 61, 1, "sh", "-c", "npx -y @acme/s & npx -y @acme/s")
+	w.add(620, 610, 61, 1, "npx", "-y", "@acme/s")
+	w.add(621, 620, 61, 1, "node", "/srv/node_modules/@acme/s/index.js")
+	w.add(630, 610, 61, 1, "npx", "-y", "@acme/s")
+	w.add(631, 630, 61, 1, "node", "/srv/node_modules/@acme/s/index.js")
+	w.all[621].IdleFor = time.Hour
+	got := Find(w.input()).Orphans
+	if len(got) != 1 || got[0].Server != id(621) || got[0].Top != id(620) {
+		t.Fatalf("got %+v, want the older server topped by its own npx, not the shared sh", got)
+	}
+}
+
+// A stdin seen cut off only just now is pending, not listed: the server
+// of a one-shot pipeline may still be finishing.
+func TestFindWaitsForACutOffToLast(t *testing.T) {
+	w := newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	w.npxChain(1, 700, 70, 0, "@acme/just-cut")
+	for _, pid := range []uint32{700, 701, 702} {
+		w.all[pid].CutFor = time.Second
+	}
+	f := Find(w.input())
+	if len(f.Orphans) != 0 || f.Pending != 1 {
+		t.Fatalf("found %+v, want one pending", f)
+	}
+}
+
+// A creator younger than its child (a PID guessed at seed time and
+// reused since) is not part of the child's chain.
+func TestFindIgnoresACreatorYoungerThanItsChild(t *testing.T) {
+	w := newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	w.add(800, 1, 80, 0, "node", "/srv/node_modules/@acme/old/index.js")
+	w.add(900, 1, 80, 0, "npx", "-y", "@acme/victim")
+	w.all[800].Creator = id(900) // reused PID guessed as creator
+	got := Find(w.input()).Orphans
+	if len(got) != 1 || got[0].Top != id(800) || got[0].Name != "@acme/old" {
+		t.Fatalf("got %+v, want @acme/old topped by itself", got)
 	}
 }

@@ -313,7 +313,10 @@ type Stat struct {
 	Comm  string
 	State byte // R, S, D, Z, X, ...
 	PPID  uint32
-	Flags uint64 // PF_* flags
+	// Session is the process's session ID (setsid(2)): a daemon that
+	// detached has its own.
+	Session uint32
+	Flags   uint64 // PF_* flags
 	// StartTicks is the start time in clock ticks since boot
 	// (lineage.TickNS each).
 	StartTicks uint64
@@ -364,10 +367,11 @@ func parseStat(b []byte) (Stat, error) {
 	st.Comm = string(b[open+1 : end])
 	// Fields after comm, numbered from 3 (state) as in proc(5).
 	const (
-		fState = 3
-		fPPID  = 4
-		fFlags = 9
-		fStart = 22
+		fState   = 3
+		fPPID    = 4
+		fSession = 6
+		fFlags   = 9
+		fStart   = 22
 	)
 	var f [fStart + 1][]byte
 	if err := statFields(b[end+1:], f[:]); err != nil {
@@ -382,6 +386,11 @@ func parseStat(b []byte) (Stat, error) {
 		return st, fmt.Errorf("malformed ppid: %w", err)
 	}
 	st.PPID = uint32(ppid)
+	sid, err := parseUint(f[fSession], 32)
+	if err != nil {
+		return st, fmt.Errorf("malformed session: %w", err)
+	}
+	st.Session = uint32(sid)
 	if st.Flags, err = parseUint(f[fFlags], 64); err != nil {
 		return st, fmt.Errorf("malformed flags: %w", err)
 	}

@@ -170,7 +170,7 @@ func TestScanReturnsOtherErrorsWrapped(t *testing.T) {
 
 func TestParseStat(t *testing.T) {
 	tail := " 0 0 0 0 0 0 0 0 0 0 1 0 777 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
-	line := func(comm string) string { return "42 (" + comm + ") S 7 42 42 0 -1 2097152" + tail }
+	line := func(comm string) string { return "42 (" + comm + ") S 7 42 41 0 -1 2097152" + tail }
 	tests := []struct {
 		name    string
 		in      string
@@ -196,7 +196,7 @@ func TestParseStat(t *testing.T) {
 			if tt.wantErr {
 				return
 			}
-			want := Stat{PID: 42, Comm: tt.comm, State: 'S', PPID: 7, Flags: pfKthread, StartTicks: 777}
+			want := Stat{PID: 42, Comm: tt.comm, State: 'S', PPID: 7, Session: 41, Flags: pfKthread, StartTicks: 777}
 			if st != want {
 				t.Errorf("parseStat = %+v, want %+v", st, want)
 			}

@@ -53,10 +53,5 @@ func (u *UsageReader) Read(id lineage.ID) (Usage, error) { return Usage{}, errUn
 // ReadFacts is not supported on this OS.
 func ReadFacts(root string, id lineage.ID) (Facts, error) { return Facts{}, errUnsupported }
 
-// PipeWriters is not supported on this OS.
-func PipeWriters(root string, pipes map[uint64]bool) (map[uint64][]uint32, int, error) {
-	return nil, 0, errUnsupported
-}
-
-// UnixPeerClosed is not supported on this OS.
-func UnixPeerClosed(ino uint64) (bool, error) { return false, errUnsupported }
+// StdinCutOff is not supported on this OS.
+func StdinCutOff(root string, id lineage.ID) (bool, error) { return false, errUnsupported }

@@ -22,11 +22,11 @@ const (
 // snapshot: where its standard input comes from, and its cgroup.
 type Facts struct {
 	Stdin StdinKind
-	// StdinPipe is the pipe's inode when Stdin is StdinPipe; StdinSocket
-	// the socket's when Stdin is StdinSocket (a Node.js host's stdio is a
-	// unix socketpair: UnixPeerClosed says whether it is cut off).
-	StdinPipe   uint64
-	StdinSocket uint64
+	// StdinInode is the pipe's or socket's inode when Stdin is one (a
+	// Node.js host's stdio is a unix socketpair): the processes of one
+	// chain read the same one. StdinCutOff says whether it can still be
+	// written.
+	StdinInode uint64
 	// Cgroup is the process's cgroup path: the unified (v2) one, else
 	// systemd's name=systemd one; "" when neither is listed.
 	Cgroup string
@@ -60,15 +60,6 @@ func stdinOf(target string) (StdinKind, uint64) {
 	return StdinOther, 0
 }
 
-// pipeInode is the inode of a descriptor link target "pipe:[N]", 0 for
-// anything else.
-func pipeInode(target string) uint64 {
-	if k, ino := stdinOf(target); k == StdinPipe {
-		return ino
-	}
-	return 0
-}
-
 // cgroupOf picks the cgroup path from /proc/PID/cgroup: the unified
 // line ("0::/…"), else systemd's named hierarchy ("N:name=systemd:/…").
 func cgroupOf(data string) string {
@@ -91,16 +82,4 @@ func cgroupOf(data string) string {
 		}
 	}
 	return named
-}
-
-// writes reports whether an fdinfo "flags:" value (octal) opens for
-// writing: O_WRONLY or O_RDWR.
-func writes(fdinfo string) bool {
-	for line := range strings.Lines(fdinfo) {
-		if v, ok := strings.CutPrefix(line, "flags:"); ok {
-			f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
-			return err == nil && f&3 != 0
-		}
-	}
-	return false
 }

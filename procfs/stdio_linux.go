@@ -3,7 +3,6 @@ package procfs
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -11,10 +10,6 @@ import (
 
 	"github.com/mcptrace/mcptrace/lineage"
 )
-
-// MaxScannedFDs bounds how many descriptors PipeWriters reads in one
-// scan of the node.
-const MaxScannedFDs = 1 << 20
 
 // ReadFacts reads process id's standard input and cgroup through one
 // handle on /proc/PID, checking its start time first: a recycled PID
@@ -45,14 +40,7 @@ func ReadFacts(root string, id lineage.ID) (Facts, error) {
 	target, err := rd.link(dfd, "fd/0")
 	switch {
 	case err == nil:
-		var ino uint64
-		f.Stdin, ino = stdinOf(target)
-		switch f.Stdin {
-		case StdinPipe:
-			f.StdinPipe = ino
-		case StdinSocket:
-			f.StdinSocket = ino
-		}
+		f.Stdin, f.StdinInode = stdinOf(target)
 	case isNotExist(err):
 		f.Stdin = StdinClosed
 	default:
@@ -69,62 +57,43 @@ func isNotExist(err error) bool {
 	return ok && pe.Err == unix.ENOENT
 }
 
-// PipeWriters scans the open descriptors of every process under root
-// and returns, for each pipe inode in pipes, the PIDs that hold it open
-// for writing (fdinfo's flags say O_WRONLY or O_RDWR). A pipe absent
-// from the answer has no writer left: whoever reads it will only ever
-// read end of file. Processes that exit during the scan are skipped;
-// descriptors of processes it may not read (another user's, without
-// CAP_SYS_PTRACE) are not seen, and unseen says how many processes that
-// was, so a caller knows when "no writer" is not proven. The scan reads
-// at most MaxScannedFDs descriptors and fails beyond.
-func PipeWriters(root string, pipes map[uint64]bool) (writers map[uint64][]uint32, unseen int, err error) {
-	if root == "" {
-		root = DefaultRoot
-	}
-	ents, err := os.ReadDir(root)
+// StdinCutOff reports whether process id's standard input can never be
+// written again: a pipe with no writer left, or a unix socket whose peer
+// closed or shut down writing. It asks the kernel itself: the process's
+// fd 0 is duplicated into this process (pidfd_getfd, which needs ptrace
+// access to it: CAP_SYS_PTRACE for other users' processes) and polled
+// once, without reading: POLLHUP says no writer holds the pipe, POLLRDHUP
+// that the socket's peer will send nothing more. Every holder counts,
+// whatever thread, message in flight or file table holds it, which no
+// scan of /proc can see. The pidfd pins the identity: a recycled PID
+// reads as gone.
+func StdinCutOff(root string, id lineage.ID) (bool, error) {
+	pidfd, err := unix.PidfdOpen(int(id.PID), 0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("procfs: %w", err)
+		return false, readErr(id.PID, err)
 	}
-	writers = map[uint64][]uint32{}
-	var rd reader
-	scanned := 0
-	for _, e := range ents {
-		pid, perr := strconv.ParseUint(e.Name(), 10, 32)
-		if perr != nil {
-			continue
-		}
-		fdDir := filepath.Join(root, e.Name(), "fd")
-		fds, err := os.ReadDir(fdDir)
-		if err != nil {
-			if !os.IsNotExist(err) {
-				unseen++
-			}
-			continue
-		}
-		dfd, err := openDir(filepath.Join(root, e.Name()))
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			if scanned++; scanned > MaxScannedFDs {
-				unix.Close(dfd)
-				return nil, unseen, fmt.Errorf("procfs: more than %d open descriptors on the node", MaxScannedFDs)
-			}
-			target, err := rd.link(dfd, "fd/"+fd.Name())
-			if err != nil {
-				continue
-			}
-			ino := pipeInode(target)
-			if ino == 0 || !pipes[ino] {
-				continue
-			}
-			info, err := rd.file(dfd, "fdinfo/"+fd.Name())
-			if err == nil && writes(string(info)) {
-				writers[ino] = append(writers[ino], uint32(pid))
-			}
-		}
-		unix.Close(dfd)
+	defer unix.Close(pidfd)
+	st, err := ReadStat(root, id.PID)
+	if err != nil {
+		return false, err
 	}
-	return writers, unseen, nil
+	if !(lineage.ID{PID: id.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(id) {
+		return false, readErr(id.PID, fmt.Errorf("%w: %w", errGone, fs.ErrNotExist))
+	}
+	fd, err := unix.PidfdGetfd(pidfd, 0, 0)
+	if err != nil {
+		return false, fmt.Errorf("procfs: stdin of process %d: %w", id.PID, err)
+	}
+	defer unix.Close(fd)
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+	for {
+		_, err := unix.Poll(pfd, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("procfs: poll stdin of process %d: %w", id.PID, err)
+		}
+		return pfd[0].Revents&(unix.POLLHUP|unix.POLLRDHUP) != 0, nil
+	}
 }

@@ -31,17 +31,4 @@ func TestStdinAndCgroupAndWriteFlagsAreRead(t *testing.T) {
 			t.Errorf("cgroupOf(%q) = %q, want %q", tc.data, got, tc.want)
 		}
 	}
-	for _, tc := range []struct {
-		fdinfo string
-		want   bool
-	}{
-		{"pos:\t0\nflags:\t0100000\nmnt_id:\t15\n", false}, // O_RDONLY|O_LARGEFILE
-		{"pos:\t0\nflags:\t01\n", true},                    // O_WRONLY
-		{"pos:\t0\nflags:\t02000002\n", true},              // O_RDWR|O_CLOEXEC
-		{"pos:\t0\n", false},
-	} {
-		if got := writes(tc.fdinfo); got != tc.want {
-			t.Errorf("writes(%q) = %v, want %v", tc.fdinfo, got, tc.want)
-		}
-	}
 }

@@ -61,6 +61,19 @@ user's, anyone else only processes they could signal themselves.`,
 				if err != nil {
 					return err
 				}
+				// A stdin just seen cut off counts once it stays so:
+				// wait for that and look again, rather than list less.
+				if l.Pending > 0 && l.ConfirmIn > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "confirming %d more servers whose stdin was just cut off (%s)…\n", l.Pending, l.ConfirmIn)
+					select {
+					case <-cmd.Context().Done():
+						return cmd.Context().Err()
+					case <-time.After(l.ConfirmIn + time.Second):
+					}
+					if l, err = c.Orphans(cmd.Context()); err != nil {
+						return err
+					}
+				}
 				if asJSON {
 					return writeJSON(cmd, l)
 				}
@@ -96,11 +109,14 @@ user's, anyone else only processes they could signal themselves.`,
 	return cmd
 }
 
-func countServers(n int) string {
+func countServers(n int) string { return plural(n, "leaked MCP server", "leaked MCP servers") }
+
+// plural is n and the noun in its number.
+func plural(n int, one, many string) string {
 	if n == 1 {
-		return "1 leaked MCP server"
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d leaked MCP servers", n)
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // printOrphans writes the totals, then the orphans grouped by host kind
@@ -132,7 +148,7 @@ func printOrphans(w io.Writer, l api.OrphanList) {
 			started = treeview.Duration(time.Duration(l.Now-o.Server.Start)) + " old"
 		}
 		chain := strings.Join(o.Chain, " → ")
-		fmt.Fprintf(w, "  %-7s  pid %-7d %-9s %3d processes  %9s  %s\n", o.Confidence, o.Server.PID, started, o.Processes,
+		fmt.Fprintf(w, "  %-7s  pid %-7d %-9s %-13s  %9s  %s\n", o.Confidence, o.Server.PID, started, plural(o.Processes, "process", "processes"),
 			humanBytes(o.RSSBytes), chain)
 		for _, e := range o.Evidence {
 			fmt.Fprintf(w, "           %s\n", e)
@@ -148,7 +164,7 @@ func printEndedOrphans(w io.Writer, res api.EndOrphansResult, dryRun bool) {
 	if dryRun {
 		verb = "would end (dry run, nothing was ended)"
 	}
-	fmt.Fprintf(w, "%s %s: %d processes\n", verb, countServers(len(res.Orphans)), len(r.Records))
+	fmt.Fprintf(w, "%s %s: %s\n", verb, countServers(len(res.Orphans)), plural(len(r.Records), "process", "processes"))
 	for _, rec := range r.Records {
 		sig := rec.Signal
 		if sig == "" {

@@ -6,11 +6,25 @@
 // socket) and leak when their host dies without killing them. This one
 // starts a timer when its stdin ends and lives until it is signalled.
 //
-// Its arguments are ignored: the end-to-end tests pass a secret-looking
-// --api-key=... to check that no argv reaches the metrics.
+// Its arguments are ignored but three: --ignore-sigterm makes it ignore
+// SIGTERM too, as servers busy in a handler do; --delay-ready=SECONDS
+// makes it wait that long before it answers, as slow servers starting
+// up do (a host's health check then waits for it); --children starts two
+// sleeps, one a worker of its own and one detached into its own session
+// as a daemon a user asked for would be (argv "sleep 3601" and "sleep
+// 3602"). The end-to-end tests
+// pass a secret-looking --api-key=... to check that no argv reaches the
+// metrics.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+
+if (process.argv.includes("--ignore-sigterm")) process.on("SIGTERM", () => {});
+if (process.argv.includes("--children")) {
+  const { spawn } = await import("node:child_process");
+  spawn("sleep", ["3601"], { stdio: "ignore" });
+  spawn("sleep", ["3602"], { stdio: "ignore", detached: true }).unref();
+}
 
 // Writes to a client that is gone fail with EPIPE: not a reason to exit.
 process.stdout.on("error", () => {});
@@ -36,4 +50,6 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => ({
 // node itself would exit once nothing is left to wait for (stdin ended).
 // The timer keeps it alive, as a real server's pending work would.
 process.stdin.on("end", () => setInterval(() => {}, 1 << 30));
+const delay = process.argv.find((a) => a.startsWith("--delay-ready="));
+if (delay) await new Promise((r) => setTimeout(r, 1000 * Number(delay.split("=")[1])));
 await server.connect(new StdioServerTransport());
