@@ -7,7 +7,8 @@
 #   scripts/setup.sh agent   what `make run` needs (nothing beyond Go today)
 #   scripts/setup.sh test    + clang-19/libbpf (make generate), qemu and
 #                            busybox (VM kernel matrix), Node.js and the
-#                            MCP host's npm packages (end-to-end test),
+#                            MCP host's npm packages and the Claude Code
+#                            CLI from npm (end-to-end tests),
 #                            prometheus (promtool for deploy/, the server
 #                            the end-to-end test starts), docker.io,
 #                            docker-compose and busybox-static (the private
@@ -97,6 +98,15 @@ if [ "${1:-test}" = test ] || [ "${1:-test}" = bench ]; then
 	if [ ! -d "$host/node_modules/@modelcontextprotocol/sdk" ] || [ "$host/package-lock.json" -nt "$host/node_modules/.package-lock.json" ]; then
 		echo "setup: npm ci in e2e/testdata/mcphost" >&2
 		(cd "$host" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	fi
+fi
+if [ "${1:-test}" = test ]; then
+	# The real Claude Code CLI (a native binary in a per-platform
+	# package): the wrap-config end-to-end test drives it.
+	claude="$(dirname "$0")/../e2e/testdata/claude"
+	if [ ! -x "$claude/node_modules/.bin/claude" ] || [ "$claude/package-lock.json" -nt "$claude/node_modules/.package-lock.json" ]; then
+		echo "setup: npm ci in e2e/testdata/claude" >&2
+		(cd "$claude" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 	fi
 fi
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "setup: Go is not installed (expected on PATH or /usr/local/go)" >&2; exit 1; }

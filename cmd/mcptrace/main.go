@@ -12,6 +12,7 @@
 //	mcptrace sessions                         list sessions
 //	mcptrace history [--since 24h]            list past sessions from the history
 //	mcptrace orphans [--end]                  list (and end) MCP servers leaked outside every session
+//	mcptrace wrap-config FILE                 run a host's MCP servers under mcptrace exec (--unwrap undoes)
 //	mcptrace uninstall                        detach the pinned programs, forget the state
 //	mcptrace config example                   print a commented configuration file of every option
 //
@@ -60,7 +61,7 @@ var buildCmds []*cobra.Command
 
 func newRoot() *cobra.Command {
 	cmds := []*cobra.Command{newAgentCmd(), newTreeCmd(), newStatusCmd(),
-		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newOrphansCmd(), newUninstallCmd(), newConfigCmd()}
+		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newOrphansCmd(), newWrapConfigCmd(), newUninstallCmd(), newConfigCmd()}
 	return newRootWith(append(cmds, buildCmds...)...)
 }
 

@@ -50,6 +50,26 @@ func WithEnv(entry string) []Proc {
 	return out
 }
 
+// WithArgv lists the live processes (zombies excluded) whose command
+// line, joined with spaces, contains s: a test's own processes, told by
+// an argument only the test gives them.
+func WithArgv(s string) []Proc {
+	ents, _ := os.ReadDir("/proc")
+	var out []Proc
+	for _, e := range ents {
+		pid, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		p, err := procfs.Read("/proc", uint32(pid))
+		if err != nil || !strings.Contains(strings.Join(p.Argv, " "), s) {
+			continue
+		}
+		out = append(out, Proc{PID: uint32(pid), Tick: p.ID.Tick(), Argv: p.Argv})
+	}
+	return out
+}
+
 // ProcOf is the live process pid, with its identity; what names it in the
 // failure.
 func ProcOf(t testing.TB, pid uint32, what string) Proc {
