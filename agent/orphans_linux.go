@@ -140,9 +140,8 @@ func (a *Agent) look() orphans.Found {
 		}
 		pr := orphans.Proc{Process: p}
 		f, ferr := procfs.ReadFacts(a.opts.ProcRoot, p.ID)
-		st, serr := procfs.ReadStat(a.opts.ProcRoot, p.ID.PID)
-		if ferr == nil && serr == nil && (lineage.ID{PID: p.ID.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(p.ID) {
-			pr.Facts, pr.FactsOK, pr.PPID = f, true, st.PPID
+		if ferr == nil {
+			pr.Facts, pr.FactsOK, pr.PPID = f, true, f.Stat.PPID
 		}
 		if pr.FactsOK && (f.Stdin == procfs.StdinPipe || f.Stdin == procfs.StdinSocket) {
 			if cut, err := procfs.StdinCutOff(a.opts.ProcRoot, p.ID); err == nil && cut {
@@ -205,15 +204,17 @@ func (a *Agent) mayLeak(p lineage.Process) bool {
 // in no daemon's or container's cgroup; with its images (spare rules and
 // records read them).
 func (a *Agent) orphanMembers(x orphans.Orphan) []lineage.Process {
-	keep := func(p lineage.Process) bool {
+	// keep reads p (by identity) and says whether it may be ended, and
+	// its session ID.
+	keep := func(p lineage.Process) (uint32, bool) {
 		if p.Exited || p.UID != x.UID {
-			return false
+			return 0, false
 		}
 		if _, owned := a.tracker.SessionOf(p.ID); owned {
-			return false
+			return 0, false
 		}
 		f, err := procfs.ReadFacts(a.opts.ProcRoot, p.ID)
-		return err == nil && !orphans.Daemon(f.Cgroup)
+		return f.Stat.Session, err == nil && !orphans.Daemon(f.Cgroup)
 	}
 	var out []lineage.Process
 	// The chain, server first, up to Top.
@@ -223,29 +224,23 @@ func (a *Agent) orphanMembers(x orphans.Orphan) []lineage.Process {
 		return nil // the server is no longer below Top: nothing is proven
 	}
 	for _, p := range chain[1 : topAt+1] {
-		if keep(p) {
+		if _, ok := keep(p); ok {
 			out = append(out, p)
 		}
 	}
 	server, ok := a.graph.Get(x.Server)
-	if !ok || !keep(server) {
+	if !ok {
 		return out
 	}
-	st, err := procfs.ReadStat(a.opts.ProcRoot, x.Server.PID)
-	if err != nil || !(lineage.ID{PID: x.Server.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(x.Server) {
+	sid, ok := keep(server)
+	if !ok {
 		return out
 	}
+	out = append(out, server)
 	for _, p := range a.graph.Descendants(x.Server) {
-		if !keep(p) {
-			continue
+		if s, ok := keep(p); ok && s == sid && p.ID != x.Server {
+			out = append(out, p)
 		}
-		if p.ID != x.Server {
-			ps, err := procfs.ReadStat(a.opts.ProcRoot, p.ID.PID)
-			if err != nil || ps.Session != st.Session || !(lineage.ID{PID: p.ID.PID, Start: ps.StartTicks * lineage.TickNS}).SameTick(p.ID) {
-				continue
-			}
-		}
-		out = append(out, p)
 	}
 	return out
 }

@@ -21,6 +21,8 @@ const (
 // Facts are what leak detection reads of one process beyond its
 // snapshot: where its standard input comes from, and its cgroup.
 type Facts struct {
+	// Stat is the process's stat file, read with them.
+	Stat  Stat
 	Stdin StdinKind
 	// StdinInode is the pipe's or socket's inode when Stdin is one (a
 	// Node.js host's stdio is a unix socketpair): the processes of one

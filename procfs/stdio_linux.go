@@ -15,28 +15,18 @@ import (
 // handle on /proc/PID, checking its start time first: a recycled PID
 // reads as gone (an error wrapping fs.ErrNotExist).
 func ReadFacts(root string, id lineage.ID) (Facts, error) {
-	if root == "" {
-		root = DefaultRoot
-	}
-	dir := filepath.Join(root, strconv.FormatUint(uint64(id.PID), 10))
-	dfd, err := openDir(dir)
+	var rd reader
+	var st Stat
+	dfd, err := rd.openIdentified(root, id, func(b []byte) (uint64, error) {
+		var err error
+		st, err = parseStat(b)
+		return st.StartTicks, err
+	})
 	if err != nil {
-		return Facts{}, readErr(id.PID, err)
+		return Facts{}, err
 	}
 	defer unix.Close(dfd)
-	var rd reader
-	b, err := rd.file(dfd, "stat")
-	if err != nil {
-		return Facts{}, readErr(id.PID, err)
-	}
-	st, err := parseStat(b)
-	if err != nil {
-		return Facts{}, fmt.Errorf("procfs: %s/stat: %w", dir, err)
-	}
-	if !(lineage.ID{PID: id.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(id) {
-		return Facts{}, readErr(id.PID, fmt.Errorf("%w: %w", errGone, fs.ErrNotExist))
-	}
-	var f Facts
+	f := Facts{Stat: st}
 	target, err := rd.link(dfd, "fd/0")
 	switch {
 	case err == nil:
@@ -50,6 +40,37 @@ func ReadFacts(root string, id lineage.ID) (Facts, error) {
 		f.Cgroup = cgroupOf(string(b))
 	}
 	return f, nil
+}
+
+// openIdentified opens root/PID as a directory handle and checks through
+// it that the process is id: start reads the start time (clock ticks)
+// from the stat file, which must match id's at tick precision. A
+// recycled PID reads as gone (an error wrapping fs.ErrNotExist), never
+// as another process.
+func (rd *reader) openIdentified(root string, id lineage.ID, start func(stat []byte) (uint64, error)) (int, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	dir := filepath.Join(root, strconv.FormatUint(uint64(id.PID), 10))
+	dfd, err := openDir(dir)
+	if err != nil {
+		return -1, readErr(id.PID, err)
+	}
+	b, err := rd.file(dfd, "stat")
+	if err != nil {
+		unix.Close(dfd)
+		return -1, readErr(id.PID, err)
+	}
+	ticks, err := start(b)
+	if err != nil {
+		unix.Close(dfd)
+		return -1, fmt.Errorf("procfs: %s/stat: %w", dir, err)
+	}
+	if !(lineage.ID{PID: id.PID, Start: ticks * lineage.TickNS}).SameTick(id) {
+		unix.Close(dfd)
+		return -1, readErr(id.PID, fmt.Errorf("%w: %w", errGone, fs.ErrNotExist))
+	}
+	return dfd, nil
 }
 
 func isNotExist(err error) bool {

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -42,33 +39,23 @@ type UsageReader struct {
 // recycled PID reads as gone (an error wrapping fs.ErrNotExist), never as
 // another process's usage.
 func (u *UsageReader) Read(id lineage.ID) (Usage, error) {
-	root := u.Root
-	if root == "" {
-		root = DefaultRoot
-	}
-	dir := filepath.Join(root, strconv.FormatUint(uint64(id.PID), 10))
-	dfd, err := openDir(dir)
+	var us Usage
+	dfd, err := u.rd.openIdentified(u.Root, id, func(b []byte) (uint64, error) {
+		var start uint64
+		var err error
+		us, start, err = parseStatUsage(b)
+		return start, err
+	})
 	if err != nil {
-		return Usage{}, readErr(id.PID, err)
+		return Usage{}, err
 	}
 	defer unix.Close(dfd)
-	b, err := u.rd.file(dfd, "stat")
-	if err != nil {
-		return Usage{}, readErr(id.PID, err)
-	}
-	us, startTicks, err := parseStatUsage(b)
-	if err != nil {
-		return Usage{}, fmt.Errorf("procfs: %s/stat: %w", dir, err)
-	}
-	if !(lineage.ID{PID: id.PID, Start: startTicks * lineage.TickNS}).SameTick(id) {
-		return Usage{}, readErr(id.PID, fmt.Errorf("%w: %w", errGone, fs.ErrNotExist))
-	}
-	b, err = u.rd.file(dfd, "io")
+	b, err := u.rd.file(dfd, "io")
 	if err != nil {
 		return Usage{}, readErr(id.PID, err)
 	}
 	if us.IOBytes, err = parseIO(b); err != nil {
-		return Usage{}, fmt.Errorf("procfs: %s/io: %w", dir, err)
+		return Usage{}, fmt.Errorf("procfs: process %d: io: %w", id.PID, err)
 	}
 	return us, nil
 }

@@ -30,6 +30,15 @@ type Proc struct {
 // holds entry ("NAME=value"): a test's own processes, found from /proc
 // independently of the agent.
 func WithEnv(entry string) []Proc {
+	return procsWhere(func(pid string, _ []string) bool {
+		env, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
+		return err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+entry+"\x00"))
+	})
+}
+
+// procsWhere lists the live processes (zombies excluded) keep accepts,
+// given their PID and argv.
+func procsWhere(keep func(pid string, argv []string) bool) []Proc {
 	ents, _ := os.ReadDir("/proc")
 	var out []Proc
 	for _, e := range ents {
@@ -37,12 +46,8 @@ func WithEnv(entry string) []Proc {
 		if err != nil {
 			continue
 		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+entry+"\x00")) {
-			continue
-		}
 		s, err := procfs.Read("/proc", uint32(pid))
-		if err != nil {
+		if err != nil || !keep(e.Name(), s.Argv) {
 			continue
 		}
 		out = append(out, Proc{PID: uint32(pid), Tick: s.ID.Tick(), Argv: s.Argv})
@@ -54,20 +59,7 @@ func WithEnv(entry string) []Proc {
 // line, joined with spaces, contains s: a test's own processes, told by
 // an argument only the test gives them.
 func WithArgv(s string) []Proc {
-	ents, _ := os.ReadDir("/proc")
-	var out []Proc
-	for _, e := range ents {
-		pid, err := strconv.ParseUint(e.Name(), 10, 32)
-		if err != nil {
-			continue
-		}
-		p, err := procfs.Read("/proc", uint32(pid))
-		if err != nil || !strings.Contains(strings.Join(p.Argv, " "), s) {
-			continue
-		}
-		out = append(out, Proc{PID: uint32(pid), Tick: p.ID.Tick(), Argv: p.Argv})
-	}
-	return out
+	return procsWhere(func(_ string, argv []string) bool { return strings.Contains(strings.Join(argv, " "), s) })
 }
 
 // ProcOf is the live process pid, with its identity; what names it in the
