@@ -73,7 +73,7 @@ yet: docs/hosts.md shows the lines to change by hand.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "%s: %d servers %s; the previous file is %s\n", file, len(changes), verb, backup)
+			fmt.Fprintf(w, "%s: %s %s; the previous file is %s\n", file, plural(len(changes), "server", "servers"), verb, backup)
 			return nil
 		},
 	}
@@ -86,15 +86,30 @@ yet: docs/hosts.md shows the lines to change by hand.`,
 
 // replaceFile keeps old beside file as a backup, then replaces file with
 // data atomically (a temporary file renamed over it), with file's mode
-// and owner. It returns the backup's name.
+// and owner. A symbolic link (a dotfiles checkout) is followed: the file
+// it names is replaced, the link stays. It returns the backup's name.
 func replaceFile(file string, old, data []byte) (string, error) {
+	file, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		return "", err
+	}
 	st, err := os.Stat(file)
 	if err != nil {
 		return "", err
 	}
-	backup := file + ".mcptrace-backup-" + time.Now().UTC().Format("20060102T150405Z")
-	if err := writeNew(backup, old, st); err != nil {
-		return "", fmt.Errorf("keep a copy of %s: %w; the file was not changed", file, err)
+	// A backup never replaces another: a second rewrite within the same
+	// second gets .2, .3 …
+	base := file + ".mcptrace-backup-" + time.Now().UTC().Format("20060102T150405Z")
+	backup := base
+	for n := 2; ; n++ {
+		err := writeNew(backup, old, st)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || n > 100 {
+			return "", fmt.Errorf("keep a copy of %s: %w; the file was not changed", file, err)
+		}
+		backup = fmt.Sprintf("%s.%d", base, n)
 	}
 	tmp := file + ".mcptrace-new"
 	if err := writeNew(tmp, data, st); err != nil {
