@@ -98,7 +98,9 @@ func (a *Agent) Orphans(uid uint32, root bool) (orphans.Found, error) {
 		o.lastLook = time.Now()
 	}
 	if root {
-		return orphans.Found{Orphans: slices.Clone(o.last.Orphans), Pending: o.last.Pending}, nil
+		found := o.last
+		found.Orphans = slices.Clone(found.Orphans)
+		return found, nil
 	}
 	var mine orphans.Found
 	for _, x := range o.last.Orphans {

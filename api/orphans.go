@@ -110,7 +110,7 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 	s.presentOrphans(c, wantsRaw(c, r), found.Orphans)
 	l := OrphanList{Now: s.Now(), Orphans: found.Orphans, Totals: TotalsOf(found.Orphans)}
 	if c.Root() && found.Pending > 0 {
-		l.Pending, l.ConfirmIn = found.Pending, orphans.DefaultConfirmAfter
+		l.Pending, l.ConfirmIn = found.Pending, found.ConfirmIn
 	}
 	writeJSON(w, http.StatusOK, l)
 }

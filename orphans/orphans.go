@@ -85,8 +85,9 @@ type Found struct {
 	Orphans []Orphan
 	// Pending counts the servers whose stdin was seen cut off too
 	// recently to count (Input.ConfirmAfter): listed at a later look if
-	// they stay so.
-	Pending int
+	// they stay so. ConfirmIn is how long until the last of them can be.
+	Pending   int
+	ConfirmIn time.Duration
 }
 
 // Orphan is one leaked server.
@@ -156,13 +157,14 @@ func Find(in Input) Found {
 		return false
 	}
 	var out []Orphan
-	pending := 0
+	pending, confirmIn := 0, time.Duration(0)
 	for _, c := range cands {
 		if !c.server || below(c) {
 			continue
 		}
 		if c.CutFor > 0 && c.CutFor < in.ConfirmAfter {
 			pending++
+			confirmIn = max(confirmIn, in.ConfirmAfter-c.CutFor)
 		}
 		if o, ok := hostGone(in, c, byID, cands); ok {
 			out = append(out, o)
@@ -178,7 +180,7 @@ func Find(in Input) Found {
 		return cmp.Or(cmp.Compare(a.HostKind, b.HostKind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Confidence, b.Confidence),
 			cmp.Compare(a.Server.Start, b.Server.Start), cmp.Compare(a.Server.PID, b.Server.PID))
 	})
-	return Found{Orphans: out, Pending: pending}
+	return Found{Orphans: out, Pending: pending, ConfirmIn: confirmIn}
 }
 
 // classify decides whether c is an MCP server that may be listed.

@@ -215,8 +215,8 @@ func TestFindWaitsForACutOffToLast(t *testing.T) {
 		w.all[pid].CutFor = time.Second
 	}
 	f := Find(w.input())
-	if len(f.Orphans) != 0 || f.Pending != 1 {
-		t.Fatalf("found %+v, want one pending", f)
+	if len(f.Orphans) != 0 || f.Pending != 1 || f.ConfirmIn != 9*time.Second {
+		t.Fatalf("found %+v, want one pending, confirmable in 9s", f)
 	}
 }
 
