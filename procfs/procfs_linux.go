@@ -371,11 +371,13 @@ func parseStat(b []byte) (Stat, error) {
 		return st, fmt.Errorf("malformed ppid: %w", err)
 	}
 	st.PPID = uint32(ppid)
-	sid, err := parseUint(f[fSession], 32)
-	if err != nil {
+	// The session ID prints as a signed number, and reads -1 where the
+	// kernel has none to show: 0, unknown.
+	if sid, err := strconv.ParseInt(string(f[fSession]), 10, 64); err != nil {
 		return st, fmt.Errorf("malformed session: %w", err)
+	} else if sid > 0 && sid <= 1<<32-1 {
+		st.Session = uint32(sid)
 	}
-	st.Session = uint32(sid)
 	if st.Flags, err = parseUint(f[fFlags], 64); err != nil {
 		return st, fmt.Errorf("malformed flags: %w", err)
 	}

@@ -182,6 +182,7 @@ func TestParseStat(t *testing.T) {
 		{"parentheses", line("(sd-pam) x)"), "(sd-pam) x)", false},
 		{"fake fields in comm", line(") R 1 2 3 ("), ") R 1 2 3 (", false},
 		{"empty comm", line(""), "", false},
+		{"no session to show", "42 (bash) S 7 42 -1 0 -1 2097152" + tail, "bash", false},
 		{"no comm", "42 bash S 1\n", "", true},
 		{"truncated", "42 (bash) S 7 42\n", "", true},
 		{"bad ppid", "42 (bash) S x" + tail, "", true},
@@ -197,6 +198,9 @@ func TestParseStat(t *testing.T) {
 				return
 			}
 			want := Stat{PID: 42, Comm: tt.comm, State: 'S', PPID: 7, Session: 41, Flags: pfKthread, StartTicks: 777}
+			if strings.Contains(tt.in, " 42 -1 ") {
+				want.Session = 0
+			}
 			if st != want {
 				t.Errorf("parseStat = %+v, want %+v", st, want)
 			}
