@@ -329,8 +329,18 @@ func TestUnusableStateGivesAWarningAndARunningAgent(t *testing.T) {
 	t.Run("torn journal", func(t *testing.T) {
 		ag := agenttest.StartProcess(t, "--state.checkpoint-interval=1h")
 		startSessionA(t, ag, "a")
+		// A checkpoint (after the /proc check at start, or a sweep that
+		// ended something) starts the journal anew and removes its
+		// segments: events after it make one again. Nudge until there is
+		// one, then kill the agent at once.
+		var segs []string
+		testenv.Eventually(t, "a journal segment", func() (bool, string) {
+			exec.Command("true").Run()
+			segs, _ = filepath.Glob(filepath.Join(ag.StateDir, "wal-*"))
+			return len(segs) > 0, fmt.Sprint(segs)
+		})
 		ag.Stop(syscall.SIGKILL)
-		segs, _ := filepath.Glob(filepath.Join(ag.StateDir, "wal-*"))
+		segs, _ = filepath.Glob(filepath.Join(ag.StateDir, "wal-*"))
 		if len(segs) == 0 {
 			t.Fatal("no journal segment")
 		}
