@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -31,7 +32,7 @@ func ReadFacts(root string, id lineage.ID) (Facts, error) {
 	switch {
 	case err == nil:
 		f.Stdin, f.StdinInode = stdinOf(target)
-	case isNotExist(err):
+	case errors.Is(err, fs.ErrNotExist): // fd 0 is closed
 		f.Stdin = StdinClosed
 	default:
 		return Facts{}, readErr(id.PID, err)
@@ -71,11 +72,6 @@ func (rd *reader) openIdentified(root string, id lineage.ID, start func(stat []b
 		return -1, readErr(id.PID, fmt.Errorf("%w: %w", errGone, fs.ErrNotExist))
 	}
 	return dfd, nil
-}
-
-func isNotExist(err error) bool {
-	pe, ok := err.(*fs.PathError)
-	return ok && pe.Err == unix.ENOENT
 }
 
 // StdinCutOff reports whether process id's standard input can never be

@@ -260,8 +260,10 @@ func (c *counter) pop() {
 // is wanted (the API keeps a caller's own). It walks every session's
 // members once and the graph once.
 func (t *Tracker) Unowned(keep func(lineage.Process) bool) []lineage.Process {
+	// The tracker's lock, which every event the consumer applies takes,
+	// is held for the members and the scope only: the walk over the
+	// whole graph, which copies what it keeps, goes without it.
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	owned := map[lineage.ID]bool{}
 	for _, x := range t.sorted() {
 		f := memberFilter{withRoot: true, branch: func(lineage.Process) bool { return true }}
@@ -272,9 +274,12 @@ func (t *Tracker) Unowned(keep func(lineage.Process) bool) []lineage.Process {
 			return true
 		})
 	}
+	t.mu.Unlock()
 	live := t.g.ProcessesWhere(func(p lineage.Process) bool {
 		return !p.Exited && !p.Kernel && !owned[p.ID] && (keep == nil || keep(p))
 	})
 	// The scope walks the graph itself: after the walk above, not in it.
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return slices.DeleteFunc(live, func(p lineage.Process) bool { return !t.inScope(p.ID) })
 }
