@@ -251,12 +251,7 @@ func (a *Agent) inspectClaim(ctx context.Context, c sessions.Container, old cont
 	info := old
 	info.Image, info.Name, info.Running, info.Init = x.Image, x.Name, x.Running, lineage.ID{}
 	if x.Running && x.Pid > 0 {
-		if st, err := procfs.ReadStat(a.opts.ProcRoot, uint32(x.Pid)); err == nil {
-			info.Init = lineage.ID{PID: uint32(x.Pid), Start: st.StartTicks * lineage.TickNS}
-			if p, ok := a.graph.Lookup(uint32(x.Pid)); ok && p.ID.Tick() == st.StartTicks {
-				info.Init = p.ID
-			}
-		}
+		info.Init = a.initOf(uint32(x.Pid))
 	}
 	switch {
 	case old.Verified && !info.Init.IsZero() && (info.Init.PID != old.Init.PID || info.Init.Tick() != old.Init.Tick()):
@@ -269,20 +264,41 @@ func (a *Agent) inspectClaim(ctx context.Context, c sessions.Container, old cont
 	case info.Init.IsZero():
 		info.Why = "not running"
 	default:
-		// The first process's start is known to a clock tick (/proc), the
-		// request's to the nanosecond: the process counts as started after
-		// the request when its tick ends after it.
-		first := info.Init.Tick() * lineage.TickNS
-		switch {
-		case first+lineage.TickNS <= c.At:
-			info.Final, info.Why = true, fmt.Sprintf("its first process (pid %d) started before its client's start request (pid %d): the request did not start it", info.Init.PID, c.Client.PID)
-		case first > c.At+uint64(verifyWindow):
-			info.Final, info.Why = true, fmt.Sprintf("its first process (pid %d) started more than %s after its client's start request", info.Init.PID, verifyWindow)
-		default:
-			info.Verified, info.Why = true, ""
-		}
+		why := startedBy(info.Init, c.Client, c.At)
+		info.Verified, info.Final, info.Why = why == "", why != "", why
 	}
 	return info, nil
+}
+
+// initOf is the identity of a container's first process, pid in this
+// PID namespace: the graph's when it knows that process, else /proc's (to
+// a clock tick); zero when it is gone.
+func (a *Agent) initOf(pid uint32) lineage.ID {
+	st, err := procfs.ReadStat(a.opts.ProcRoot, pid)
+	if err != nil {
+		return lineage.ID{}
+	}
+	if p, ok := a.graph.Lookup(pid); ok && p.ID.Tick() == st.StartTicks {
+		return p.ID
+	}
+	return lineage.ID{PID: pid, Start: st.StartTicks * lineage.TickNS}
+}
+
+// startedBy says why a container whose first process is init was not
+// started by client's start request at `at` ("" when it was): its first
+// process must have started within verifyWindow after the request. The
+// first process's start is known to a clock tick (/proc), the request's
+// to the nanosecond: the process counts as started after the request
+// when its tick ends after it.
+func startedBy(init, client lineage.ID, at uint64) string {
+	first := init.Tick() * lineage.TickNS
+	switch {
+	case first+lineage.TickNS <= at:
+		return fmt.Sprintf("its first process (pid %d) started before its client's start request (pid %d): the request did not start it", init.PID, client.PID)
+	case first > at+uint64(verifyWindow):
+		return fmt.Sprintf("its first process (pid %d) started more than %s after its client's start request", init.PID, verifyWindow)
+	}
+	return ""
 }
 
 // containerInfoOf returns what the engine said about a claimed container.

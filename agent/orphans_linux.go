@@ -42,6 +42,9 @@ type orphanState struct {
 	io  ioWatch
 	cut map[lineage.ID]time.Time
 	rd  procfs.UsageReader
+	// containers is what the engine said of each running container,
+	// kept while its first process lives (lookContainers).
+	containers map[string]seenContainer
 	// last is the last look (every uid's), reused for orphanLookGap.
 	last     orphans.Found
 	lastLook time.Time
@@ -102,7 +105,7 @@ func (a *Agent) Orphans(uid uint32, root bool) (orphans.Found, error) {
 		found.Orphans = slices.Clone(found.Orphans)
 		return found, nil
 	}
-	var mine orphans.Found
+	mine := orphans.Found{ContainersUnchecked: o.last.ContainersUnchecked, ContainersWhy: o.last.ContainersWhy}
 	for _, x := range o.last.Orphans {
 		if x.UID == uid {
 			mine.Orphans = append(mine.Orphans, x)
@@ -163,6 +166,9 @@ func (a *Agent) look() orphans.Found {
 		}
 		in.Procs = append(in.Procs, pr)
 	}
+	var unchecked int
+	var why string
+	in.Containers, unchecked, why = a.lookContainers(now, seen)
 	o.io.forgetUnseen()
 	for id := range o.cut {
 		if !seen[id] {
@@ -170,9 +176,13 @@ func (a *Agent) look() orphans.Found {
 		}
 	}
 	found := orphans.Find(in)
+	found.ContainersUnchecked, found.ContainersWhy = unchecked, why
 	// What ending an orphan would end, counted as the ending will.
 	for i := range found.Orphans {
 		x := &found.Orphans[i]
+		if x.Container != "" {
+			continue // counted from the container's processes
+		}
 		ms := a.orphanMembers(*x)
 		x.Processes, x.RSSBytes, x.CPUSeconds = len(ms), 0, 0
 		for _, m := range ms {
@@ -274,6 +284,9 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 		var out []lineage.Process
 		seen := map[lineage.ID]bool{}
 		for _, x := range list {
+			if x.Container != "" {
+				continue // the engine stops it (Containers below)
+			}
 			for _, p := range a.orphanMembers(x) {
 				if !seen[p.ID] {
 					seen[p.ID] = true
@@ -283,6 +296,15 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 		}
 		return out
 	}}
+	// Containers are confirmed once, before the first sweep: the engine
+	// stops each with its own grace.
+	var stop []enforcer.Container
+	en.Containers = func() []enforcer.Container {
+		if stop == nil {
+			stop = a.orphanContainers(ctx, list)
+		}
+		return stop
+	}
 	a.mu.Lock()
 	if a.stopping {
 		a.mu.Unlock()

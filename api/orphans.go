@@ -23,6 +23,11 @@ type OrphanList struct {
 	// confirmed at the soonest.
 	Pending   int           `json:"pending,omitempty"`
 	ConfirmIn time.Duration `json:"confirm_in_ns,omitempty"`
+	// ContainersUnchecked counts running containers that were not looked
+	// at (the engine did not answer, or there were more than one look
+	// inspects); ContainersWhy says why.
+	ContainersUnchecked int    `json:"containers_unchecked,omitempty"`
+	ContainersWhy       string `json:"containers_why,omitempty"`
 }
 
 // OrphanTotals add up a list of orphans.
@@ -108,7 +113,8 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.presentOrphans(c, wantsRaw(c, r), found.Orphans)
-	l := OrphanList{Now: s.Now(), Orphans: found.Orphans, Totals: TotalsOf(found.Orphans)}
+	l := OrphanList{Now: s.Now(), Orphans: found.Orphans, Totals: TotalsOf(found.Orphans),
+		ContainersUnchecked: found.ContainersUnchecked, ContainersWhy: found.ContainersWhy}
 	if c.Root() && found.Pending > 0 {
 		l.Pending, l.ConfirmIn = found.Pending, found.ConfirmIn
 	}

@@ -35,6 +35,11 @@ type Container struct {
 	StartedAt     time.Time // zero if never started
 	Labels        map[string]string
 	LabelsDropped int // labels left out of Labels by the bounds above
+	// AttachedStdin: it was created to read its client's stdin once
+	// (Config.OpenStdin and StdinOnce: `docker run -i`, how MCP clients
+	// run a stdio server); the engine closes that stdin when the client
+	// that attached it goes, and no one can attach it again.
+	AttachedStdin bool
 }
 
 // Inspect returns the container with full ID id (GET
@@ -81,8 +86,10 @@ func parseInspect(body []byte) (Container, error) {
 			StartedAt string
 		}
 		Config struct {
-			Image  string
-			Labels map[string]string
+			Image     string
+			Labels    map[string]string
+			OpenStdin bool
+			StdinOnce bool
 		}
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
@@ -98,6 +105,8 @@ func parseInspect(body []byte) (Container, error) {
 		ImageID: v.Image,
 		Running: v.State.Running,
 		Pid:     v.State.Pid,
+
+		AttachedStdin: v.Config.OpenStdin && v.Config.StdinOnce,
 	}
 	var err error
 	if c.Created, err = parseTime(v.Created); err != nil {

@@ -81,7 +81,7 @@ func TestInspectARunningContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.ID != id || c.Name != "inspect-me" || c.Image != dockertest.ImageTag || !strings.HasPrefix(c.ImageID, "sha256:") ||
-		!c.Running || c.Labels["com.example.session"] != "abc" || c.LabelsDropped != 0 {
+		!c.Running || c.Labels["com.example.session"] != "abc" || c.LabelsDropped != 0 || c.AttachedStdin {
 		t.Errorf("Inspect = %+v", c)
 	}
 	if c.Created.Before(before) || c.StartedAt.Before(c.Created) || time.Since(c.StartedAt) > time.Minute {

@@ -413,6 +413,27 @@ func TestInspectReadsARecordedAnswer(t *testing.T) {
 	}
 }
 
+// `docker run -i` creates a container with OpenStdin and StdinOnce;
+// `docker run -d -i` with OpenStdin alone (anyone may attach later), and
+// a detached one with neither.
+func TestInspectTellsAStdinItsClientAttachedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		want         bool
+	}{
+		{"docker run -i", `"OpenStdin":true,"StdinOnce":true`, true},
+		{"docker run -d -i", `"OpenStdin":true,"StdinOnce":false`, false},
+		{"docker run -d", `"OpenStdin":false,"StdinOnce":false`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseInspect([]byte(`{"Id":"` + testID + `","Config":{` + tc.config + `}}`))
+			if err != nil || c.AttachedStdin != tc.want {
+				t.Errorf("AttachedStdin = %v (%v), want %v", c.AttachedStdin, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestInspectRefusesAnswersThatMakeNoSense(t *testing.T) {
 	for _, tc := range []struct{ name, body string }{
 		{"not JSON", "<html>"},

@@ -116,7 +116,7 @@ func (e *Enforcer) endContainer(ctx context.Context, en *Ending, c Container, re
 		rec.Result = ResultFailed + ": no container engine is configured"
 		return
 	}
-	if !e.cfg.CrossUID {
+	if !e.cfg.CrossUID || en.OwnerOnly {
 		// The session's owner, and the client that started it, must
 		// each be able to use the engine themselves.
 		for _, uid := range []uint32{en.Owner, c.UID} {

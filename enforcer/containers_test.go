@@ -60,6 +60,7 @@ func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
 		name         string
 		cfg          Config
 		owner        uint32
+		ownerOnly    bool
 		c            Container
 		eng          script
 		result       string // prefix
@@ -79,6 +80,10 @@ func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
 			result: ResultWouldKill, signal: SignalContainerStop},
 		{name: "an owner who could not use the engine has nothing stopped", owner: 1000, c: Container{ID: id},
 			eng: script{}, result: ResultSparedPrivilege},
+		{name: "cross-uid stops a session's container for an owner who could not", cfg: Config{CrossUID: true}, owner: 1000,
+			c: Container{ID: id}, eng: script{}, result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
+		{name: "what a user asks to end directly stays within their authority whatever cross-uid says", cfg: Config{CrossUID: true},
+			owner: 1000, ownerOnly: true, c: Container{ID: id, UID: 1000}, eng: script{}, result: ResultSparedPrivilege},
 		{name: "root's sessions need no engine authority", owner: 0, c: Container{ID: id}, eng: script{},
 			result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
 		{name: "an engine that does not answer falls back to the cgroup", c: Container{ID: id, Init: lineage.ID{PID: 9, Start: 9}},
@@ -100,7 +105,7 @@ func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Containers = eng
 			e := New(cfg, nil, slog.New(slog.DiscardHandler))
-			en := Ending{Session: "s", Owner: tc.owner, Containers: func() []Container { return []Container{tc.c} }}
+			en := Ending{Session: "s", Owner: tc.owner, OwnerOnly: tc.ownerOnly, Containers: func() []Container { return []Container{tc.c} }}
 			recs := e.endContainers(context.Background(), &en, map[string]bool{}, func() time.Duration { return time.Millisecond })
 			if len(recs) != 1 {
 				t.Fatalf("records = %+v", recs)

@@ -79,7 +79,7 @@ mcptrace_orphaned_processes{host_kind="codex",server="mcp-server-time"} 1
 # HELP mcptrace_duplicate_servers Live MCP servers started again by a live host while an earlier instance of the same server lives: instances beyond the first per session, summed.
 # TYPE mcptrace_duplicate_servers gauge
 mcptrace_duplicate_servers{host_kind="codex",server="@modelcontextprotocol/server-filesystem"} 1
-# HELP mcptrace_unowned_servers Leaked MCP servers that no session owns (mcptrace orphans): by the host kind that started them (unknown when it is gone or named by no host rule), the evidence (host-gone, superseded) and how sure it is (certain, likely). Not the orphaned processes of ended sessions.
+# HELP mcptrace_unowned_servers Leaked MCP servers that no session owns (mcptrace orphans): by the host kind that started them (unknown when it is gone or named by no host rule), the evidence (host-gone, superseded, client-gone: a docker run -i container whose client went) and how sure it is (certain, likely). Not the orphaned processes of ended sessions.
 # TYPE mcptrace_unowned_servers gauge
 mcptrace_unowned_servers{confidence="certain",host_kind="unknown",kind="host-gone"} 2
 mcptrace_unowned_servers{confidence="likely",host_kind="codex",kind="superseded"} 1

@@ -25,10 +25,20 @@
 //     identity, same command line) again later, and this older instance
 //     has been idle (no I/O) for the given time or its stdin is cut off.
 //
+// A container is listed (ClientGone) when all of these hold: no session
+// claims it; it was created to read its client's stdin once (`docker run
+// -i`, how MCP clients run a stdio server in a container: a container
+// started any other way, detached, by compose or by an orchestrator, is
+// never listed); and its first process's stdin has had no writer for
+// Input.ConfirmAfter: the engine closed it when the client's connection
+// went, and nothing can attach it again.
+//
 // Confidence is Certain only for HostGone when the leaked chain was
-// reparented (to init or a
-// subreaper): the host is gone and nothing can use the server. Every
-// other listing is Likely.
+// reparented (to init or a subreaper): the host is gone and nothing can
+// use the server; and for ClientGone when the kernel saw which client
+// started the container and that client exited. Every other listing is
+// Likely; a container whose client is not known has UID 0, so that only
+// root sees it.
 //
 // It is not the exporter's "orphaned" processes: those are live members
 // of sessions that ended, which the enforcer is already ending. These
@@ -40,7 +50,6 @@
 //
 // What it does not do: read /proc, end anything (the agent ends the
 // chain from Orphan.Top to the server and what the server started in its
-// own session, through the enforcer, with the caller's own authority), or
-// look at containers (to come: a container whose `docker run -i` client
-// is gone).
+// own session, through the enforcer, with the caller's own authority; a
+// container through the engine), or ask the engine anything.
 package orphans

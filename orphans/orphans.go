@@ -30,6 +30,9 @@ const (
 	HostGone Kind = "host-gone"
 	// Superseded: its live starter started the same server again.
 	Superseded Kind = "superseded"
+	// ClientGone: a container started attached to its client's stdin
+	// (docker run -i) whose stdin has no writer left.
+	ClientGone Kind = "client-gone"
 )
 
 // DefaultConfirmAfter is how long a stdin must stay cut off before it
@@ -60,10 +63,40 @@ type Proc struct {
 	Usage   procfs.Usage
 }
 
+// Container is a running container no session claims, as the agent
+// read it from the engine, the kernel's record of its start
+// (sessions.Start) and /proc.
+type Container struct {
+	// ID is the engine's full container ID; Name and Image its name and
+	// image as the engine tells them.
+	ID, Name, Image string
+	// Init is its first process, as the graph or /proc knows it.
+	Init lineage.Process
+	// AttachedStdin: created to read its client's stdin once (docker run
+	// -i; containers.Container.AttachedStdin).
+	AttachedStdin bool
+	// CutFor is how long Init's stdin has been seen with no writer, as
+	// Proc.CutFor.
+	CutFor time.Duration
+	// Client is the process the kernel saw send its start, verified to
+	// have started this instance; zero when not known (the start predates
+	// the agent, or was not kept). ClientUID is its uid; ClientExited
+	// whether it is gone.
+	Client       lineage.ID
+	ClientUID    uint32
+	ClientExited bool
+	// Processes, RSSBytes and CPUSeconds add up its live processes.
+	Processes  int
+	RSSBytes   uint64
+	CPUSeconds float64
+}
+
 // Input is what Find looks at.
 type Input struct {
 	// Procs are the live processes, in scope, that no session owns.
 	Procs []Proc
+	// Containers are the running containers no session claims.
+	Containers []Container
 	// Ancestors returns id's process first, then its creators up to the
 	// top (lineage.Graph.Ancestors), alive or exited.
 	Ancestors func(lineage.ID) []lineage.Process
@@ -88,6 +121,11 @@ type Found struct {
 	// they stay so. ConfirmIn is how long until the last of them can be.
 	Pending   int
 	ConfirmIn time.Duration
+	// ContainersUnchecked counts the running containers not looked at
+	// (the engine did not answer, or more than one look inspects);
+	// ContainersWhy says why. Set by the agent, not by Find.
+	ContainersUnchecked int
+	ContainersWhy       string
 }
 
 // Orphan is one leaked server.
@@ -122,6 +160,11 @@ type Orphan struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 	// Argv is the server's command line (the API redacts it).
 	Argv []string `json:"argv,omitempty"`
+	// Container is the container a ClientGone orphan is (its full ID;
+	// Server is its first process, Name its image); Client the process
+	// that started it, when the kernel saw it.
+	Container string     `json:"container,omitempty"`
+	Client    lineage.ID `json:"client,omitzero"`
 }
 
 // candidate is a Proc with what Find derived of it.
@@ -174,6 +217,17 @@ func Find(in Input) Found {
 	}
 	for i := range out {
 		total(&out[i], cands)
+	}
+	for _, c := range in.Containers {
+		if c.AttachedStdin && c.CutFor > 0 && c.CutFor < in.ConfirmAfter {
+			pending++
+			confirmIn = max(confirmIn, in.ConfirmAfter-c.CutFor)
+		}
+		if o, ok := clientGone(in, c); ok {
+			out = append(out, o)
+		}
+	}
+	for i := range out {
 		out[i].HostKind = cmp.Or(out[i].HostKind, UnknownHost)
 	}
 	slices.SortFunc(out, func(a, b Orphan) int {
@@ -399,3 +453,40 @@ func total(o *Orphan, cands []*candidate) {
 		}
 	}
 }
+
+// clientGone lists a container started attached to its client's stdin
+// (docker run -i) once that stdin has had no writer for long enough: the
+// engine closes it when the client's connection goes, and no one can
+// attach it again. It is Certain when the kernel saw which client
+// started it and that client is gone; Likely when its client is not
+// known. A client that still runs (one that closed its own stdin and
+// waits for the output) lists nothing.
+func clientGone(in Input, c Container) (Orphan, bool) {
+	if !c.AttachedStdin || c.CutFor == 0 || c.CutFor < in.ConfirmAfter || c.Init.Exited ||
+		(in.Spared != nil && in.Spared(c.Init)) || (!c.Client.IsZero() && !c.ClientExited) {
+		return Orphan{}, false
+	}
+	o := Orphan{Server: c.Init.ID, Top: c.Init.ID, Name: c.Image, Chain: []string{"container " + shortID(c.ID)}, Kind: ClientGone,
+		Container: c.ID, Client: c.Client, Processes: c.Processes, RSSBytes: c.RSSBytes, CPUSeconds: c.CPUSeconds,
+		Evidence: []string{fmt.Sprintf("started attached to its client's stdin (docker run -i), which has had no writer for %s: the engine closed it when the client went, and nothing can attach it again",
+			c.CutFor.Round(time.Second))}}
+	if c.Client.IsZero() {
+		o.Confidence = Likely
+		o.Evidence = append(o.Evidence, "which client started it is not known (it started before the agent watched)")
+		return o, true
+	}
+	o.UID, o.Confidence = c.ClientUID, Certain
+	o.Evidence = append(o.Evidence, fmt.Sprintf("the client that started it (pid %d, uid %d) exited", c.Client.PID, c.ClientUID))
+	if in.HostKind != nil && in.Ancestors != nil {
+		for _, a := range in.Ancestors(c.Client) {
+			if _, wrapper := roles.Identity(a.Current()); !wrapper {
+				o.HostKind = in.HostKind(a)
+				break
+			}
+		}
+	}
+	return o, true
+}
+
+// shortID is a container ID as docker ps shows it.
+func shortID(id string) string { return id[:min(12, len(id))] }

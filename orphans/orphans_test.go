@@ -233,3 +233,57 @@ func TestFindIgnoresACreatorYoungerThanItsChild(t *testing.T) {
 		t.Fatalf("got %+v, want @acme/old topped by itself", got)
 	}
 }
+
+// A container is listed only when it was started attached to its
+// client's stdin (docker run -i) and that stdin stayed cut off: certain
+// when the kernel saw its client exit, likely when its client is not
+// known, never while its client still runs.
+func TestAContainerIsListedOnlyWhenItsDockerRunClientIsGone(t *testing.T) {
+	const cid = "4c1e0d5c0b2f4e3a9f8e7d6c5b4a39281706f5e4d3c2b1a0f9e8d7c6b5a49382"
+	client := lineage.ID{PID: 300, Start: 3e9}
+	leaked := func(f func(*Container)) Container {
+		c := Container{ID: cid, Image: "ghcr.io/acme/mcp:1", AttachedStdin: true, CutFor: time.Hour,
+			Init: lineage.Process{ID: lineage.ID{PID: 400, Start: 4e9}, Comm: "server"}, Client: client, ClientUID: 1000, ClientExited: true}
+		if f != nil {
+			f(&c)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		c       Container
+		want    Confidence // "": not listed
+		uid     uint32
+		pending int
+	}{
+		{"its client exited: certain, and its client's", leaked(nil), Certain, 1000, 0},
+		{"its client is not known: likely, root's alone", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited = lineage.ID{}, 0, false }), Likely, 0, 0},
+		{"its client still runs", leaked(func(c *Container) { c.ClientExited = false }), "", 0, 0},
+		{"started detached or by compose: never", leaked(func(c *Container) { c.AttachedStdin = false }), "", 0, 0},
+		{"its stdin still has a writer", leaked(func(c *Container) { c.CutFor = 0 }), "", 0, 0},
+		{"its stdin was cut off just now: pending", leaked(func(c *Container) { c.CutFor = time.Second }), "", 0, 1},
+		{"spared by a rule", leaked(func(c *Container) { c.Init.Comm = "spared" }), "", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := Find(Input{Containers: []Container{tc.c}, ConfirmAfter: 10 * time.Second,
+				Spared: func(p lineage.Process) bool { return p.Comm == "spared" }})
+			if f.Pending != tc.pending {
+				t.Errorf("pending = %d, want %d", f.Pending, tc.pending)
+			}
+			if tc.want == "" {
+				if len(f.Orphans) != 0 {
+					t.Errorf("listed %+v", f.Orphans)
+				}
+				return
+			}
+			if len(f.Orphans) != 1 {
+				t.Fatalf("listed %d, want 1", len(f.Orphans))
+			}
+			o := f.Orphans[0]
+			if o.Confidence != tc.want || o.Kind != ClientGone || o.UID != tc.uid || o.Container != cid || o.Server != tc.c.Init.ID ||
+				o.Top != tc.c.Init.ID || o.Name != "ghcr.io/acme/mcp:1" || o.HostKind != UnknownHost {
+				t.Errorf("orphan = %+v", o)
+			}
+		})
+	}
+}

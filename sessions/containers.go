@@ -103,6 +103,7 @@ func (t *Tracker) observeRequest(ev lineage.Event) {
 	}
 	if len(below) == 0 {
 		t.st.containersIgnored++ // a start sent from no session
+		t.addStart(Start{ID: id, Client: ev.Proc, ClientUID: ev.UID, At: ev.Time})
 		return
 	}
 	top := below[len(below)-1].Root
@@ -156,6 +157,7 @@ func (t *Tracker) addClaim(claim *Container) {
 	t.containers[claim.ID] = claim
 	t.containersPerUID[owner]++
 	t.st.containersClaimed++
+	t.forgetStart(claim.ID) // a session's now
 }
 
 // forgetContainer removes the claim on id; t.mu is held.

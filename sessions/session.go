@@ -341,4 +341,9 @@ type Stats struct {
 	ContainersContested uint64 `json:"containers_contested_total"`
 	ContainersRefused   uint64 `json:"containers_refused_total"`
 	ContainersIgnored   uint64 `json:"containers_ignored_total"`
+	// ContainerStarts is the number of starts sent from no session held
+	// for `mcptrace orphans` (starts.go); StartsUnkept counts those not
+	// kept (over MaxStarts or MaxStartsPerUID).
+	ContainerStarts int    `json:"container_starts"`
+	StartsUnkept    uint64 `json:"starts_unkept_total"`
 }

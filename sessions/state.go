@@ -24,7 +24,9 @@ type TrackerState struct {
 	Marks  []markRecord   `json:"marks,omitempty"`
 	// Containers are the container claims (containers.go).
 	Containers []Container `json:"containers,omitempty"`
-	Stats      Stats       `json:"stats"`
+	// Starts are the container starts no session sent (starts.go).
+	Starts []Start `json:"starts,omitempty"`
+	Stats  Stats   `json:"stats"`
 }
 
 // SessionState is a session with the rule its root's image matched.
@@ -42,6 +44,7 @@ func (t *Tracker) Dump() TrackerState {
 		st.Containers = append(st.Containers, c.clone())
 	}
 	slices.SortFunc(st.Containers, func(a, b Container) int { return strings.Compare(a.ID, b.ID) })
+	st.Starts = t.startsSorted()
 	active := make([]*session, 0, len(t.active))
 	for _, s := range t.active {
 		active = append(active, s)
@@ -116,6 +119,7 @@ func Restore(g *lineage.Graph, cfg Config, log *slog.Logger, st TrackerState) (*
 		t.marks = t.marks[len(t.marks)-maxMarkRecords:]
 	}
 	t.restoreContainers(st.Containers)
+	t.restoreStarts(st.Starts)
 	t.st = countersFrom(st.Stats)
 	t.logs.Suppressed = st.Stats.LogsSuppressed
 	return t, nil
@@ -211,5 +215,6 @@ func countersFrom(s Stats) counters {
 	c.containersContested = s.ContainersContested
 	c.containersRefused = s.ContainersRefused
 	c.containersIgnored = s.ContainersIgnored
+	c.startsUnkept = s.StartsUnkept
 	return c
 }

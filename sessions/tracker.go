@@ -70,6 +70,10 @@ type Tracker struct {
 	// containersPerUID their count by owner.
 	containers       map[string]*Container
 	containersPerUID map[uint32]int
+	// starts are the container starts no session sent, by container ID
+	// (starts.go), startsPerUID their count by client uid.
+	starts       map[string]Start
+	startsPerUID map[uint32]int
 	st               counters
 }
 
@@ -105,6 +109,7 @@ type counters struct {
 	containersContested   uint64
 	containersRefused     uint64
 	containersIgnored     uint64
+	startsUnkept          uint64
 }
 
 // NewTracker returns a tracker over g. It fails only when a rule of
@@ -143,6 +148,8 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		refused:          make(map[lineage.ID]bool),
 		containers:       make(map[string]*Container),
 		containersPerUID: make(map[uint32]int),
+		starts:           make(map[string]Start),
+		startsPerUID:     make(map[uint32]int),
 		logs:             newLogLimiter(),
 		st: counters{
 			begun:   make(map[string]uint64),
@@ -271,6 +278,8 @@ func (t *Tracker) stats() Stats {
 		ContainersContested: t.st.containersContested,
 		ContainersRefused:   t.st.containersRefused,
 		ContainersIgnored:   t.st.containersIgnored,
+		ContainerStarts:     len(t.starts),
+		StartsUnkept:        t.st.startsUnkept,
 	}
 }
 

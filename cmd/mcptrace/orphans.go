@@ -30,8 +30,16 @@ A server is listed only with evidence, never by its name alone:
   likely   its stdin pipe has no writer left under a parent that still runs;
            or its host still runs, started the same server again, and this
            older instance has been idle
-Servers run as systemd services, in containers, or matched by a spare rule
-are never listed.
+
+A container is listed when no session started it, it was started with its
+client's stdin attached (docker run -i, as MCP hosts run servers in
+containers), and the engine closed that stdin because the client went:
+certain when the agent saw the client that started it exit, likely when it
+started before the agent (then only root sees it).
+
+Servers run as systemd services, in containers started any other way
+(detached, compose, an orchestrator), or matched by a spare rule are never
+listed.
 
   mcptrace orphans                         the list, totals first
   mcptrace orphans --end                   end them through the enforcer
@@ -125,6 +133,7 @@ func printOrphans(w io.Writer, l api.OrphanList) {
 	t := l.Totals
 	if t.Servers == 0 {
 		fmt.Fprintln(w, "no leaked MCP server: every one on this node belongs to a session or shows no sign of a leak")
+		printUnchecked(w, l)
 		return
 	}
 	oldest := ""
@@ -148,13 +157,27 @@ func printOrphans(w io.Writer, l api.OrphanList) {
 			started = treeview.Duration(time.Duration(l.Now-o.Server.Start)) + " old"
 		}
 		chain := strings.Join(o.Chain, " → ")
+		if o.Container != "" && o.Client.PID != 0 {
+			chain += fmt.Sprintf(" (started by pid %d)", o.Client.PID)
+		}
 		fmt.Fprintf(w, "  %-7s  pid %-7d %-9s %-13s  %9s  %s\n", o.Confidence, o.Server.PID, started, plural(o.Processes, "process", "processes"),
 			humanBytes(o.RSSBytes), chain)
 		for _, e := range o.Evidence {
 			fmt.Fprintf(w, "           %s\n", e)
 		}
 	}
+	printUnchecked(w, l)
 	fmt.Fprintln(w, "\nmcptrace orphans --end ends them (--certain-only: only the certain ones; --dry-run: show what it would end)")
+}
+
+// printUnchecked says which containers the list could not look at.
+func printUnchecked(w io.Writer, l api.OrphanList) {
+	switch {
+	case l.ContainersUnchecked > 0:
+		fmt.Fprintf(w, "%s not checked: %s\n", plural(l.ContainersUnchecked, "running container was", "running containers were"), l.ContainersWhy)
+	case l.ContainersWhy != "":
+		fmt.Fprintln(w, l.ContainersWhy)
+	}
 }
 
 // printEndedOrphans writes what --end did, one line per process.
@@ -170,7 +193,11 @@ func printEndedOrphans(w io.Writer, res api.EndOrphansResult, dryRun bool) {
 		if sig == "" {
 			sig = "-"
 		}
-		fmt.Fprintf(w, "  pid %-7d %-16s %-16s %s\n", rec.Process.PID, rec.Comm, sig, rec.Result)
+		what := rec.Comm
+		if rec.Container != "" {
+			what = "container " + rec.Container[:min(12, len(rec.Container))]
+		}
+		fmt.Fprintf(w, "  pid %-7d %-22s %-16s %s\n", rec.Process.PID, what, sig, rec.Result)
 	}
 	if dryRun {
 		fmt.Fprintf(w, "%d would be killed, %d spared, %d refused\n", r.WouldKill, r.Spared, r.Refused)

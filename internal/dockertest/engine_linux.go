@@ -386,6 +386,27 @@ func (e *Engine) Docker(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// DockerAs returns a command running Debian's docker CLI with args
+// against this engine as uid (its group the same number), after letting
+// that group use the engine: the socket's group becomes gid, writable by
+// the group, and the engine's directory searchable by all, as a docker
+// group does on a node. The CLI's configuration is a directory of uid's.
+// The caller runs and bounds it.
+func (e *Engine) DockerAs(t testing.TB, uid int, args ...string) *exec.Cmd {
+	t.Helper()
+	cli := t.TempDir()
+	for _, err := range []error{os.Chmod(e.Dir, 0o711), os.Chown(e.Socket, 0, uid), os.Chmod(e.Socket, 0o660),
+		os.Chmod(filepath.Dir(cli), 0o755), os.Chown(cli, uid, uid)} {
+		if err != nil {
+			t.Fatalf("letting uid %d use the engine: %v", uid, err)
+		}
+	}
+	cmd := exec.Command(dockerPath, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + cli, "DOCKER_CONFIG=" + cli, "DOCKER_HOST=" + e.Host}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	return cmd
+}
+
 // output runs the docker CLI with args (stdin, if not nil, as its input)
 // within commandWait and returns its trimmed stdout.
 func (e *Engine) output(stdin []byte, args ...string) (string, error) {

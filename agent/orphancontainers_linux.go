@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/mcptrace/mcptrace/containers"
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/orphans"
+	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/sessions"
+)
+
+// Orphaned containers: a running container no session claims, created to
+// read its client's stdin once (docker run -i), whose stdin the engine
+// closed because that client went; package orphans decides. Here the
+// agent asks the engine which containers run and how they were created,
+// reads their first processes' stdin, and tells orphans.Find what the
+// kernel saw of their start (sessions.Start): which client started
+// them, and whether it is gone.
+
+// maxInspectsPerLook bounds the engine inspections of one look: each
+// running container is inspected once while its first process lives, so
+// a node with thousands is read over several looks, and the list says
+// how many were not checked yet.
+const maxInspectsPerLook = 256
+
+// containerLookTimeout bounds what one look asks of the engine.
+const containerLookTimeout = 10 * time.Second
+
+// seenContainer is what the engine said about a running container, kept
+// from look to look while its first process lives.
+type seenContainer struct {
+	image, name string
+	attached    bool
+	init        lineage.ID
+}
+
+// lookContainers reads the running containers no session claims for
+// orphans.Find, and how many it could not check and why; o.mu is held.
+// seen collects the first processes whose stdin is cut off now.
+func (a *Agent) lookContainers(now time.Time, seen map[lineage.ID]bool) (out []orphans.Container, unchecked int, why string) {
+	cs := a.containers
+	if cs.engine == nil {
+		return nil, 0, ""
+	}
+	cs.mu.Lock()
+	up, off := cs.up, cs.off
+	cs.mu.Unlock()
+	if !up {
+		// Known down (checkContainers asks every second): not asked again
+		// here, where every caller would wait for it.
+		return nil, 0, "the running containers were not looked at: " + cmp.Or(off, "the container engine was not reached yet")
+	}
+	e := cs.engine
+	o := &a.orphans
+	ctx, cancel := context.WithTimeout(context.Background(), containerLookTimeout)
+	defer cancel()
+	list, err := e.List(ctx)
+	if err != nil {
+		return nil, 0, fmt.Sprintf("the running containers were not looked at: %v", err)
+	}
+	running := make(map[string]bool, len(list))
+	for _, x := range list {
+		running[x.ID] = true
+	}
+	// The kernel's record of a start is kept while its container runs,
+	// and for a moment before the engine lists it.
+	boot := procfs.BootTimeNow()
+	a.tracker.PruneStarts(func(s sessions.Start) bool { return running[s.ID] || s.At+uint64(verifyWindow) > boot })
+	claimed := map[string]bool{}
+	for _, c := range a.tracker.Containers() {
+		claimed[c.ID] = true
+	}
+	if o.containers == nil {
+		o.containers = map[string]seenContainer{}
+	}
+	kept := map[string]bool{}
+	inspects, over, failed, firstErr := 0, 0, 0, ""
+	defer func() {
+		unchecked = over + failed
+		switch {
+		case failed > 0:
+			why = fmt.Sprintf("%d could not be inspected (%s)", failed, firstErr)
+		case over > 0:
+			why = fmt.Sprintf("more than %d to inspect at one look: run mcptrace orphans again", maxInspectsPerLook)
+		}
+	}()
+	for _, x := range list {
+		if claimed[x.ID] {
+			continue // a session's: it ends with its session
+		}
+		sc, ok := o.containers[x.ID]
+		if ok && !sc.init.IsZero() {
+			if cur := a.initOf(sc.init.PID); cur.IsZero() || cur.Tick() != sc.init.Tick() {
+				ok = false // restarted, or stopped since: asked again
+			}
+		}
+		if !ok {
+			if inspects == maxInspectsPerLook || ctx.Err() != nil {
+				over++
+				continue
+			}
+			inspects++
+			c, err := e.Inspect(ctx, x.ID)
+			switch {
+			case errors.Is(err, containers.ErrNotFound):
+				continue // removed since it was listed
+			case err != nil:
+				failed++
+				firstErr = cmp.Or(firstErr, fmt.Sprintf("container %s: %v", x.ID[:12], err))
+				continue
+			}
+			sc = seenContainer{image: c.Image, name: c.Name, attached: c.AttachedStdin}
+			if c.Running && c.Pid > 0 {
+				sc.init = a.initOf(uint32(c.Pid))
+			}
+			o.containers[x.ID] = sc
+		}
+		kept[x.ID] = true
+		if !sc.attached || sc.init.IsZero() {
+			continue // not started by a docker run -i client: never an orphan
+		}
+		out = append(out, a.orphanContainer(x.ID, sc, now, seen))
+	}
+	for id := range o.containers {
+		if !kept[id] {
+			delete(o.containers, id)
+		}
+	}
+	return out, 0, "" // the deferred count
+}
+
+// orphanContainer is what orphans.Find needs of one running container
+// created with its client's stdin attached; o.mu is held.
+func (a *Agent) orphanContainer(id string, sc seenContainer, now time.Time, seen map[lineage.ID]bool) orphans.Container {
+	o := &a.orphans
+	c := orphans.Container{ID: id, Name: sc.name, Image: sc.image, AttachedStdin: true, Init: lineage.Process{ID: sc.init}}
+	if p, ok := a.graph.Get(sc.init); ok {
+		c.Init = p
+	}
+	if cut, err := procfs.StdinCutOff(a.opts.ProcRoot, sc.init); err == nil && cut {
+		first, ok := o.cut[sc.init]
+		if !ok {
+			first = now
+			o.cut[sc.init] = now
+		}
+		c.CutFor = max(now.Sub(first), time.Nanosecond)
+		seen[sc.init] = true
+	}
+	// Its client, when the kernel saw the start of this very instance.
+	if s, ok := a.tracker.StartOf(id); ok && startedBy(sc.init, s.Client, s.At) == "" {
+		c.Client, c.ClientUID, c.ClientExited = s.Client, s.ClientUID, a.gone(s.Client)
+	}
+	procs := a.graph.Descendants(sc.init) // the first process, then what it created
+	if len(procs) == 0 {
+		procs = []lineage.Process{c.Init}
+	}
+	for _, p := range procs {
+		if p.Exited {
+			continue
+		}
+		if u, err := o.rd.Read(p.ID); err == nil {
+			c.Processes++
+			c.RSSBytes += u.RSSBytes
+			c.CPUSeconds += u.CPUSeconds()
+		}
+	}
+	return c
+}
+
+// gone reports whether process id has exited: the kernel said so, or
+// /proc no longer has it (or has another process, or a zombie, at its
+// PID).
+func (a *Agent) gone(id lineage.ID) bool {
+	if p, ok := a.graph.Get(id); ok && p.Exited {
+		return true
+	}
+	st, err := procfs.ReadStat(a.opts.ProcRoot, id.PID)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	return err == nil && (st.StartTicks != id.Tick() || st.State == 'Z')
+}
+
+// orphanContainers is what ending the container orphans of list stops,
+// each asked of the engine again: one that restarted since it was listed
+// (another first process) is recorded refused, never stopped.
+func (a *Agent) orphanContainers(ctx context.Context, list []orphans.Orphan) []enforcer.Container {
+	var out []enforcer.Container
+	e := a.containers.engine
+	for _, x := range list {
+		if x.Container == "" {
+			continue
+		}
+		ec := enforcer.Container{ID: x.Container, Image: x.Name, Init: x.Server, UID: x.UID}
+		if e == nil {
+			ec.Unattributed = "no container engine is configured"
+			out = append(out, ec)
+			continue
+		}
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := e.Inspect(ictx, x.Container)
+		cancel()
+		switch {
+		case errors.Is(err, containers.ErrNotFound):
+			continue // removed since: nothing to end
+		case err != nil:
+			ec.Unattributed = "the engine could not confirm it: " + err.Error()
+		case !c.Running:
+			continue
+		default:
+			if cur := a.initOf(uint32(c.Pid)); cur.IsZero() || cur.Tick() != x.Server.Tick() || cur.PID != x.Server.PID {
+				ec.Unattributed = "it restarted since it was listed"
+			}
+		}
+		out = append(out, ec)
+	}
+	return out
+}

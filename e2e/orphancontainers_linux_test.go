@@ -1,0 +1,206 @@
+package e2e_test
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
+	"github.com/mcptrace/mcptrace/internal/dockertest"
+	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/orphans"
+)
+
+// attachedRun is a `docker run -i --rm` client, as MCP hosts run a
+// server in a container, with its stdin kept open by this test.
+type attachedRun struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	id    string // the container's full ID (--cidfile)
+}
+
+// runAttached starts one as uid (a user of the engine's group when not
+// root).
+func runAttached(t *testing.T, eng *dockertest.Engine, uid int) *attachedRun {
+	t.Helper()
+	if _, err := os.Stat(dockerCLI); err != nil {
+		testenv.Missing(t, "Debian's docker client "+dockerCLI, "package docker.io; make setup-test installs it")
+	}
+	dir := t.TempDir()
+	cidfile := filepath.Join(dir, "cid")
+	args := []string{"run", "-i", "--rm", "--network", "none", "--cidfile", cidfile, eng.Image, "sleep", "600"}
+	r := &attachedRun{cmd: eng.Docker(args...)}
+	if uid != 0 {
+		if err := os.Chown(dir, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		r.cmd = eng.DockerAs(t, uid, args...)
+	}
+	var err error
+	if r.stdin, err = r.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.kill()
+		eng.Docker("rm", "--force", r.id).Run()
+	})
+	waitFor(t, containerWait, "the container's ID in --cidfile", func() (bool, string) {
+		b, _ := os.ReadFile(cidfile)
+		r.id = string(b)
+		return len(r.id) == 64, fmt.Sprintf("%q", b)
+	})
+	waitFor(t, containerWait, "container "+r.id[:12]+" to run", func() (bool, string) { return eng.Running(t, r.id), "not running" })
+	return r
+}
+
+// kill SIGKILLs the client, as a host's crash does: the engine closes
+// the container's stdin, and the container runs on.
+func (r *attachedRun) kill() {
+	if r.cmd.ProcessState == nil {
+		r.cmd.Process.Kill()
+		r.stdin.Close()
+		r.cmd.Wait()
+	}
+}
+
+// A node's leaked containers: one whose docker run -i client was
+// SIGKILLed before the agent started (its client is not known: likely,
+// root's alone) and one whose client was SIGKILLed under the agent
+// (certain); and bystanders: a detached container and a docker run -i
+// whose client still runs. orphans lists the two leaked ones and no
+// bystander; another user sees neither; --end stops both and leaves the
+// bystanders running.
+func TestOrphanedContainersAreListedAndStoppedLeavingBystanders(t *testing.T) {
+	eng := dockertest.Start(t)
+	before := runAttached(t, eng, 0)
+	before.kill()
+	a := agenttest.Start(t, agent.Options{ContainerEngineSocket: eng.Socket, OrphansEvery: time.Millisecond, OrphansConfirmAfter: time.Second,
+		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyGraceful, Grace: time.Second}})
+	c := api.NewClient(a.Socket())
+	waitFor(t, containerWait, "container attribution to be on", func() (bool, string) {
+		st := a.Status().Containers
+		return st.Attribution == "on", fmt.Sprintf("%+v", st)
+	})
+	leaked := runAttached(t, eng, 0)
+	leaked.kill()
+	live := runAttached(t, eng, 0)
+	detached := eng.RunContainer(t, eng.Image, "sleep", "600")
+
+	byContainer := func(l api.OrphanList) map[string]orphans.Orphan {
+		m := map[string]orphans.Orphan{}
+		for _, o := range l.Orphans {
+			if o.Container != "" {
+				m[o.Container] = o
+			}
+		}
+		return m
+	}
+	var got map[string]orphans.Orphan
+	testenv.Eventually(t, "both leaked containers to be listed", func() (bool, string) {
+		l := orphansOf(t, c)
+		got = byContainer(l)
+		return len(got) >= 2, fmt.Sprintf("%+v (%s)", l.Orphans, l.ContainersWhy)
+	})
+	if len(got) != 2 {
+		t.Errorf("listed %d containers, want the 2 leaked ones: %+v", len(got), got)
+	}
+	if o, ok := got[leaked.id]; !ok || o.Confidence != orphans.Certain || o.Kind != orphans.ClientGone ||
+		o.Client.PID != uint32(leaked.cmd.Process.Pid) || o.Name != eng.Image || o.Processes != 1 {
+		t.Errorf("the container whose client the agent saw die: %+v", o)
+	}
+	if o, ok := got[before.id]; !ok || o.Confidence != orphans.Likely || o.Kind != orphans.ClientGone || !o.Client.IsZero() || o.UID != 0 {
+		t.Errorf("the container whose client died before the agent: %+v", o)
+	}
+	for _, id := range []string{live.id, detached} {
+		if o, ok := got[id]; ok {
+			t.Errorf("a bystander container is listed: %+v", o)
+		}
+	}
+	byKind := map[string]int{}
+	for k, u := range a.Sample().Unowned {
+		byKind[k.Kind+"/"+k.Confidence] += u.Servers
+	}
+	if byKind["client-gone/certain"] != 1 || byKind["client-gone/likely"] != 1 {
+		t.Errorf("the metrics' picture: %v, want one certain and one likely client-gone", byKind)
+	}
+	// Both were started by root's clients: another user sees neither.
+	if code, out := agenttest.CLIAs(t, a.Socket(), nobody, "orphans", "--json"); code != 0 || strings.Contains(out, `"container"`) {
+		t.Errorf("nobody's list (exit %d) shows root's containers:\n%s", code, out)
+	}
+	code, out := agenttest.CLIAs(t, a.Socket(), 0, "orphans")
+	t.Logf("mcptrace orphans:\n%s", out)
+	if code != 0 || !strings.Contains(out, "container "+leaked.id[:12]) || !strings.Contains(out, "container "+before.id[:12]) {
+		t.Errorf("mcptrace orphans exited %d without both containers", code)
+	}
+	code, out = agenttest.CLIAs(t, a.Socket(), 0, "orphans", "--end")
+	t.Logf("mcptrace orphans --end:\n%s", out)
+	if code != 0 {
+		t.Errorf("--end exited %d", code)
+	}
+	for _, id := range []string{leaked.id, before.id} {
+		if eng.Running(t, id) {
+			t.Errorf("leaked container %s still runs after --end", id[:12])
+		}
+	}
+	for _, id := range []string{live.id, detached} {
+		if !eng.Running(t, id) {
+			t.Errorf("bystander container %s was stopped", id[:12])
+		}
+	}
+	if live.cmd.ProcessState != nil {
+		t.Error("the live client exited")
+	}
+}
+
+// A user who may use the engine sees and ends the containers their own
+// clients started and leaked, and nothing of root's.
+func TestOrphanedContainersOfAnotherUserAreTheirsAlone(t *testing.T) {
+	eng := dockertest.Start(t)
+	a := agenttest.Start(t, agent.Options{ContainerEngineSocket: eng.Socket, OrphansConfirmAfter: time.Second,
+		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyImmediate}})
+	waitFor(t, containerWait, "container attribution to be on", func() (bool, string) {
+		st := a.Status().Containers
+		return st.Attribution == "on", fmt.Sprintf("%+v", st)
+	})
+	roots := runAttached(t, eng, 0)
+	mine := runAttached(t, eng, nobody)
+	roots.kill()
+	mine.kill()
+	c := api.NewClient(a.Socket())
+	testenv.Eventually(t, "both users' containers to be listed", func() (bool, string) {
+		l := orphansOf(t, c)
+		n := 0
+		for _, o := range l.Orphans {
+			if o.Container == roots.id || o.Container == mine.id && o.UID == nobody && o.Confidence == orphans.Certain {
+				n++
+			}
+		}
+		return n == 2, fmt.Sprintf("%+v (%s)", l.Orphans, l.ContainersWhy)
+	})
+	code, out := agenttest.CLIAs(t, a.Socket(), nobody, "orphans", "--json")
+	if code != 0 || strings.Count(out, `"container":`) != 1 || !strings.Contains(out, mine.id) {
+		t.Errorf("nobody's list (exit %d):\n%s", code, out)
+	}
+	code, out = agenttest.CLIAs(t, a.Socket(), nobody, "orphans", "--end")
+	t.Logf("nobody's --end:\n%s", out)
+	if code != 0 {
+		t.Errorf("nobody's --end exited %d", code)
+	}
+	if eng.Running(t, mine.id) {
+		t.Error("nobody's leaked container survived its --end")
+	}
+	if !eng.Running(t, roots.id) {
+		t.Error("root's leaked container was stopped by nobody's --end")
+	}
+}
