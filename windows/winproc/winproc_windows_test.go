@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/windows"
+
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // These tests run under wine in CI (scripts/wine-test.sh) and on Windows.
@@ -197,5 +200,35 @@ func TestAJobHoldsACmdTreeAndEndsItWhenClosed(t *testing.T) {
 	}
 	if done, _, _ := bh.Exited(); done {
 		t.Error("the bystander outside the job exited")
+	}
+}
+
+// A process's token gives its owner: the same user SID the handle reads,
+// and an integrity level that decides whether it is root's. Under wine
+// every process runs as one user; on Windows an unelevated test runs as a
+// user of its own.
+func TestTokenReadsTheUserAndItsElevation(t *testing.T) {
+	child := start(t, testenv.Helper("sleep"))
+	h, err := Open(uint32(child.Process.Pid), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, err := h.UserSID()
+	if err != nil || tok.SID != sid || !owners.ValidSID(tok.SID) {
+		t.Errorf("Token = %+v, UserSID = %q (%v)", tok, sid, err)
+	}
+	self, err := windows.GetCurrentProcessToken().GetTokenUser()
+	if err != nil || self.User.Sid.String() != tok.SID {
+		t.Errorf("the child runs as %s, this test as %v (%v)", tok.SID, self, err)
+	}
+	level, err := integrity(windows.GetCurrentProcessToken())
+	t.Logf("token %+v, this process's integrity level %#x (%v)", tok, level, err)
+	if err != nil || level == 0 || tok.Elevated != (level >= integritySystem || level >= integrityHigh && windows.GetCurrentProcessToken().IsElevated()) {
+		t.Errorf("elevated = %v at integrity %#x", tok.Elevated, level)
 	}
 }
