@@ -31,7 +31,7 @@ func localTreeSource() (treeSource, error) {
 		return nil, err
 	}
 	g := lineage.New(lineage.Config{})
-	g.Seed(winproc.Snapshots(entries, clock), now)
+	g.Seed(winproc.Snapshots(entries, clock, nil), now) // no owners: tree shows none (NoUID)
 	return &snapshotTree{g: g, now: now}, nil
 }
 

@@ -23,9 +23,11 @@ type Feed struct {
 	Translator *Translator
 	// Snapshot lists the running processes (winproc.Snapshot).
 	Snapshot func() ([]winproc.Entry, error)
-	// Argv reads a process's command line as soon as it starts
-	// (winproc.Describe); truncated when it was cut or unreadable.
-	Argv func(pid uint32, create uint64) (argv []string, truncated bool)
+	// Read reads a process as soon as it starts, through a handle checked
+	// against its create time (winproc.Describe): its command line
+	// (ArgvTruncated when it was cut or unreadable) and its token
+	// (TokenOK false when unreadable: its owner is then owners.Unknown).
+	Read func(pid uint32, create uint64) winproc.Entry
 	// Now is the present on the Translator's clock.
 	Now func() uint64
 
@@ -58,8 +60,10 @@ type FeedStats struct {
 	// Repairs counts the repairs losses caused.
 	Lost    uint64
 	Repairs uint64
-	// ArgvUnread counts starts whose command line could not be read.
-	ArgvUnread uint64
+	// ArgvUnread counts starts whose command line could not be read;
+	// OwnerUnread those whose token could not be (owned by
+	// owners.Unknown).
+	ArgvUnread, OwnerUnread uint64
 }
 
 // Stats returns a copy of the counters.
@@ -86,21 +90,25 @@ func (f *Feed) Seed() error {
 
 // Start applies a ProcessStart, with the process's command line.
 func (f *Feed) Start(s ProcessStart) {
-	var argv []string
-	truncated := true
-	if f.Argv != nil {
-		argv, truncated = f.Argv(s.ProcessID, s.CreateTime)
+	e := winproc.Entry{ArgvTruncated: true}
+	if f.Read != nil {
+		e = f.Read(s.ProcessID, s.CreateTime)
 	}
 	f.mu.Lock()
 	evs := f.Translator.Start(s)
 	f.stats.Starts++
-	if argv == nil {
+	if e.Argv == nil {
 		f.stats.ArgvUnread++
 	}
+	if !e.TokenOK {
+		f.stats.OwnerUnread++
+	}
+	uid := winproc.OwnerOf(e, f.Translator.Owner)
 	f.mu.Unlock()
 	for i := range evs {
+		evs[i].UID = uid
 		if evs[i].Kind == lineage.KindExec {
-			evs[i].Argv, evs[i].ArgvTruncated = argv, truncated
+			evs[i].Argv, evs[i].ArgvTruncated = e.Argv, e.ArgvTruncated || e.Argv == nil
 		}
 		f.Graph.Apply(evs[i])
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
@@ -21,13 +22,13 @@ func newFakeFeed(n *fakeNode) *Feed {
 		Graph:      lineage.New(lineage.Config{}),
 		Translator: tr,
 		Snapshot:   func() ([]winproc.Entry, error) { return slices.Clone(n.procs), nil },
-		Argv: func(pid uint32, create uint64) ([]string, bool) {
+		Read: func(pid uint32, create uint64) winproc.Entry {
 			for _, e := range n.procs {
 				if e.PID == pid && e.Create == create {
-					return e.Argv, false
+					return e
 				}
 			}
-			return nil, true
+			return winproc.Entry{PID: pid, Create: create, ArgvTruncated: true}
 		},
 		Now: func() uint64 { return tr.Clock.Since(n.now) },
 	}
@@ -94,5 +95,49 @@ func TestFeedRepairsFromASnapshotWhenTheSessionLosesEvents(t *testing.T) {
 	}
 	if s := f.Stats(); s.Repairs != 1 || s.Lost != 1 {
 		t.Errorf("stats %+v: want one repair for one loss", s)
+	}
+}
+
+// Every process is owned by its token's owner: a user's number, root for
+// an elevated token, and owners.Unknown (never root) when its token could
+// not be read, whether it was seeded or seen starting.
+func TestFeedOwnsEveryProcessByItsToken(t *testing.T) {
+	const alice = "S-1-5-21-1-2-3-1001"
+	n := &fakeNode{now: ft(10), procs: []winproc.Entry{
+		{PID: 100, PPID: 4, Create: ft(1), Image: "codex.exe", Token: owners.Token{SID: alice}, TokenOK: true},
+		{PID: 101, PPID: 4, Create: ft(1), Image: "svc.exe", Token: owners.Token{SID: alice, Elevated: true}, TokenOK: true},
+		{PID: 102, PPID: 4, Create: ft(1), Image: "protected.exe"},
+		{PID: 110, PPID: 100, Create: ft(11), Image: "node.exe", Token: owners.Token{SID: alice}, TokenOK: true},
+	}}
+	f := newFakeFeed(n)
+	tab, err := owners.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Translator.Owner = func(tok owners.Token) uint32 { uid, _ := tab.Owner(tok); return uid }
+	if err := f.Seed(); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ProcessStart{ProcessID: 110, CreateTime: ft(11), ParentProcessID: 100, ImageName: `\Device\HarddiskVolume3\node.exe`})
+	f.Start(ProcessStart{ProcessID: 120, CreateTime: ft(12), ParentProcessID: 100, ImageName: `\Device\HarddiskVolume3\gone.exe`})
+	clock := f.Translator.Clock
+	for _, tc := range []struct {
+		pid    uint32
+		create uint64
+		want   uint32
+	}{
+		{100, ft(1), owners.FirstUID},
+		{101, ft(1), owners.Root},
+		{102, ft(1), owners.Unknown},
+		{110, ft(11), owners.FirstUID},
+		{120, ft(12), owners.Unknown},
+	} {
+		p, ok := f.Graph.Get(lineage.ID{PID: tc.pid, Start: clock.Since(tc.create)})
+		if !ok || p.UID != tc.want || p.Current().UID != tc.want {
+			t.Errorf("pid %d: uid %d (image %d), want %d", tc.pid, p.UID, p.Current().UID, tc.want)
+		}
+	}
+	if s := f.Stats(); s.OwnerUnread != 1 {
+		t.Errorf("stats %+v: want one start whose owner was unread", s)
 	}
 }

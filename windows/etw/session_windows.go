@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
@@ -396,20 +397,47 @@ func Run(ctx context.Context, name string, f *Feed, log *slog.Logger) error {
 // snapshots, and command lines read from each new process's PEB through
 // a handle checked against the event's create time (a PID reused
 // already reads as unreadable, not as another process's command line).
-func NewFeed(g *lineage.Graph) (*Feed, error) {
+// Every process's owner is its token's in owners (package owners).
+func NewFeed(g *lineage.Graph, owners *owners.Table) (*Feed, error) {
 	clock, err := winproc.SystemClock()
 	if err != nil {
 		return nil, err
 	}
-	return &Feed{Graph: g, Translator: NewTranslator(clock), Snapshot: winproc.Snapshot, Argv: readArgv, Now: clock.Now}, nil
+	tr := NewTranslator(clock)
+	tr.Owner = ownerIn(owners)
+	return &Feed{Graph: g, Translator: tr, Snapshot: winproc.Snapshot, Read: read, Now: clock.Now}, nil
 }
 
-func readArgv(pid uint32, create uint64) ([]string, bool) {
+// ownerIn maps tokens to owners in t; one that cannot be numbered is
+// owners.Unknown.
+func ownerIn(t *owners.Table) func(owners.Token) uint32 {
+	return func(tok owners.Token) uint32 {
+		uid, _ := t.Owner(tok)
+		return uid
+	}
+}
+
+// read describes a started process through a handle checked against its
+// create time: a PID reused already reads as unreadable, not as another
+// process.
+func read(pid uint32, create uint64) winproc.Entry {
+	e := winproc.Entry{PID: pid, Create: create, ArgvTruncated: true}
 	h, err := winproc.OpenForRead(pid, create)
 	if err != nil {
-		return nil, true
+		return e
 	}
 	defer h.Close()
+	if argv, truncated := argvOf(h); argv != nil {
+		e.Argv, e.ArgvTruncated = argv, truncated
+	}
+	if tok, err := h.Token(); err == nil {
+		e.Token, e.TokenOK = tok, true
+	}
+	return e
+}
+
+// argvOf reads and splits h's command line; nil when it cannot.
+func argvOf(h *winproc.Handle) ([]string, bool) {
 	line, truncated, err := h.CommandLine()
 	if err != nil {
 		return nil, true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
@@ -60,7 +61,11 @@ func TestMain(m *testing.M) {
 // graph from a new snapshot, in which the process, ended without a stop
 // event, is gone.
 func TestFeedReadsARealCommandLineAndRepairsAnUnseenExit(t *testing.T) {
-	f, err := NewFeed(lineage.New(lineage.Config{}))
+	tab, err := owners.Load(filepath.Join(testenv.TempDir(t), "owners.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFeed(lineage.New(lineage.Config{}), tab)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +95,14 @@ func TestFeedReadsARealCommandLineAndRepairsAnUnseenExit(t *testing.T) {
 	}
 	if img := p.Current(); img.ArgvTruncated || !slices.Equal(img.Argv[1:], child.Args[1:]) {
 		t.Errorf("argv %q (truncated %v), want %q", img.Argv, img.ArgvTruncated, child.Args)
+	}
+	// Its owner is its token's.
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := tab.Owner(tok); p.UID != want || want == owners.Unknown {
+		t.Errorf("the started process is owned by %d, its token %+v by %d", p.UID, tok, want)
 	}
 	if !f.Graph.InCreatorChain(lineage.ID{PID: self, Start: clock.Since(selfCreate)}, id) {
 		t.Error("the seeded test process is not the creator of the process it started")

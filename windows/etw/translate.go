@@ -2,6 +2,7 @@ package etw
 
 import (
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
@@ -19,10 +20,14 @@ const MaxRemembered = 1 << 16
 // its child is a reused PID, not the parent. Otherwise the creator is
 // unknown, and the graph says so (lineage.GapUnknownCreator).
 //
-// It does not set owners (a Windows owner is a token, not a uid) or
-// command lines (the events lack them; they are read from the process).
+// It does not set command lines (the events lack them; they are read
+// from the process) or the owners of started processes (Feed does, from
+// the token it reads); seeded ones get theirs from Owner.
 type Translator struct {
 	Clock winproc.Clock
+	// Owner maps a token to its owner number (owners.Table.Owner); nil
+	// makes every owner owners.Unknown.
+	Owner func(owners.Token) uint32
 
 	byPID  map[uint32]remembered
 	bySeq  map[uint64]remembered
@@ -97,7 +102,7 @@ func (t *Translator) Seed(entries []winproc.Entry) []lineage.Snapshot {
 		t.byPID[e.PID] = remembered{id: t.id(e.PID, e.Create), create: e.Create}
 	}
 	t.bound()
-	return winproc.Snapshots(entries, t.Clock)
+	return winproc.Snapshots(entries, t.Clock, t.Owner)
 }
 
 // Stop returns the lineage event of a process's end.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // Entry is one process of a snapshot.
@@ -22,14 +23,29 @@ type Entry struct {
 	// lineage.Event.ArgvTruncated does on Linux.
 	Argv          []string
 	ArgvTruncated bool
+	// Token is what decides the process's owner (package owners);
+	// TokenOK is false when its token could not be read.
+	Token   owners.Token
+	TokenOK bool
 }
 
-// Snapshots turns snapshot entries into lineage snapshots on clock. An
+// OwnerOf is the owner of e on a table's terms: owner(e.Token), or
+// owners.Unknown when its token could not be read or there is no owner
+// function: a process is never root's by default.
+func OwnerOf(e Entry, owner func(owners.Token) uint32) uint32 {
+	if !e.TokenOK || owner == nil {
+		return owners.Unknown
+	}
+	return owner(e.Token)
+}
+
+// Snapshots turns snapshot entries into lineage snapshots on clock, each
+// with its owner (OwnerOf). An
 // entry whose create time is unknown is left out: it cannot be named. A
 // parent PID is kept only when the snapshot holds that process and it was
 // created no later than the child: Windows keeps a process's parent PID
 // after the parent exits, and the PID may since name another process.
-func Snapshots(entries []Entry, clock Clock) []lineage.Snapshot {
+func Snapshots(entries []Entry, clock Clock, owner func(owners.Token) uint32) []lineage.Snapshot {
 	created := make(map[uint32]uint64, len(entries))
 	for _, e := range entries {
 		if e.Create != 0 {
@@ -52,6 +68,7 @@ func Snapshots(entries []Entry, clock Clock) []lineage.Snapshot {
 		out = append(out, lineage.Snapshot{
 			ID:       lineage.ID{PID: e.PID, Start: clock.Since(e.Create)},
 			PPID:     ppid,
+			UID:      OwnerOf(e, owner),
 			Comm:     ImageBase(e.Image),
 			Filename: file,
 			Argv:     e.Argv,

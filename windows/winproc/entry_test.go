@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // A Windows process keeps its parent's PID after the parent exits, and
@@ -20,7 +21,7 @@ func TestSnapshotsKeepOnlyParentsCreatedBeforeTheChild(t *testing.T) {
 		{PID: 400, PPID: 4, Create: 5000, Image: "reuser.exe"},       // reused the orphan's parent PID
 		{PID: 500, PPID: 4, Create: 0, Image: "protected.exe"},       // create time unreadable
 		{PID: 600, PPID: 600, Create: 7000, Image: "selfparent.exe"}, // Windows reports this for some
-	}, clock)
+	}, clock, nil)
 	want := map[uint32]uint32{4: 0, 100: 4, 200: 100, 300: 0, 400: 4, 600: 0}
 	if len(snaps) != len(want) {
 		t.Fatalf("got %d snapshots, want %d: %+v", len(snaps), len(want), snaps)
@@ -42,5 +43,38 @@ func TestClockPlacesFiletimesOnTheBootClock(t *testing.T) {
 		if got := c.Since(tc.ft); got != tc.want {
 			t.Errorf("Since(%d) = %d, want %d", tc.ft, got, tc.want)
 		}
+	}
+}
+
+// A snapshot's process is owned by its token's owner, and by
+// owners.Unknown, never root, when its token could not be read or no
+// owner function is given.
+func TestSnapshotsOwnEachProcessByItsToken(t *testing.T) {
+	alice := owners.Token{SID: "S-1-5-21-1-2-3-1001"}
+	entries := []Entry{
+		{PID: 100, Create: 2000, Image: "codex.exe", Token: alice, TokenOK: true},
+		{PID: 200, Create: 2000, Image: "protected.exe"},
+	}
+	owner := func(tok owners.Token) uint32 {
+		if tok == alice {
+			return owners.FirstUID
+		}
+		return owners.Root
+	}
+	for _, tc := range []struct {
+		name  string
+		owner func(owners.Token) uint32
+		want  map[uint32]uint32
+	}{
+		{"with owners", owner, map[uint32]uint32{100: owners.FirstUID, 200: owners.Unknown}},
+		{"without", nil, map[uint32]uint32{100: owners.Unknown, 200: owners.Unknown}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, s := range Snapshots(entries, Clock{Boot: 1000}, tc.owner) {
+				if s.UID != tc.want[s.ID.PID] {
+					t.Errorf("pid %d: uid %d, want %d", s.ID.PID, s.UID, tc.want[s.ID.PID])
+				}
+			}
+		})
 	}
 }

@@ -38,8 +38,8 @@ func Snapshot() ([]Entry, error) {
 }
 
 // Describe reads what a handle tells of process pid: its create time,
-// image path and command line. What cannot be read stays empty and is
-// marked (Create 0, ArgvTruncated).
+// image path, command line and token. What cannot be read stays empty
+// and is marked (Create 0, ArgvTruncated, TokenOK false).
 func Describe(pid, ppid uint32, image string) Entry {
 	e := Entry{PID: pid, PPID: ppid, Image: image, ArgvTruncated: true}
 	h, err := OpenForRead(pid, 0)
@@ -58,6 +58,9 @@ func Describe(pid, ppid uint32, image string) Entry {
 		if argv, err := SplitCommandLine(line); err == nil {
 			e.Argv, e.ArgvTruncated = argv, truncated
 		}
+	}
+	if tok, err := h.Token(); err == nil {
+		e.Token, e.TokenOK = tok, true
 	}
 	return e
 }

@@ -80,9 +80,15 @@ func TestSnapshotSeedsAChildWithItsParentCreateTimeAndCommandLine(t *testing.T) 
 	if clock.Boot == 0 || clock.Boot > selfCreate {
 		t.Errorf("boot time %d is not before this process's creation %d", clock.Boot, selfCreate)
 	}
-	snaps := Snapshots(entries, clock)
+	tab, _ := owners.Load("")
+	owner := func(tok owners.Token) uint32 { uid, _ := tab.Owner(tok); return uid }
+	snaps := Snapshots(entries, clock, owner)
+	tok, err := h.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
 	i := slices.IndexFunc(snaps, func(s lineage.Snapshot) bool { return s.ID.PID == pid })
-	if i < 0 || snaps[i].PPID != self || snaps[i].ID.Start != clock.Since(h.Create) {
+	if i < 0 || snaps[i].PPID != self || snaps[i].ID.Start != clock.Since(h.Create) || snaps[i].UID != owner(tok) {
 		t.Errorf("lineage snapshot of the child: %+v", snaps[max(i, 0)])
 	}
 }
