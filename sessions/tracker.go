@@ -74,7 +74,7 @@ type Tracker struct {
 	// (starts.go), startsPerUID their count by client uid.
 	starts       map[string]Start
 	startsPerUID map[uint32]int
-	st               counters
+	st           counters
 }
 
 // tagKey names a tag: tags are scoped by the owner's uid, so two users
