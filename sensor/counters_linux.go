@@ -9,38 +9,6 @@ import (
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
-// Counters are the kernel's counters of one pin set: this sensor's own, or
-// one it took over (whose counters are final once it is drained).
-type Counters struct {
-	// Set names the pin set, e.g. "set-3-1a2b3c4d"; "" for the own set of
-	// a sensor that pins nothing.
-	Set string
-	// Lost counts, per event kind, records no ring buffer space was left
-	// for (lost_events) plus events both programs of a hook were skipped
-	// for. The kernel skips a tracing program invoked on a CPU where it is
-	// already running (recursion_misses, Linux 5.12+), which happens when
-	// tracepoints are preemptible; the backup program runs the events its
-	// primary was skipped for and counts them (Recovered), so the events
-	// nobody ran are the primary's misses minus those.
-	Lost map[lineage.EventKind]uint64
-	// Recovered counts, per event kind, the events the backup programs ran
-	// because the kernel skipped the primary.
-	Recovered map[lineage.EventKind]uint64
-	// Discarded counts records of a taken-over set written by a build
-	// with another record layout: dropped unread, events of unknown kind.
-	Discarded uint64
-	// Doom counts the kills the kernel did for doomed processes.
-	Doom DoomKills
-	// Read counts the records this sensor read from the set's ring.
-	Read uint64
-	// RequestSkips counts runs of the container request reader the
-	// kernel skipped (recursion_misses; it has no backup). It runs on
-	// every system call, so nearly all of them read nothing; a client's
-	// start may be among them. Not in Lost: nothing the graph needs was
-	// lost, and /proc holds nothing to repair a request from.
-	RequestSkips uint64
-}
-
 // Counters returns the counters of every set the sensor has read or reads:
 // the drained ones (final), the ones still being drained, and its own.
 func (s *Sensor) Counters() ([]Counters, error) {

@@ -120,16 +120,6 @@ func (s *Sensor) SpareExecs(comms []string, all bool) error {
 	return nil
 }
 
-// DoomKills counts the kills the kernel did for doomed processes.
-type DoomKills struct {
-	Forkers  uint64 // doomed processes killed when they forked
-	Children uint64 // children of doomed processes killed before they ran (Linux 6.13+)
-	Execs    uint64 // doomed processes killed when they exec'd
-	// SparedExecs counts doomed processes that exec'd a program a spare
-	// rule may protect (SpareExecs): they left doom alive.
-	SparedExecs uint64
-}
-
 // DoomKills returns the kernel's doom kill counters of every set the
 // sensor reads, summed.
 func (s *Sensor) DoomKills() (DoomKills, error) {

@@ -7,12 +7,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// MapUsage is how full one of the sensor's bounded hash maps is.
-type MapUsage struct {
-	Name         string
-	Entries, Max int
-}
-
 // MapUsage counts the entries of the hash maps that fill up as the node
 // works: doomed (processes of ended sessions the kernel kills at fork and
 // exec) and spare_comms (names of programs doom spares). Counting walks

@@ -13,19 +13,6 @@ import (
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
-// Batch is what one ReadBatch returned: the events of consecutive records
-// of one ring buffer, in the order the kernel reserved them.
-type Batch struct {
-	Events []lineage.Event
-	// Barrier is the highest barrier sequence number among the records
-	// (see Sensor.Barrier), 0 when there was none.
-	Barrier uint64
-	// Undecodable counts records that could not be decoded; Err is the
-	// first such error. Those records are skipped, never retried.
-	Undecodable int
-	Err         error
-}
-
 // reader reads the rings of the sets in order, each to its end, the
 // sensor's own last. Only the goroutine that calls ReadBatch uses it.
 type reader struct {
@@ -242,10 +229,6 @@ func (st *set) nameOrOwn() string {
 	}
 	return st.name
 }
-
-// ErrRingFull is returned by Barrier when the ring buffer has no room for
-// the barrier record; retry once the reader made room.
-var ErrRingFull = errors.New("ring buffer full")
 
 // Barrier puts a barrier record with seq into the sensor's ring buffer.
 // ReadBatch reports it (Batch.Barrier) after every record the kernel

@@ -19,36 +19,6 @@ import (
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
-// Options configure Open. Zero values take the documented defaults.
-type Options struct {
-	// RingBufferSize in bytes: a power of two and a multiple of the page
-	// size. Default 4 MiB.
-	RingBufferSize int
-	// TraceFS and BPFFS are mounted when missing. Defaults
-	// /sys/kernel/tracing and /sys/fs/bpf.
-	TraceFS, BPFFS string
-	// PinDir, when set, keeps the kernel side running without the agent:
-	// the programs stay attached and the maps pinned under PinDir (on
-	// bpffs) after Close, so events queue in the ring buffer and doomed
-	// processes keep dying until the next Open of the same PinDir takes
-	// them over (see Open). Empty: nothing is pinned and Close detaches
-	// the programs.
-	PinDir string
-	// ContainerClients are the programs (by process name) whose requests
-	// to the engine sockets (Sensor.SetEngineSockets) the kernel reads, to
-	// learn which containers they start (see requests_linux.go). Empty:
-	// none are read.
-	ContainerClients []string
-	Logger           *slog.Logger
-	// skipBackups attaches the primary programs only; the benchmark
-	// uses it to price the backups.
-	skipBackups bool
-	// variant, when not 0, makes every program differ from this build's
-	// by a harmless instruction: tests use it to stand for another build
-	// of mcptrace taking over.
-	variant int32
-}
-
 // Sensor holds the loaded programs, their links and the ring buffers it
 // reads: the ones of the pin sets it took over, then its own.
 type Sensor struct {
@@ -326,9 +296,6 @@ func hasBPFCaps() bool {
 	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
 	return has(unix.CAP_SYS_ADMIN) || has(unix.CAP_BPF) && has(unix.CAP_PERFMON)
 }
-
-// ErrClosed is returned by Read after Close.
-var ErrClosed = errors.New("sensor closed")
 
 // hooks are the tracepoints with their primary and backup programs, in
 // attach order: a primary must run before its backup.

@@ -8,17 +8,32 @@ import (
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
-// ErrNotSupported: the eBPF sensor runs on Linux only (Windows uses windows/etw).
+// ErrNotSupported: the eBPF sensor runs on Linux only.
 var ErrNotSupported = errors.New("the eBPF sensor is not supported on this OS")
 
-type Options struct{}
-
+// Sensor is the Linux sensor's API on a system it does not run on: Open
+// fails, so none of its methods is ever reached; they exist so that the
+// code written against the API builds everywhere.
 type Sensor struct{}
 
 func Open(Options) (*Sensor, error)                              { return nil, ErrNotSupported }
+func (*Sensor) ReadBatch(int) (Batch, error)                     { return Batch{}, ErrNotSupported }
+func (*Sensor) Commit()                                          {}
 func (*Sensor) Read() (lineage.Event, error)                     { return lineage.Event{}, ErrNotSupported }
+func (*Sensor) Barrier(uint64) error                             { return ErrNotSupported }
+func (*Sensor) Counters() ([]Counters, error)                    { return nil, ErrNotSupported }
 func (*Sensor) Lost() (map[lineage.EventKind]uint64, error)      { return nil, ErrNotSupported }
 func (*Sensor) Recovered() (map[lineage.EventKind]uint64, error) { return nil, ErrNotSupported }
+func (*Sensor) Doom(lineage.ID) error                            { return ErrNotSupported }
+func (*Sensor) Undoom(lineage.ID) error                          { return ErrNotSupported }
+func (*Sensor) SpareExecs([]string, bool) error                  { return ErrNotSupported }
+func (*Sensor) DoomKills() (DoomKills, error)                    { return DoomKills{}, ErrNotSupported }
+func (*Sensor) KillsChildrenAtFork() bool                        { return false }
+func (*Sensor) MapUsage() ([]MapUsage, error)                    { return nil, ErrNotSupported }
+func (*Sensor) SetEngineSockets([]string) error                  { return ErrNotSupported }
+func (*Sensor) RequestsDropped() uint64                          { return 0 }
+func (*Sensor) RequestsErr() error                               { return ErrNotSupported }
+func (*Sensor) RequestDrops() (uint64, error)                    { return 0, ErrNotSupported }
 func (*Sensor) Close() error                                     { return nil }
 
 // Uninstall has nothing to remove on this OS.
