@@ -55,3 +55,6 @@ func ReadFacts(root string, id lineage.ID) (Facts, error) { return Facts{}, errU
 
 // StdinCutOff is not supported on this OS.
 func StdinCutOff(root string, id lineage.ID) (bool, error) { return false, errUnsupported }
+
+// ReadStat is not supported on this OS.
+func ReadStat(root string, pid uint32) (Stat, error) { return Stat{}, errUnsupported }
