@@ -24,6 +24,7 @@ import (
 	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/sessions"
 	"github.com/mcptrace/mcptrace/state"
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // Options configure an Agent. Zero values take the defaults of the
@@ -155,6 +156,9 @@ func (o *Options) engineSocket() string {
 // Agent owns the sensor, the graph, the tracker, the enforcer, the durable
 // state and the API server.
 type Agent struct {
+	// owners numbers Windows users (system_windows.go); nil elsewhere.
+	owners *owners.Table
+
 	opts    Options
 	log     *slog.Logger
 	graph   *lineage.Graph
@@ -291,6 +295,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := sensor.Preflight(); err != nil {
 		return err
 	}
+	if err := a.openSystem(); err != nil {
+		return err
+	}
 	// The history first: the state's replay hands it the events a crash
 	// may have taken from it.
 	a.openHistory()
@@ -309,6 +316,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.opts.engineSocket() != "" {
 		sopts.ContainerClients = containers.Clients
 	}
+	a.systemSensor(&sopts)
 	s, err := sensor.Open(sopts)
 	if err != nil {
 		return err
@@ -318,6 +326,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ecfg := a.opts.Enforcer
 	ecfg.Sync = a.Sync
 	ecfg.Containers = engineStopper{a}
+	a.systemEnforcer(&ecfg)
 	a.enf = enforcer.New(ecfg, s, a.limitSessionLogs(a.opts.Logger.With("component", "enforcer")))
 	a.restoreEnforcer()
 	if cfg := a.enf.Config(); cfg.Mode == enforcer.ModeAudit {
@@ -403,6 +412,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		MaxConnections:       a.opts.APIMaxConnections,
 		MaxConnectionsPerUID: a.opts.APIMaxConnectionsPerUID,
 	}
+	a.systemAPI(srv)
 	a.api.Store(srv)
 	wg.Add(2)
 	go func() {
@@ -480,9 +490,9 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) reconcile(ctx context.Context) error {
 	start := time.Now()
 	readAt := procfs.BootTimeNow()
-	snaps, err := procfs.Scan(a.opts.ProcRoot)
+	snaps, err := a.scanProcesses()
 	if err != nil {
-		return fmt.Errorf("read %s: %w", a.opts.ProcRoot, err)
+		return err
 	}
 	if a.boot.restored {
 		res := a.graph.Repair(snaps, readAt)
@@ -598,7 +608,7 @@ func (a *Agent) refreshParents(procs []lineage.Process) {
 		if p.Exited || p.Kernel {
 			continue
 		}
-		snap, err := procfs.Read(a.opts.ProcRoot, p.ID.PID)
+		snap, err := a.readProcess(p.ID.PID)
 		if err != nil || !snap.ID.SameTick(p.ID) || snap.PPID == p.Parent.PID {
 			continue
 		}

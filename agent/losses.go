@@ -136,9 +136,9 @@ func (a *Agent) checkLost() error {
 	}
 	start := time.Now()
 	readAt := procfs.BootTimeNow()
-	snaps, err := procfs.Scan(a.opts.ProcRoot)
+	snaps, err := a.scanProcesses()
 	if err != nil {
-		return fmt.Errorf("repair from %s: %w", a.opts.ProcRoot, err)
+		return fmt.Errorf("repair: %w", err)
 	}
 	res := a.graph.Repair(snaps, readAt)
 	a.mu.Lock()

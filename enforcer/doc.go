@@ -134,8 +134,8 @@
 // PolicyGraceful members get the grace to exit on their own (an MCP
 // server exits when its stdin closes), then are terminated. Spare rules
 // match the graph's image and the live image path and command line.
-// Ending.OwnerSID, when set, spares members whose token runs as another
-// user. There is no doom and no Sync; containers are recorded failed.
+// A session owned by a non-root owner spares members whose token has
+// another owner number (Config.Owner: package owners). There is no doom and no Sync; containers are recorded failed.
 //
 // On other systems Supported returns ErrUnsupported and End records every
 // live member as failed.

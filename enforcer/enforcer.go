@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/procmatch"
 	"github.com/mcptrace/mcptrace/redact"
 )
@@ -115,6 +116,14 @@ type Config struct {
 	// Containers stops the containers of an ending (Ending.Containers);
 	// nil: they are recorded failed.
 	Containers ContainerEngine
+	// Owner is, on Windows, the owner number of a member's token as it is
+	// at termination time (package owners: an elevated token is root,
+	// each user otherwise a number of its own): a session owned by a
+	// non-root owner ends only the members whose token has the same
+	// number (a medium-integrity token cannot open an elevated process of
+	// the same user either), as kill(2)'s rule does on Linux. nil there:
+	// only root's sessions end anything. Unused on Linux.
+	Owner func(owners.Token) uint32
 }
 
 // Validate reports a Config that New would not run as given. New never
@@ -240,13 +249,6 @@ type Ending struct {
 	// set: what a user asks the agent to end directly (orphans) is never
 	// beyond that user's own authority.
 	OwnerOnly bool
-	// OwnerSID is, on Windows, the session owner's SID: a Windows owner
-	// is a token, not a uid. When it is set (and Config.CrossUID is off),
-	// only members whose token runs as that user are ended; the others
-	// are spared across the privilege boundary. Empty: the enforcer's
-	// own token is the limit, as when `mcptrace run` ends its own
-	// session. Unused on Linux.
-	OwnerSID string
 	// Members returns the processes to end (see MembersFunc).
 	Members MembersFunc
 	// Last are members ended last: doomed like the others, but signalled

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
@@ -74,8 +75,8 @@ type wtarget struct {
 // Refused: PID 0, the System process (PID 4), this process, a member
 // whose start is unknown, a PID that now names another process. Spared: a
 // spare rule's match (on the graph's image or the live image path and
-// command line), and with Ending.OwnerSID set, a member whose token runs
-// as another user.
+// command line), and for a non-root owner, a member whose token has
+// another owner number (Config.Owner).
 func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	start := time.Now()
 	r := Report{Session: en.Session, Owner: en.Owner, Generation: en.Generation, Reason: en.Reason, Mode: e.cfg.Mode}
@@ -244,15 +245,9 @@ func (e *Enforcer) admitWindows(en *Ending, t *wtarget) string {
 		h.Close()
 		return ResultSpared
 	}
-	if en.OwnerSID != "" && !e.cfg.CrossUID {
-		sid, err := h.UserSID()
-		if err != nil {
-			sid = "unreadable (" + err.Error() + ")"
-		}
-		if sid != en.OwnerSID {
-			h.Close()
-			return ResultSparedPrivilege + ": " + sid
-		}
+	if why := e.beyondOwner(en, h); why != "" {
+		h.Close()
+		return ResultSparedPrivilege + ": " + why
 	}
 	t.h = h
 	return ""
@@ -275,4 +270,25 @@ func (e *Enforcer) liveSpare(t *wtarget) bool {
 		argv, _ = winproc.SplitCommandLine(line)
 	}
 	return e.spareRule(winproc.ImageBase(exe), exe, argv) != nil
+}
+
+// beyondOwner says why the member h is beyond the authority of the
+// ending's owner ("" when it is not): a non-root owner ends only members
+// whose token has its owner number now (Config.Owner), unless
+// Config.CrossUID is set and the ending is not OwnerOnly, as on Linux.
+func (e *Enforcer) beyondOwner(en *Ending, h *winproc.Handle) string {
+	if en.Owner == owners.Root || e.cfg.CrossUID && !en.OwnerOnly {
+		return ""
+	}
+	if e.cfg.Owner == nil {
+		return "no owner table: only root's sessions end processes"
+	}
+	tok, err := h.Token()
+	if err != nil {
+		return "its token is unreadable: " + err.Error()
+	}
+	if got := e.cfg.Owner(tok); got != en.Owner {
+		return fmt.Sprintf("its token is owner %d's, not %d's", got, en.Owner)
+	}
+	return ""
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procmatch"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
@@ -58,7 +59,7 @@ func startWinTree(t *testing.T, extra ...string) *winTree {
 		t.Fatal(err)
 	}
 	g := lineage.New(lineage.Config{})
-	g.Seed(winproc.Snapshots(entries, clock), clock.Now())
+	g.Seed(winproc.Snapshots(entries, clock, nil), clock.Now()) // owners are read live, from tokens
 	rootProc, ok := g.Lookup(uint32(root.Process.Pid))
 	if !ok {
 		t.Fatalf("cmd.exe %d is not in the snapshot", root.Process.Pid)
@@ -184,8 +185,13 @@ func TestEndSparesByRuleByOwnerAndInAudit(t *testing.T) {
 	})
 	t.Run("another owner", func(t *testing.T) {
 		tr := startWinTree(t)
-		e := New(fastConfig(Config{Policy: PolicyImmediate}), nil, nil)
-		r := e.End(context.Background(), Ending{Session: "other", OwnerSID: "S-1-5-21-1-2-3-4242", Members: tr.members})
+		// Under wine every process is an elevated administrator's: root.
+		// A session of another owner ends none of them, nor one with no
+		// owner table to tell.
+		tab, _ := owners.Load("")
+		owner := func(tok owners.Token) uint32 { uid, _ := tab.Owner(tok); return uid }
+		e := New(fastConfig(Config{Policy: PolicyImmediate, Owner: owner}), nil, nil)
+		r := e.End(context.Background(), Ending{Session: "other", Owner: owners.FirstUID + 7, Members: tr.members})
 		if r.SparedPrivilege != 3 || r.Killed != 0 {
 			t.Fatalf("report %+v, results %v; want all 3 spared across the privilege boundary", r, resultsOf(r))
 		}

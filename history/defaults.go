@@ -4,9 +4,6 @@ import "time"
 
 // Defaults of the history journal (history.*), exposed by package config.
 const (
-	// DefaultDir is on disk, not tmpfs: the history is for after a
-	// reboot too.
-	DefaultDir = "/var/lib/mcptrace/history"
 	// DefaultMaxAge is how long records are kept.
 	DefaultMaxAge = 7 * 24 * time.Hour
 	// DefaultMaxBytes bounds the store's file.

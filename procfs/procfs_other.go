@@ -32,11 +32,6 @@ type UIDs struct {
 // ReadUIDs is not supported on this OS.
 func ReadUIDs(root string, pid uint32) (UIDs, error) { return UIDs{}, errUnsupported }
 
-// BootID is not supported on this OS.
-func BootID(root string) (string, error) { return "", errUnsupported }
-
-// BootTimeNow returns 0: there is no CLOCK_BOOTTIME on this OS.
-func BootTimeNow() uint64 { return 0 }
 
 // Usage is what a process has used so far (see the Linux version).
 type Usage struct{ RSSBytes, CPUTicks, IOBytes uint64 }

@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/sensor"
+	"github.com/mcptrace/mcptrace/windows/owners"
+	"github.com/mcptrace/mcptrace/windows/winproc"
+)
+
+// The system the agent runs on, Windows: processes are read from a
+// snapshot (package winproc), on the kernel's boot clock, and each is
+// owned by its token's owner in a table kept beside the state
+// (package owners).
+
+// ownersFile is the owners table's file in Options.StateDir.
+const ownersFile = "owners.json"
+
+// openSystem loads the owners table: the numbers saved sessions and
+// records name owners by.
+func (a *Agent) openSystem() error {
+	if err := os.MkdirAll(a.opts.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	t, err := owners.Load(filepath.Join(a.opts.StateDir, ownersFile))
+	if err != nil {
+		return fmt.Errorf("%w (move the file aside to start afresh: owners are numbered again, and saved sessions' owners with them)", err)
+	}
+	a.owners = t
+	return nil
+}
+
+// ownerOf is a token's owner number; owners.Unknown when it has none.
+func (a *Agent) ownerOf(tok owners.Token) uint32 {
+	uid, err := a.owners.Owner(tok)
+	if err != nil {
+		a.log.Warn("a user could not be numbered: their processes are no session owner's", "sid", tok.SID, "err", err)
+	}
+	return uid
+}
+
+// scanProcesses reads every process from a snapshot, to seed or repair
+// the graph.
+func (a *Agent) scanProcesses() ([]lineage.Snapshot, error) {
+	if procfs.BootTimeNow() == 0 {
+		return nil, errors.New("the boot time could not be read")
+	}
+	clock, err := winproc.SystemClock()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := winproc.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("process snapshot: %w", err)
+	}
+	return winproc.Snapshots(entries, clock, a.ownerOf), nil
+}
+
+// readProcess: Windows never reparents (a process keeps its parent's PID
+// after the parent exits), so there is no current parent to learn.
+func (a *Agent) readProcess(pid uint32) (lineage.Snapshot, error) {
+	return lineage.Snapshot{}, errors.New("processes are not reparented on Windows")
+}
+
+// systemEnforcer has the enforcer read each member's owner from its
+// token at termination time.
+func (a *Agent) systemEnforcer(c *enforcer.Config) { c.Owner = a.ownerOf }
+
+// systemSensor gives the ETW sensor the owners of the processes it sees.
+func (a *Agent) systemSensor(o *sensor.Options) {}
+
+// systemAPI gives the API the owners of its callers.
+func (a *Agent) systemAPI(srv *api.Server) {}

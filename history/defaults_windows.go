@@ -1,0 +1,5 @@
+package history
+
+// DefaultDir is on disk, under ProgramData, which only administrators may
+// write.
+const DefaultDir = `C:\ProgramData\mcptrace\history`
