@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !windows
 
 package main
 
@@ -16,10 +16,10 @@ import (
 func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Run the node agent (Linux only for now)",
+		Short: "Run the node agent (Linux and Windows only)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("the agent is not supported on %s: it runs on Linux (eBPF); the Windows agent (ETW) is not built yet", runtime.GOOS)
+			return fmt.Errorf("the agent is not supported on %s: it runs on Linux (eBPF) and Windows (ETW)", runtime.GOOS)
 		},
 	}
 	config.BindFlags(cmd.Flags())

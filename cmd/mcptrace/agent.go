@@ -1,3 +1,5 @@
+//go:build linux || windows
+
 package main
 
 import (
@@ -12,7 +14,7 @@ import (
 func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Run the node agent: trace every process and serve the lineage on a unix socket (needs root)",
+		Short: "Run the node agent: trace every process and serve the lineage on the API socket (root; on Windows an elevated administrator or the service)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd)
