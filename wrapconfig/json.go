@@ -1,20 +1,3 @@
-// Package wrapconfig rewrites an agent host's MCP configuration so that
-// each stdio server it starts runs under `mcptrace exec --session NAME --`:
-// every server becomes a sub-session named after it, which a destroy
-// marker (`mcptrace mark destroy --session NAME`) ends alone, and which
-// the host's own session ends with it. Unwrap undoes exactly that.
-//
-// It reads the JSON files of Claude Code (.mcp.json, and ~/.claude.json
-// with its per-project servers), Cursor (mcp.json) and VS Code (mcp.json,
-// "servers"): the server maps under "mcpServers" or "servers" at the top
-// level and under "projects"."<dir>"."mcpServers". Everything else in the
-// file is kept byte for byte (values are not re-encoded), and so is the
-// order of keys; the file is indented with two spaces.
-//
-// It does not touch servers that are not stdio (a "url", a "type" other
-// than "stdio"), servers already wrapped, nor anything outside those
-// maps. It refuses a file it cannot parse. It does not read or write
-// files: cmd/mcptrace does, with a backup.
 package wrapconfig
 
 import (
@@ -22,18 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
-	"strings"
-
-	"github.com/mcptrace/mcptrace/sessions"
 )
-
-// Change is one server Wrap or Unwrap rewrote, by where it is in the
-// file: "mcpServers.github", "projects./home/u/app.mcpServers.fs".
-type Change struct {
-	Where   string
-	Session string // the sub-session the server runs as
-}
 
 // member is one key and its raw value, in file order.
 type member struct {
@@ -132,8 +104,9 @@ func (o object) marshal() json.RawMessage {
 	return b.Bytes()
 }
 
-// rewrite applies f to every server object of the file, by where it is.
-func rewrite(data []byte, f func(where, name string, srv object) (object, *Change, error)) ([]byte, []Change, error) {
+// rewriteJSON applies r to every server object of the file, by where it
+// is, and writes the file again whole.
+func rewriteJSON(data []byte, r rule) ([]byte, []Change, error) {
 	top, err := parseObject(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a JSON configuration: %w", err)
@@ -149,13 +122,19 @@ func rewrite(data []byte, f func(where, name string, srv object) (object, *Chang
 			if err != nil {
 				continue // not a server entry: left as it is
 			}
-			out, ch, err := f(where+"."+m[i].key, m[i].key, srv)
+			p, err := r(m[i].key, jsonServer(srv))
 			if err != nil {
 				return nil, fmt.Errorf("%s.%s: %w", where, m[i].key, err)
 			}
-			if ch != nil {
-				m[i].val = out.marshal()
-				changes = append(changes, *ch)
+			if p != nil {
+				srv = srv.set("command", mustJSON(p.command), "")
+				if len(p.args) > 0 {
+					srv = srv.set("args", mustJSON(p.args), "command")
+				} else {
+					srv = srv.del("args")
+				}
+				m[i].val = srv.marshal()
+				changes = append(changes, Change{Where: where + "." + m[i].key, Session: p.session})
 			}
 		}
 		return m.marshal(), nil
@@ -197,115 +176,27 @@ func rewrite(data []byte, f func(where, name string, srv object) (object, *Chang
 	return out.Bytes(), changes, nil
 }
 
-// stdio reports whether srv is a stdio server: a command, and no other
-// transport.
-func stdio(srv object) (command string, args []string, ok bool, err error) {
-	raw, has := srv.get("command")
-	if !has {
-		return "", nil, false, nil
+// jsonServer reads a server object: json.Unmarshal's rules, so a null
+// "args" is no arguments.
+func jsonServer(srv object) server {
+	s := server{cmdKey: `"command"`, argsKey: `"args"`, argsOK: true}
+	var raw json.RawMessage
+	if raw, s.hasCommand = srv.get("command"); s.hasCommand {
+		s.commandOK = json.Unmarshal(raw, &s.command) == nil && s.command != ""
 	}
 	if t, has := srv.get("type"); has {
-		var typ string
-		if json.Unmarshal(t, &typ) != nil || typ != "stdio" {
-			return "", nil, false, nil
+		s.hasType = true
+		if json.Unmarshal(t, &s.typ) != nil {
+			s.typ = ""
 		}
 	}
-	if err := json.Unmarshal(raw, &command); err != nil || command == "" {
-		return "", nil, false, errors.New(`"command" is not a program name`)
+	if raw, s.hasArgs = srv.get("args"); s.hasArgs {
+		s.argsOK = json.Unmarshal(raw, &s.args) == nil
 	}
-	if raw, has := srv.get("args"); has {
-		if err := json.Unmarshal(raw, &args); err != nil {
-			return "", nil, false, errors.New(`"args" is not a list of strings`)
-		}
-	}
-	return command, args, true, nil
-}
-
-// wrapped reports whether command and args already run under
-// `mcptrace exec`, and what they run.
-func wrapped(command string, args []string) (session string, inner []string, ok bool) {
-	base := strings.ToLower(path.Base(strings.ReplaceAll(command, `\`, "/")))
-	if base != "mcptrace" && base != "mcptrace.exe" || len(args) < 4 || args[0] != "exec" {
-		return "", nil, false
-	}
-	for i := 1; i < len(args)-1; i++ {
-		switch {
-		case args[i] == "--session" && i+1 < len(args):
-			session = args[i+1]
-			i++
-		case strings.HasPrefix(args[i], "--session="):
-			session = strings.TrimPrefix(args[i], "--session=")
-		case args[i] == "--":
-			return session, args[i+1:], session != ""
-		}
-	}
-	return "", nil, false
-}
-
-// SessionFor is the sub-session ID a server named name runs as: its name
-// where the name is a valid session ID, else the name with every other
-// character made '-' (and "mcp-" before it when it does not start with a
-// letter or digit), cut to 128 characters.
-func SessionFor(name string) string {
-	if sessions.ValidID(name) {
-		return name
-	}
-	b := []byte(name)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@+=-", c) >= 0) {
-			b[i] = '-'
-		}
-	}
-	id := string(b)
-	if id == "" || !(id[0] >= 'a' && id[0] <= 'z' || id[0] >= 'A' && id[0] <= 'Z' || id[0] >= '0' && id[0] <= '9') {
-		id = "mcp-" + id
-	}
-	return id[:min(len(id), 128)]
+	return s
 }
 
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
-}
-
-// Wrap makes every stdio server of a host's JSON configuration run as
-// `mcptrace exec --session NAME -- COMMAND ARGS…`, with mcptrace the
-// program to run (a name on PATH or an absolute path).
-func Wrap(data []byte, mcptrace string) ([]byte, []Change, error) {
-	return rewrite(data, func(where, name string, srv object) (object, *Change, error) {
-		command, args, ok, err := stdio(srv)
-		if err != nil || !ok {
-			return nil, nil, err
-		}
-		if _, _, already := wrapped(command, args); already {
-			return nil, nil, nil
-		}
-		id := SessionFor(name)
-		srv = srv.set("command", mustJSON(mcptrace), "")
-		srv = srv.set("args", mustJSON(append([]string{"exec", "--session", id, "--", command}, args...)), "command")
-		return srv, &Change{Where: where, Session: id}, nil
-	})
-}
-
-// Unwrap undoes Wrap: a server run as `mcptrace exec --session NAME --
-// COMMAND ARGS…` runs COMMAND ARGS… again ("args" left out when there
-// are none).
-func Unwrap(data []byte) ([]byte, []Change, error) {
-	return rewrite(data, func(where, name string, srv object) (object, *Change, error) {
-		command, args, ok, err := stdio(srv)
-		if err != nil || !ok {
-			return nil, nil, err
-		}
-		session, inner, is := wrapped(command, args)
-		if !is || len(inner) == 0 {
-			return nil, nil, nil
-		}
-		srv = srv.set("command", mustJSON(inner[0]), "")
-		if len(inner) > 1 {
-			srv = srv.set("args", mustJSON(inner[1:]), "command")
-		} else {
-			srv = srv.del("args")
-		}
-		return srv, &Change{Where: where, Session: session}, nil
-	})
 }

@@ -38,7 +38,7 @@ func normal(t testing.TB, data []byte) any {
 }
 
 // server reads one server entry back: command and args.
-func server(t *testing.T, data []byte, where ...string) (string, []string) {
+func serverIn(t *testing.T, data []byte, where ...string) (string, []string) {
 	t.Helper()
 	var v any = normal(t, data)
 	for _, k := range where {
@@ -77,7 +77,7 @@ func TestWrapRoundTripsEveryHostsFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrappedData, changes, err := Wrap(orig, "mcptrace")
+			wrappedData, changes, err := Wrap(JSON, orig, "mcptrace")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,14 +88,14 @@ func TestWrapRoundTripsEveryHostsFile(t *testing.T) {
 			if !slices.Equal(where, tc.wraps) {
 				t.Errorf("wrapped %q, want %q", where, tc.wraps)
 			}
-			if cmd, args := server(t, wrappedData, tc.check...); cmd != "mcptrace" || !slices.Equal(args, tc.want) {
+			if cmd, args := serverIn(t, wrappedData, tc.check...); cmd != "mcptrace" || !slices.Equal(args, tc.want) {
 				t.Errorf("%v runs %s %q, want mcptrace %q", tc.check, cmd, args, tc.want)
 			}
-			again, changes, err := Wrap(wrappedData, "mcptrace")
+			again, changes, err := Wrap(JSON, wrappedData, "mcptrace")
 			if err != nil || len(changes) != 0 || !reflect.DeepEqual(normal(t, again), normal(t, wrappedData)) {
 				t.Errorf("wrapping twice changed %v (%v)", changes, err)
 			}
-			back, changes, err := Unwrap(wrappedData)
+			back, changes, err := Unwrap(JSON, wrappedData)
 			if err != nil || len(changes) != len(tc.wraps) {
 				t.Fatalf("unwrap: %v, %v", changes, err)
 			}
@@ -110,7 +110,7 @@ func TestWrapRoundTripsEveryHostsFile(t *testing.T) {
 // come back as they were written.
 func TestWrapKeepsKeyOrderAndValues(t *testing.T) {
 	in := []byte(`{"z":1,"mcpServers":{"b":{"env":{"K":"v"},"command":"npx","args":["x"]},"a":{"command":"uvx"}},"n":1.50,"a":true}`)
-	out, _, err := Wrap(in, "/usr/bin/mcptrace")
+	out, _, err := Wrap(JSON, in, "/usr/bin/mcptrace")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestWrapKeepsKeyOrderAndValues(t *testing.T) {
 func TestWrapRefusesWhatItCannotParse(t *testing.T) {
 	for _, in := range []string{``, `[]`, `{"mcpServers": {`, `{"a":1} {"b":2}`, `{"a":1,"a":2}`,
 		`{"mcpServers":{"x":{"command":3}}}`, `{"mcpServers":{"x":{"command":"npx","args":"-y"}}}`} {
-		if _, _, err := Wrap([]byte(in), "mcptrace"); err == nil {
+		if _, _, err := Wrap(JSON, []byte(in), "mcptrace"); err == nil {
 			t.Errorf("Wrap(%q) did not refuse", in)
 		}
 	}
@@ -173,27 +173,27 @@ func FuzzWrapUnwrap(f *testing.F) {
 	}
 	f.Add([]byte(`{"mcpServers":{"x":{"command":"mcptrace","args":["exec","--session","s","--","npx"]}}}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, _, err := Wrap(in, "mcptrace")
+		out, _, err := Wrap(JSON, in, "mcptrace")
 		if err != nil {
 			return
 		}
 		if !json.Valid(out) {
 			t.Fatalf("Wrap made invalid JSON: %s", out)
 		}
-		again, changes, err := Wrap(out, "mcptrace")
+		again, changes, err := Wrap(JSON, out, "mcptrace")
 		if err != nil || len(changes) != 0 || !reflect.DeepEqual(normal(t, again), normal(t, out)) {
 			t.Fatalf("wrapping twice changed %v (%v)", changes, err)
 		}
-		back, _, err := Unwrap(out)
+		back, _, err := Unwrap(JSON, out)
 		if err != nil {
 			t.Fatalf("Unwrap of Wrap's output: %v", err)
 		}
-		if _, _, err := Unwrap(in); err != nil {
+		if _, _, err := Unwrap(JSON, in); err != nil {
 			return
 		}
 		// A file that already held wrapped servers unwraps further than it
 		// started; one that did not comes back as it was.
-		if _, ch, _ := Unwrap(in); len(ch) == 0 && !reflect.DeepEqual(normal(t, back), normal(t, in)) {
+		if _, ch, _ := Unwrap(JSON, in); len(ch) == 0 && !reflect.DeepEqual(normal(t, back), normal(t, in)) {
 			t.Fatalf("round trip changed the configuration:\n%s\n->\n%s", in, back)
 		}
 	})

@@ -46,9 +46,9 @@ yet: docs/hosts.md shows the lines to change by hand.`,
 			var out []byte
 			var changes []wrapconfig.Change
 			if unwrap {
-				out, changes, err = wrapconfig.Unwrap(data)
+				out, changes, err = wrapconfig.Unwrap(wrapconfig.JSON, data)
 			} else {
-				out, changes, err = wrapconfig.Wrap(data, program)
+				out, changes, err = wrapconfig.Wrap(wrapconfig.JSON, data, program)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w; the file was not changed", file, err)
