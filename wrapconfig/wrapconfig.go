@@ -4,31 +4,54 @@
 // marker (`mcptrace mark destroy --session NAME`) ends alone, and which
 // the host's own session ends with it. Unwrap undoes exactly that.
 //
-// It reads the JSON files of Claude Code (.mcp.json, and ~/.claude.json
-// with its per-project servers), Cursor (mcp.json) and VS Code (mcp.json,
-// "servers"): the server maps under "mcpServers" or "servers" at the top
-// level and under "projects"."<dir>"."mcpServers". Everything else in the
-// file is kept byte for byte (values are not re-encoded), and so is the
-// order of keys; the file is indented with two spaces. Which servers are
-// wrapped, and what they become, is decided by one rule for every format
-// (see [Format]).
+// It reads two formats (see [Format]):
 //
-// It does not touch servers that are not stdio (a "url", a "type" other
-// than "stdio"), servers already wrapped, nor anything outside those
-// maps. It refuses a file it cannot parse. It does not read or write
-// files: cmd/mcptrace does, with a backup.
+//   - JSON: the files of Claude Code (.mcp.json, and ~/.claude.json with
+//     its per-project servers), Cursor (mcp.json) and VS Code (mcp.json,
+//     "servers"): the server maps under "mcpServers" or "servers" at the
+//     top level and under "projects"."<dir>"."mcpServers". The file is
+//     written again whole, indented with two spaces; every other value
+//     keeps its bytes and every object its order of keys.
+//   - TOML: Codex's ~/.codex/config.toml, its [mcp_servers.NAME] tables
+//     (or the same keys written dotted, or as inline tables).
+//
+// In TOML only the bytes of a server's command and args are
+// edited; the rest of the file, comments included, stays byte for byte.
+// Wrap puts the command in place of the old one and inserts the five
+// arguments "exec", "--session", "NAME", "--", "COMMAND" before the first
+// argument, on its line. An empty list is written again whole on one
+// line, and a server without args gets an args line (or key, in an inline
+// table) after its command. Unwrap removes exactly what Wrap inserted, so
+// that wrapping then unwrapping gives the file back byte for byte; with
+// no argument left it removes the args line (args = [] where the line
+// holds a comment too). New strings are TOML basic strings ("…"); a
+// string moving between command and args keeps its bytes. The result is
+// parsed again before it is returned: each changed server must read
+// back with the command and args intended, and everything else as
+// before.
+//
+// It does not touch servers that are not stdio (no command; a "url"
+// and no command; a "type" other than "stdio"), servers already wrapped,
+// nor anything outside those maps. It refuses a file it cannot parse,
+// one with a key twice, a stdio server whose command is not a string or
+// whose args are not a list of strings, and, in TOML, comments among the
+// arguments Unwrap would remove or in a list written again whole, naming
+// the server: those lines are changed by hand. It does not read or write files:
+// cmd/mcptrace does, with a backup.
 package wrapconfig
 
 import (
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
 // Change is one server Wrap or Unwrap rewrote, by where it is in the
-// file: "mcpServers.github", "projects./home/u/app.mcpServers.fs".
+// file: "mcpServers.github", "projects./home/u/app.mcpServers.fs",
+// "mcp_servers.docs".
 type Change struct {
 	Where   string
 	Session string // the sub-session the server runs as
@@ -39,19 +62,36 @@ type Format int
 
 const (
 	JSON Format = iota // Claude Code, Cursor, VS Code
+	TOML               // Codex
 )
 
 func (f Format) String() string {
 	switch f {
 	case JSON:
 		return "JSON"
+	case TOML:
+		return "TOML"
 	}
 	return fmt.Sprintf("Format(%d)", int(f))
 }
 
+// FormatFor is the format of a file by its extension, whatever its case:
+// .json or .toml. Any other name is refused rather than guessed from the
+// content.
+func FormatFor(name string) (Format, error) {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".json":
+		return JSON, nil
+	case ".toml":
+		return TOML, nil
+	}
+	return 0, fmt.Errorf("%s: not a .json or .toml file", name)
+}
+
 // Wrap makes every stdio server of a host's configuration in format f
 // run as `mcptrace exec --session NAME -- COMMAND ARGS…`, with mcptrace
-// the program to run (a name on PATH or an absolute path).
+// the program to run (a name on PATH or an absolute path). A TOML file
+// with nothing to wrap comes back as it was.
 func Wrap(f Format, data []byte, mcptrace string) ([]byte, []Change, error) {
 	return f.rewrite(data, wrapRule(mcptrace))
 }
@@ -67,6 +107,8 @@ func (f Format) rewrite(data []byte, r rule) ([]byte, []Change, error) {
 	switch f {
 	case JSON:
 		return rewriteJSON(data, r)
+	case TOML:
+		return rewriteTOML(data, r)
 	}
 	return nil, nil, fmt.Errorf("unknown format %v", f)
 }
@@ -108,7 +150,7 @@ type plan struct {
 	session string
 	// tail is how many of the server's args stay, unchanged, as the last
 	// of plan.args: all of them after Wrap, those after the inner command
-	// after Unwrap; a format that edits in place leaves their bytes alone.
+	// after Unwrap. TOML leaves their bytes alone.
 	tail int
 }
 
@@ -181,4 +223,39 @@ func SessionFor(name string) string {
 		id = "mcp-" + id
 	}
 	return id[:min(len(id), 128)]
+}
+
+// stringList is v as a list of strings, when it is one.
+func stringList(v any) ([]string, bool) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		s, ok := x.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// serverOf reads a decoded TOML server entry.
+func serverOf(m map[string]any, cmdKey string) server {
+	s := server{cmdKey: cmdKey, argsKey: "args", argsOK: true}
+	var c any
+	c, s.hasCommand = m[cmdKey]
+	s.command, s.commandOK = c.(string)
+	s.commandOK = s.commandOK && s.command != ""
+	var t any
+	if t, s.hasType = m["type"]; s.hasType {
+		s.typ, _ = t.(string)
+	}
+	var a any
+	if a, s.hasArgs = m["args"]; s.hasArgs {
+		s.args, s.argsOK = stringList(a)
+	}
+	return s
 }

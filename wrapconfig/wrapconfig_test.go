@@ -1,12 +1,16 @@
 package wrapconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 // normal is a configuration as hosts read it: key order and spacing do
@@ -197,4 +201,220 @@ func FuzzWrapUnwrap(f *testing.F) {
 			t.Fatalf("round trip changed the configuration:\n%s\n->\n%s", in, back)
 		}
 	})
+}
+
+func TestFormatForGoesByTheExtensionOnly(t *testing.T) {
+	for name, want := range map[string]Format{".mcp.json": JSON, "/home/u/.claude.json": JSON, "mcp.JSON": JSON,
+		"config.toml": TOML, "CONFIG.TOML": TOML} {
+		if got, err := FormatFor(name); err != nil || got != want {
+			t.Errorf("FormatFor(%q) = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	for _, name := range []string{"config", "mcp.json5", "config.toml.bak", "settings.jsonc"} {
+		if _, err := FormatFor(name); err == nil {
+			t.Errorf("FormatFor(%q) did not refuse", name)
+		}
+	}
+}
+
+// decoded is a TOML file as its host reads it, with an absent "args" the
+// same as an empty one.
+func decoded(t testing.TB, f Format, data []byte) any {
+	t.Helper()
+	v, err := decodeTOML(data)
+	if err != nil {
+		t.Fatalf("not %v: %v\n%s", f, err, data)
+	}
+	var drop func(any)
+	drop = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			if a, ok := x["args"].([]any); ok && len(a) == 0 {
+				delete(x, "args")
+			}
+			for _, y := range x {
+				drop(y)
+			}
+		case []any:
+			for _, y := range x {
+				drop(y)
+			}
+		}
+	}
+	drop(v)
+	return v
+}
+
+// comments are the comments of a file, as lines from their "#" on.
+func comments(data []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if i := strings.Index(line, "#"); i >= 0 {
+			out = append(out, line[i:])
+		}
+	}
+	return out
+}
+
+// Codex's files, written as Codex writes them (and by hand, with
+// comments): Wrap edits only the command and args of each stdio server
+// (the wrapped files in testdata are the whole expected result), leaves
+// HTTP servers, projects and every comment alone, changes nothing when
+// run again, and Unwrap gives back the file byte for byte.
+func TestWrapEditsOnlyCommandAndArgsOfCodexFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		wraps   []string
+		already []string // wrapped before: Unwrap unwraps them too
+		check   []string // one wrapped server's keys
+		want    []string // its args after wrapping
+	}{
+		{"codex.config.toml", []string{"mcp_servers.docs", "mcp_servers.github", "mcp_servers.sqlite", "mcp_servers.browser tools"},
+			[]string{"mcp_servers.time"},
+			[]string{"mcp_servers", "browser tools"}, []string{"exec", "--session", "browser-tools", "--", "npx", "@playwright/mcp@latest", "--headless"}},
+		{"codex.layouts.toml", []string{"mcp_servers.fetch", "mcp_servers.memory", "mcp_servers.echo", "mcp_servers.git", "mcp_servers.everything"},
+			nil,
+			[]string{"mcp_servers", "git"}, []string{"exec", "--session", "git", "--", "uvx", "mcp-server-git", "--repository", `C:\src\app`}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			f, err := FormatFor(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig, err := os.ReadFile(filepath.Join("testdata", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext := filepath.Ext(tc.file)
+			golden, err := os.ReadFile(filepath.Join("testdata", strings.TrimSuffix(tc.file, ext)+".wrapped"+ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, changes, err := Wrap(f, orig, "mcptrace")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if where := wheres(changes); !slices.Equal(where, tc.wraps) {
+				t.Errorf("wrapped %q, want %q", where, tc.wraps)
+			}
+			if !bytes.Equal(out, golden) {
+				t.Errorf("wrapped file:\n%s\nwant\n%s", out, golden)
+			}
+			srv, _ := lookup(decoded(t, f, out), tc.check).(map[string]any)
+			if args, _ := stringList(srv["args"]); !slices.Equal(args, tc.want) {
+				t.Errorf("%v runs %v %q, want mcptrace %q", tc.check, srv["command"], args, tc.want)
+			}
+			if missing := slices.DeleteFunc(comments(orig), func(c string) bool { return bytes.Contains(out, []byte(c)) }); len(missing) > 0 {
+				t.Errorf("comments lost: %q", missing)
+			}
+
+			again, changes, err := Wrap(f, out, "mcptrace")
+			if err != nil || len(changes) != 0 || !bytes.Equal(again, out) {
+				t.Errorf("wrapping twice changed %v (%v)", changes, err)
+			}
+
+			back, changes, err := Unwrap(f, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if where := wheres(changes); !slices.Equal(slices.Sorted(slices.Values(where)), slices.Sorted(slices.Values(append(tc.wraps, tc.already...)))) {
+				t.Errorf("unwrapped %q, want %q and %q", where, tc.wraps, tc.already)
+			}
+			plain, _, err := Unwrap(f, orig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(back, plain) {
+				t.Errorf("unwrap(wrap(file)) is not unwrap(file):\n%s\nwant\n%s", back, plain)
+			}
+			// Without the servers wrapped before, the round trip gives the
+			// file back byte for byte.
+			out, _, err = Wrap(f, plain, "mcptrace")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back, _, err = Unwrap(f, out); err != nil || !bytes.Equal(back, plain) {
+				t.Errorf("round trip (%v):\n%s\nwant\n%s", err, back, plain)
+			}
+			if len(tc.already) == 0 && !bytes.Equal(plain, orig) {
+				t.Errorf("unwrap changed a file with nothing wrapped:\n%s", plain)
+			}
+		})
+	}
+}
+
+func wheres(changes []Change) []string {
+	var out []string
+	for _, c := range changes {
+		out = append(out, c.Where)
+	}
+	return out
+}
+
+// fuzzWrapUnwrap is the property FuzzWrapUnwrapTOML checks: when
+// Wrap takes a file, what it gives parses, wrapping it again changes
+// nothing, and Unwrap gives back the same configuration (the same bytes
+// when Wrap changed nothing).
+func fuzzWrapUnwrap(t *testing.T, f Format, in []byte) {
+	out, changes, err := Wrap(f, in, "mcptrace")
+	if err != nil {
+		if out != nil {
+			t.Fatalf("Wrap refused (%v) and gave a file", err)
+		}
+		return
+	}
+	if len(changes) == 0 && !bytes.Equal(out, in) {
+		t.Fatalf("Wrap changed nothing yet rewrote the file:\n%s\n->\n%s", in, out)
+	}
+	var v map[string]any
+	if err := toml.Unmarshal(out, &v); err != nil {
+		t.Fatalf("Wrap made a file that does not parse (%v):\n%s", err, out)
+	}
+	again, changes, err := Wrap(f, out, "mcptrace")
+	if err != nil || len(changes) != 0 || !bytes.Equal(again, out) {
+		t.Fatalf("wrapping twice changed %v (%v):\n%s", changes, err, out)
+	}
+	// A file Unwrap cannot take (a server wrapped before, in a layout it
+	// does not edit) says nothing of the round trip.
+	if _, ch, err := Unwrap(f, in); err != nil || len(ch) > 0 {
+		return
+	}
+	back, _, err := Unwrap(f, out)
+	if err != nil {
+		t.Fatalf("Unwrap of Wrap's output: %v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(decoded(t, f, back), decoded(t, f, in)) {
+		t.Fatalf("round trip changed the configuration:\n%s\n->\n%s\n->\n%s", in, out, back)
+	}
+}
+
+func fuzzSeeds(f *testing.F, pattern string, more ...string) {
+	files, err := filepath.Glob(filepath.Join("testdata", pattern))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no seeds %s: %v", pattern, err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range more {
+		f.Add([]byte(s))
+	}
+}
+
+func FuzzWrapUnwrapTOML(f *testing.F) {
+	fuzzSeeds(f, "codex.*.toml",
+		`mcp_servers.x = { command = "a" }`,
+		"mcp_servers.x.command = 'a'\nmcp_servers = { y = { args = [\"b\"], command = \"c\" } }",
+		"[mcp_servers.x]\ncommand = \"mcptrace\"\nargs = [\"exec\", \"--session=s\", \"--\", \"a\"] # c",
+		"[mcp_servers.x]\r\ncommand = \"a\"\r\nargs = []\r\n",
+		`[mcp_servers.x]
+command = """a"""
+args = [ # c
+  'b', "c\td",
+]`)
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzWrapUnwrap(t, TOML, in) })
 }
