@@ -9,8 +9,8 @@ import (
 	"slices"
 )
 
-// An edit replaces data[from:to] with text; the rest of a TOML file keeps
-// its bytes.
+// An edit replaces data[from:to] with text; the rest of a TOML or YAML
+// file keeps its bytes.
 type edit struct {
 	from, to int
 	text     string
@@ -33,15 +33,15 @@ func splice(data []byte, edits []edit) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// target is one server a TOML rewrite changes: where it is, by
+// target is one server a TOML or YAML rewrite changes: where it is, by
 // its keys from the top of the document, and what it becomes.
 type target struct {
 	where string
 	path  []string // the server's keys: "mcp_servers", "docs"
 	s     server
 	plan  *plan
-	// emptyArgs: the file says args = [] when the plan has no args;
-	// otherwise it has no args key then.
+	// emptyArgs: the file says args: [] when the plan has no args (goose
+	// needs the key); otherwise it has no args key then.
 	emptyArgs bool
 }
 
@@ -82,7 +82,7 @@ func verify(decode func([]byte) (any, error), orig, out []byte, targets []target
 		}
 	}
 	if !sameValue(got, want) {
-		return errors.New("the rest of the rewritten file does not read back as it was")
+		return errors.New("the rest of the rewritten file does not read back as it was (a value shared by an anchor or alias?)")
 	}
 	return nil
 }
@@ -92,6 +92,8 @@ func lookup(v any, keys []string) any {
 	for _, k := range keys {
 		switch m := v.(type) {
 		case map[string]any:
+			v = m[k]
+		case map[any]any:
 			v = m[k]
 		default:
 			return nil
@@ -107,6 +109,18 @@ func sameValue(a, b any) bool {
 	switch a := a.(type) {
 	case map[string]any:
 		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, x := range a {
+			y, has := b[k]
+			if !has || !sameValue(x, y) {
+				return false
+			}
+		}
+		return true
+	case map[any]any:
+		b, ok := b.(map[any]any)
 		if !ok || len(a) != len(b) {
 			return false
 		}

@@ -4,7 +4,7 @@
 // marker (`mcptrace mark destroy --session NAME`) ends alone, and which
 // the host's own session ends with it. Unwrap undoes exactly that.
 //
-// It reads two formats (see [Format]):
+// It reads three formats (see [Format]):
 //
 //   - JSON: the files of Claude Code (.mcp.json, and ~/.claude.json with
 //     its per-project servers), Cursor (mcp.json) and VS Code (mcp.json,
@@ -14,18 +14,24 @@
 //     keeps its bytes and every object its order of keys.
 //   - TOML: Codex's ~/.codex/config.toml, its [mcp_servers.NAME] tables
 //     (or the same keys written dotted, or as inline tables).
+//   - YAML: goose's ~/.config/goose/config.yaml, its "extensions" map.
 //
-// In TOML only the bytes of a server's command and args are
+// In TOML and YAML only the bytes of a server's command and args are
 // edited; the rest of the file, comments included, stays byte for byte.
 // Wrap puts the command in place of the old one and inserts the five
-// arguments "exec", "--session", "NAME", "--", "COMMAND" before the first
-// argument, on its line. An empty list is written again whole on one
-// line, and a server without args gets an args line (or key, in an inline
-// table) after its command. Unwrap removes exactly what Wrap inserted, so
-// that wrapping then unwrapping gives the file back byte for byte; with
-// no argument left it removes the args line (args = [] where the line
-// holds a comment too). New strings are TOML basic strings ("…"); a
-// string moving between command and args keeps its bytes. The result is
+// arguments `exec --session NAME -- COMMAND` before the first argument,
+// in the list's own style: in TOML, "exec", "--session", … on the line of
+// the first argument; in a YAML flow list, [exec, --session, …]; in a
+// YAML block list, one "- exec" line each at the items' indentation. An
+// empty list is written again whole on one line, and a TOML server
+// without args gets an args line (or key, in an inline table) after its
+// command. Unwrap removes exactly what Wrap inserted, so that wrapping
+// then unwrapping gives the file back byte for byte; with no argument
+// left it removes a TOML args line (args = [] where the line holds a
+// comment too) and leaves a YAML args: []. New strings are TOML basic
+// strings ("…"), and YAML plain scalars where YAML reads them back as the
+// same string, double-quoted otherwise; a string moving between command
+// and args keeps its bytes in TOML, and its quotes in YAML. The result is
 // parsed again before it is returned: each changed server must read
 // back with the command and args intended, and everything else as
 // before.
@@ -34,9 +40,12 @@
 // and no command; a "type" other than "stdio"), servers already wrapped,
 // nor anything outside those maps. It refuses a file it cannot parse,
 // one with a key twice, a stdio server whose command is not a string or
-// whose args are not a list of strings, and, in TOML, comments among the
-// arguments Unwrap would remove or in a list written again whole, naming
-// the server: those lines are changed by hand. It does not read or write files:
+// whose args are not a list of strings, and, in TOML and YAML, a layout
+// it cannot edit in place (an alias, anchor, tag or block scalar on the
+// command or args, a command or args from a YAML merge key, a goose
+// extension without args, comments among the arguments Unwrap would
+// remove or in a list written again whole), naming the server: those
+// lines are changed by hand. It does not read or write files:
 // cmd/mcptrace does, with a backup.
 package wrapconfig
 
@@ -51,7 +60,7 @@ import (
 
 // Change is one server Wrap or Unwrap rewrote, by where it is in the
 // file: "mcpServers.github", "projects./home/u/app.mcpServers.fs",
-// "mcp_servers.docs".
+// "mcp_servers.docs", "extensions.github".
 type Change struct {
 	Where   string
 	Session string // the sub-session the server runs as
@@ -63,6 +72,7 @@ type Format int
 const (
 	JSON Format = iota // Claude Code, Cursor, VS Code
 	TOML               // Codex
+	YAML               // goose
 )
 
 func (f Format) String() string {
@@ -71,34 +81,38 @@ func (f Format) String() string {
 		return "JSON"
 	case TOML:
 		return "TOML"
+	case YAML:
+		return "YAML"
 	}
 	return fmt.Sprintf("Format(%d)", int(f))
 }
 
 // FormatFor is the format of a file by its extension, whatever its case:
-// .json or .toml. Any other name is refused rather than guessed from the
-// content.
+// .json, .toml, .yaml or .yml. Any other name is refused rather than
+// guessed from the content.
 func FormatFor(name string) (Format, error) {
 	switch strings.ToLower(filepath.Ext(name)) {
 	case ".json":
 		return JSON, nil
 	case ".toml":
 		return TOML, nil
+	case ".yaml", ".yml":
+		return YAML, nil
 	}
-	return 0, fmt.Errorf("%s: not a .json or .toml file", name)
+	return 0, fmt.Errorf("%s: not a .json, .toml, .yaml or .yml file", name)
 }
 
 // Wrap makes every stdio server of a host's configuration in format f
 // run as `mcptrace exec --session NAME -- COMMAND ARGS…`, with mcptrace
-// the program to run (a name on PATH or an absolute path). A TOML file
-// with nothing to wrap comes back as it was.
+// the program to run (a name on PATH or an absolute path). A TOML or
+// YAML file with nothing to wrap comes back as it was.
 func Wrap(f Format, data []byte, mcptrace string) ([]byte, []Change, error) {
 	return f.rewrite(data, wrapRule(mcptrace))
 }
 
 // Unwrap undoes Wrap: a server run as `mcptrace exec --session NAME --
-// COMMAND ARGS…` runs COMMAND ARGS… again ("args" left out when there
-// are none).
+// COMMAND ARGS…` runs COMMAND ARGS… again (JSON and TOML leave "args"
+// out when there are none; goose needs it, so YAML keeps args: []).
 func Unwrap(f Format, data []byte) ([]byte, []Change, error) {
 	return f.rewrite(data, unwrapRule)
 }
@@ -109,6 +123,8 @@ func (f Format) rewrite(data []byte, r rule) ([]byte, []Change, error) {
 		return rewriteJSON(data, r)
 	case TOML:
 		return rewriteTOML(data, r)
+	case YAML:
+		return rewriteYAML(data, r)
 	}
 	return nil, nil, fmt.Errorf("unknown format %v", f)
 }
@@ -150,7 +166,7 @@ type plan struct {
 	session string
 	// tail is how many of the server's args stay, unchanged, as the last
 	// of plan.args: all of them after Wrap, those after the inner command
-	// after Unwrap. TOML leaves their bytes alone.
+	// after Unwrap. TOML and YAML leave their bytes alone.
 	tail int
 }
 
@@ -242,7 +258,7 @@ func stringList(v any) ([]string, bool) {
 	return out, true
 }
 
-// serverOf reads a decoded TOML server entry.
+// serverOf reads a decoded TOML or YAML server entry.
 func serverOf(m map[string]any, cmdKey string) server {
 	s := server{cmdKey: cmdKey, argsKey: "args", argsOK: true}
 	var c any

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // normal is a configuration as hosts read it: key order and spacing do
@@ -205,7 +206,7 @@ func FuzzWrapUnwrap(f *testing.F) {
 
 func TestFormatForGoesByTheExtensionOnly(t *testing.T) {
 	for name, want := range map[string]Format{".mcp.json": JSON, "/home/u/.claude.json": JSON, "mcp.JSON": JSON,
-		"config.toml": TOML, "CONFIG.TOML": TOML} {
+		"config.toml": TOML, "CONFIG.TOML": TOML, "config.yaml": YAML, "config.YML": YAML} {
 		if got, err := FormatFor(name); err != nil || got != want {
 			t.Errorf("FormatFor(%q) = %v, %v; want %v", name, got, err, want)
 		}
@@ -217,11 +218,17 @@ func TestFormatForGoesByTheExtensionOnly(t *testing.T) {
 	}
 }
 
-// decoded is a TOML file as its host reads it, with an absent "args" the
-// same as an empty one.
+// decoded is a TOML or YAML file as its host reads it, with an absent
+// "args" the same as an empty one.
 func decoded(t testing.TB, f Format, data []byte) any {
 	t.Helper()
-	v, err := decodeTOML(data)
+	var v any
+	var err error
+	if f == TOML {
+		v, err = decodeTOML(data)
+	} else {
+		v, err = decodeYAML(data)
+	}
 	if err != nil {
 		t.Fatalf("not %v: %v\n%s", f, err, data)
 	}
@@ -256,12 +263,13 @@ func comments(data []byte) []string {
 	return out
 }
 
-// Codex's files, written as Codex writes them (and by hand, with
-// comments): Wrap edits only the command and args of each stdio server
-// (the wrapped files in testdata are the whole expected result), leaves
-// HTTP servers, projects and every comment alone, changes nothing when
-// run again, and Unwrap gives back the file byte for byte.
-func TestWrapEditsOnlyCommandAndArgsOfCodexFiles(t *testing.T) {
+// Codex's and goose's files, written as each host writes them (and by
+// hand, with comments): Wrap edits only the command and args of each
+// stdio server (the wrapped files in testdata are the whole expected
+// result), leaves HTTP and builtin servers, projects and every comment
+// alone, changes nothing when run again, and Unwrap gives back the file
+// byte for byte.
+func TestWrapEditsOnlyCommandAndArgsOfCodexAndGooseFiles(t *testing.T) {
 	for _, tc := range []struct {
 		file    string
 		wraps   []string
@@ -275,6 +283,10 @@ func TestWrapEditsOnlyCommandAndArgsOfCodexFiles(t *testing.T) {
 		{"codex.layouts.toml", []string{"mcp_servers.fetch", "mcp_servers.memory", "mcp_servers.echo", "mcp_servers.git", "mcp_servers.everything"},
 			nil,
 			[]string{"mcp_servers", "git"}, []string{"exec", "--session", "git", "--", "uvx", "mcp-server-git", "--repository", `C:\src\app`}},
+		{"goose.config.yaml", []string{"extensions.github", "extensions.fetch", "extensions.filesystem"},
+			[]string{"extensions.time"},
+			[]string{"extensions", "filesystem"}, []string{"exec", "--session", "filesystem", "--", "/opt/homebrew/bin/npx", "-y",
+				"@modelcontextprotocol/server-filesystem", "/Users/u/Documents", "/Users/u/Desktop"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			f, err := FormatFor(tc.file)
@@ -351,7 +363,7 @@ func wheres(changes []Change) []string {
 	return out
 }
 
-// fuzzWrapUnwrap is the property FuzzWrapUnwrapTOML checks: when
+// fuzzWrapUnwrap is the property FuzzWrapUnwrapTOML and YAML check: when
 // Wrap takes a file, what it gives parses, wrapping it again changes
 // nothing, and Unwrap gives back the same configuration (the same bytes
 // when Wrap changed nothing).
@@ -366,8 +378,14 @@ func fuzzWrapUnwrap(t *testing.T, f Format, in []byte) {
 	if len(changes) == 0 && !bytes.Equal(out, in) {
 		t.Fatalf("Wrap changed nothing yet rewrote the file:\n%s\n->\n%s", in, out)
 	}
-	var v map[string]any
-	if err := toml.Unmarshal(out, &v); err != nil {
+	if f == TOML {
+		var v map[string]any
+		err = toml.Unmarshal(out, &v)
+	} else {
+		var v any
+		err = yaml.Unmarshal(out, &v)
+	}
+	if err != nil {
 		t.Fatalf("Wrap made a file that does not parse (%v):\n%s", err, out)
 	}
 	again, changes, err := Wrap(f, out, "mcptrace")
@@ -417,4 +435,14 @@ args = [ # c
   'b', "c\td",
 ]`)
 	f.Fuzz(func(t *testing.T, in []byte) { fuzzWrapUnwrap(t, TOML, in) })
+}
+
+func FuzzWrapUnwrapYAML(f *testing.F) {
+	fuzzSeeds(f, "goose.*.yaml",
+		"extensions: {x: {type: stdio, cmd: a, args: []}}",
+		"\ufeffextensions:\n  é:\n    type: stdio\n    cmd: \"a b\"\n    args: [\n      'c', d,\n    ]\n",
+		"extensions:\n  x:\n    cmd: mcptrace\n    args:\n    - exec\n    - --session\n    - x\n    - --\n    - a\n    type: stdio\n",
+		"extensions:\r\n  x:\r\n    cmd: 'a'\r\n    args:\r\n    - \"b\"\r\n",
+		"extensions:\n  x:\n    cmd: a\n    args: [b, # c\n      d]\n")
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzWrapUnwrap(t, YAML, in) })
 }
