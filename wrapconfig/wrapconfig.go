@@ -4,221 +4,199 @@
 // marker (`mcptrace mark destroy --session NAME`) ends alone, and which
 // the host's own session ends with it. Unwrap undoes exactly that.
 //
-// It reads the JSON files of Claude Code (.mcp.json, and ~/.claude.json
-// with its per-project servers), Cursor (mcp.json) and VS Code (mcp.json,
-// "servers"): the server maps under "mcpServers" or "servers" at the top
-// level and under "projects"."<dir>"."mcpServers". Everything else in the
-// file is kept byte for byte (values are not re-encoded), and so is the
-// order of keys; the file is indented with two spaces.
+// It reads three formats (see [Format]):
 //
-// It does not touch servers that are not stdio (a "url", a "type" other
-// than "stdio"), servers already wrapped, nor anything outside those
-// maps. It refuses a file it cannot parse. It does not read or write
-// files: cmd/mcptrace does, with a backup.
+//   - JSON: the files of Claude Code (.mcp.json, and ~/.claude.json with
+//     its per-project servers), Cursor (mcp.json) and VS Code (mcp.json,
+//     "servers"): the server maps under "mcpServers" or "servers" at the
+//     top level and under "projects"."<dir>"."mcpServers". The file is
+//     written again whole, indented with two spaces; every other value
+//     keeps its bytes and every object its order of keys.
+//   - TOML: Codex's ~/.codex/config.toml, its [mcp_servers.NAME] tables
+//     (or the same keys written dotted, or as inline tables).
+//   - YAML: goose's ~/.config/goose/config.yaml, its "extensions" map.
+//
+// In TOML and YAML only the bytes of a server's command and args are
+// edited; the rest of the file, comments included, stays byte for byte.
+// Wrap puts the command in place of the old one and inserts the five
+// arguments `exec --session NAME -- COMMAND` before the first argument,
+// in the list's own style: in TOML, "exec", "--session", … on the line of
+// the first argument; in a YAML flow list, [exec, --session, …]; in a
+// YAML block list, one "- exec" line each at the items' indentation. An
+// empty list is written again whole on one line, and a TOML server
+// without args gets an args line (or key, in an inline table) after its
+// command. Unwrap removes exactly what Wrap inserted, so that wrapping
+// then unwrapping gives the file back byte for byte; with no argument
+// left it removes a TOML args line (args = [] where the line holds a
+// comment too) and leaves a YAML args: []. New strings are TOML basic
+// strings ("…"), and YAML plain scalars where YAML reads them back as the
+// same string, double-quoted otherwise; a string moving between command
+// and args keeps its bytes in TOML, and its quotes in YAML. The result is
+// parsed again before it is returned: each changed server must read
+// back with the command and args intended, and everything else as
+// before.
+//
+// It does not touch servers that are not stdio (no command; a "url"
+// and no command; a "type" other than "stdio"), servers already wrapped,
+// nor anything outside those maps. It refuses a file it cannot parse,
+// one with a key twice, a stdio server whose command is not a string or
+// whose args are not a list of strings, and, in TOML and YAML, a layout
+// it cannot edit in place (an alias, anchor, tag or block scalar on the
+// command or args, a command or args from a YAML merge key, a goose
+// extension without args, comments among the arguments Unwrap would
+// remove or in a list written again whole), naming the server: those
+// lines are changed by hand. It does not read or write files:
+// cmd/mcptrace does, with a backup.
 package wrapconfig
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
 // Change is one server Wrap or Unwrap rewrote, by where it is in the
-// file: "mcpServers.github", "projects./home/u/app.mcpServers.fs".
+// file: "mcpServers.github", "projects./home/u/app.mcpServers.fs",
+// "mcp_servers.docs", "extensions.github".
 type Change struct {
 	Where   string
 	Session string // the sub-session the server runs as
 }
 
-// member is one key and its raw value, in file order.
-type member struct {
-	key string
-	val json.RawMessage
+// Format is a configuration file's syntax.
+type Format int
+
+const (
+	JSON Format = iota // Claude Code, Cursor, VS Code
+	TOML               // Codex
+	YAML               // goose
+)
+
+func (f Format) String() string {
+	switch f {
+	case JSON:
+		return "JSON"
+	case TOML:
+		return "TOML"
+	case YAML:
+		return "YAML"
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
 }
 
-// object is a JSON object with its keys in order.
-type object []member
-
-func parseObject(raw []byte) (object, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	t, err := dec.Token()
-	if err != nil {
-		return nil, err
+// FormatFor is the format of a file by its extension, whatever its case:
+// .json, .toml, .yaml or .yml. Any other name is refused rather than
+// guessed from the content.
+func FormatFor(name string) (Format, error) {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".json":
+		return JSON, nil
+	case ".toml":
+		return TOML, nil
+	case ".yaml", ".yml":
+		return YAML, nil
 	}
-	if d, ok := t.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	var o object
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := t.(string)
-		if seen[k] {
-			return nil, fmt.Errorf("key %q twice", k)
-		}
-		seen[k] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		o = append(o, member{k, v})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if len(bytes.Trim(raw[dec.InputOffset():], " \t\r\n")) > 0 { // JSON's white space only
-		return nil, errors.New("data after the object")
-	}
-	return o, nil
+	return 0, fmt.Errorf("%s: not a .json, .toml, .yaml or .yml file", name)
 }
 
-func (o object) get(k string) (json.RawMessage, bool) {
-	for _, m := range o {
-		if m.key == k {
-			return m.val, true
-		}
-	}
-	return nil, false
+// Wrap makes every stdio server of a host's configuration in format f
+// run as `mcptrace exec --session NAME -- COMMAND ARGS…`, with mcptrace
+// the program to run (a name on PATH or an absolute path). A TOML or
+// YAML file with nothing to wrap comes back as it was.
+func Wrap(f Format, data []byte, mcptrace string) ([]byte, []Change, error) {
+	return f.rewrite(data, wrapRule(mcptrace))
 }
 
-// set replaces k's value, or adds k after the key after (at the end when
-// after is absent).
-func (o object) set(k string, v json.RawMessage, after string) object {
-	for i := range o {
-		if o[i].key == k {
-			o[i].val = v
-			return o
-		}
-	}
-	for i := range o {
-		if o[i].key == after {
-			return append(o[:i+1], append(object{{k, v}}, o[i+1:]...)...)
-		}
-	}
-	return append(o, member{k, v})
+// Unwrap undoes Wrap: a server run as `mcptrace exec --session NAME --
+// COMMAND ARGS…` runs COMMAND ARGS… again (JSON and TOML leave "args"
+// out when there are none; goose needs it, so YAML keeps args: []).
+func Unwrap(f Format, data []byte) ([]byte, []Change, error) {
+	return f.rewrite(data, unwrapRule)
 }
 
-func (o object) del(k string) object {
-	for i := range o {
-		if o[i].key == k {
-			return append(o[:i:i], o[i+1:]...)
-		}
+func (f Format) rewrite(data []byte, r rule) ([]byte, []Change, error) {
+	switch f {
+	case JSON:
+		return rewriteJSON(data, r)
+	case TOML:
+		return rewriteTOML(data, r)
+	case YAML:
+		return rewriteYAML(data, r)
 	}
-	return o
+	return nil, nil, fmt.Errorf("unknown format %v", f)
 }
 
-func (o object) marshal() json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range o {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(m.val)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
+// server is one entry of a server map as its format reads it: what the
+// rules below decide on.
+type server struct {
+	cmdKey, argsKey string // their names in the file, for errors
+
+	hasCommand bool // a command key, whatever its value
+	command    string
+	commandOK  bool // the command is a string, and not empty
+	hasArgs    bool
+	args       []string
+	argsOK     bool // no args, or a list of strings
+	hasType    bool
+	typ        string // the transport type; "" when it is not a string
 }
 
-// rewrite applies f to every server object of the file, by where it is.
-func rewrite(data []byte, f func(where, name string, srv object) (object, *Change, error)) ([]byte, []Change, error) {
-	top, err := parseObject(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("not a JSON configuration: %w", err)
-	}
-	var changes []Change
-	servers := func(where string, raw json.RawMessage) (json.RawMessage, error) {
-		m, err := parseObject(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		for i := range m {
-			srv, err := parseObject(m[i].val)
-			if err != nil {
-				continue // not a server entry: left as it is
-			}
-			out, ch, err := f(where+"."+m[i].key, m[i].key, srv)
-			if err != nil {
-				return nil, fmt.Errorf("%s.%s: %w", where, m[i].key, err)
-			}
-			if ch != nil {
-				m[i].val = out.marshal()
-				changes = append(changes, *ch)
-			}
-		}
-		return m.marshal(), nil
-	}
-	for i := range top {
-		switch top[i].key {
-		case "mcpServers", "servers":
-			if top[i].val, err = servers(top[i].key, top[i].val); err != nil {
-				return nil, nil, err
-			}
-		case "projects":
-			projects, err := parseObject(top[i].val)
-			if err != nil {
-				continue // not the per-project map: left as it is
-			}
-			for j := range projects {
-				p, err := parseObject(projects[j].val)
-				if err != nil {
-					continue
-				}
-				raw, ok := p.get("mcpServers")
-				if !ok {
-					continue
-				}
-				out, err := servers("projects."+projects[j].key+".mcpServers", raw)
-				if err != nil {
-					return nil, nil, err
-				}
-				projects[j].val = p.set("mcpServers", out, "").marshal()
-			}
-			top[i].val = projects.marshal()
-		}
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, top.marshal(), "", "  "); err != nil {
-		return nil, nil, err
-	}
-	out.WriteByte('\n')
-	return out.Bytes(), changes, nil
-}
-
-// stdio reports whether srv is a stdio server: a command, and no other
+// stdio reports whether s is a stdio server: a command, and no other
 // transport.
-func stdio(srv object) (command string, args []string, ok bool, err error) {
-	raw, has := srv.get("command")
-	if !has {
-		return "", nil, false, nil
+func (s server) stdio() (bool, error) {
+	if !s.hasCommand || s.hasType && s.typ != "stdio" {
+		return false, nil
 	}
-	if t, has := srv.get("type"); has {
-		var typ string
-		if json.Unmarshal(t, &typ) != nil || typ != "stdio" {
-			return "", nil, false, nil
+	if !s.commandOK {
+		return false, fmt.Errorf("%s is not a program name", s.cmdKey)
+	}
+	if !s.argsOK {
+		return false, fmt.Errorf("%s is not a list of strings", s.argsKey)
+	}
+	return true, nil
+}
+
+// plan is what a rule makes of one server: its command and args after.
+type plan struct {
+	command string
+	args    []string
+	session string
+	// tail is how many of the server's args stay, unchanged, as the last
+	// of plan.args: all of them after Wrap, those after the inner command
+	// after Unwrap. TOML and YAML leave their bytes alone.
+	tail int
+}
+
+// rule decides what Wrap or Unwrap does to the server named name: a plan,
+// or nil to leave it as it is. Every format asks the same two rules.
+type rule func(name string, s server) (*plan, error)
+
+func wrapRule(mcptrace string) rule {
+	return func(name string, s server) (*plan, error) {
+		if ok, err := s.stdio(); err != nil || !ok {
+			return nil, err
 		}
-	}
-	if err := json.Unmarshal(raw, &command); err != nil || command == "" {
-		return "", nil, false, errors.New(`"command" is not a program name`)
-	}
-	if raw, has := srv.get("args"); has {
-		if err := json.Unmarshal(raw, &args); err != nil {
-			return "", nil, false, errors.New(`"args" is not a list of strings`)
+		if _, _, already := wrapped(s.command, s.args); already {
+			return nil, nil
 		}
+		id := SessionFor(name)
+		args := append([]string{"exec", "--session", id, "--", s.command}, s.args...)
+		return &plan{command: mcptrace, args: args, session: id, tail: len(s.args)}, nil
 	}
-	return command, args, true, nil
+}
+
+func unwrapRule(name string, s server) (*plan, error) {
+	if ok, err := s.stdio(); err != nil || !ok {
+		return nil, err
+	}
+	session, inner, is := wrapped(s.command, s.args)
+	if !is || len(inner) == 0 {
+		return nil, nil
+	}
+	return &plan{command: inner[0], args: inner[1:], session: session, tail: len(inner) - 1}, nil
 }
 
 // wrapped reports whether command and args already run under
@@ -263,49 +241,37 @@ func SessionFor(name string) string {
 	return id[:min(len(id), 128)]
 }
 
-func mustJSON(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
+// stringList is v as a list of strings, when it is one.
+func stringList(v any) ([]string, bool) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		s, ok := x.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
 }
 
-// Wrap makes every stdio server of a host's JSON configuration run as
-// `mcptrace exec --session NAME -- COMMAND ARGS…`, with mcptrace the
-// program to run (a name on PATH or an absolute path).
-func Wrap(data []byte, mcptrace string) ([]byte, []Change, error) {
-	return rewrite(data, func(where, name string, srv object) (object, *Change, error) {
-		command, args, ok, err := stdio(srv)
-		if err != nil || !ok {
-			return nil, nil, err
-		}
-		if _, _, already := wrapped(command, args); already {
-			return nil, nil, nil
-		}
-		id := SessionFor(name)
-		srv = srv.set("command", mustJSON(mcptrace), "")
-		srv = srv.set("args", mustJSON(append([]string{"exec", "--session", id, "--", command}, args...)), "command")
-		return srv, &Change{Where: where, Session: id}, nil
-	})
-}
-
-// Unwrap undoes Wrap: a server run as `mcptrace exec --session NAME --
-// COMMAND ARGS…` runs COMMAND ARGS… again ("args" left out when there
-// are none).
-func Unwrap(data []byte) ([]byte, []Change, error) {
-	return rewrite(data, func(where, name string, srv object) (object, *Change, error) {
-		command, args, ok, err := stdio(srv)
-		if err != nil || !ok {
-			return nil, nil, err
-		}
-		session, inner, is := wrapped(command, args)
-		if !is || len(inner) == 0 {
-			return nil, nil, nil
-		}
-		srv = srv.set("command", mustJSON(inner[0]), "")
-		if len(inner) > 1 {
-			srv = srv.set("args", mustJSON(inner[1:]), "command")
-		} else {
-			srv = srv.del("args")
-		}
-		return srv, &Change{Where: where, Session: session}, nil
-	})
+// serverOf reads a decoded TOML or YAML server entry.
+func serverOf(m map[string]any, cmdKey string) server {
+	s := server{cmdKey: cmdKey, argsKey: "args", argsOK: true}
+	var c any
+	c, s.hasCommand = m[cmdKey]
+	s.command, s.commandOK = c.(string)
+	s.commandOK = s.commandOK && s.command != ""
+	var t any
+	if t, s.hasType = m["type"]; s.hasType {
+		s.typ, _ = t.(string)
+	}
+	var a any
+	if a, s.hasArgs = m["args"]; s.hasArgs {
+		s.args, s.argsOK = stringList(a)
+	}
+	return s
 }

@@ -1,12 +1,17 @@
 package wrapconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // normal is a configuration as hosts read it: key order and spacing do
@@ -38,7 +43,7 @@ func normal(t testing.TB, data []byte) any {
 }
 
 // server reads one server entry back: command and args.
-func server(t *testing.T, data []byte, where ...string) (string, []string) {
+func serverIn(t *testing.T, data []byte, where ...string) (string, []string) {
 	t.Helper()
 	var v any = normal(t, data)
 	for _, k := range where {
@@ -77,7 +82,7 @@ func TestWrapRoundTripsEveryHostsFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrappedData, changes, err := Wrap(orig, "mcptrace")
+			wrappedData, changes, err := Wrap(JSON, orig, "mcptrace")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,14 +93,14 @@ func TestWrapRoundTripsEveryHostsFile(t *testing.T) {
 			if !slices.Equal(where, tc.wraps) {
 				t.Errorf("wrapped %q, want %q", where, tc.wraps)
 			}
-			if cmd, args := server(t, wrappedData, tc.check...); cmd != "mcptrace" || !slices.Equal(args, tc.want) {
+			if cmd, args := serverIn(t, wrappedData, tc.check...); cmd != "mcptrace" || !slices.Equal(args, tc.want) {
 				t.Errorf("%v runs %s %q, want mcptrace %q", tc.check, cmd, args, tc.want)
 			}
-			again, changes, err := Wrap(wrappedData, "mcptrace")
+			again, changes, err := Wrap(JSON, wrappedData, "mcptrace")
 			if err != nil || len(changes) != 0 || !reflect.DeepEqual(normal(t, again), normal(t, wrappedData)) {
 				t.Errorf("wrapping twice changed %v (%v)", changes, err)
 			}
-			back, changes, err := Unwrap(wrappedData)
+			back, changes, err := Unwrap(JSON, wrappedData)
 			if err != nil || len(changes) != len(tc.wraps) {
 				t.Fatalf("unwrap: %v, %v", changes, err)
 			}
@@ -110,7 +115,7 @@ func TestWrapRoundTripsEveryHostsFile(t *testing.T) {
 // come back as they were written.
 func TestWrapKeepsKeyOrderAndValues(t *testing.T) {
 	in := []byte(`{"z":1,"mcpServers":{"b":{"env":{"K":"v"},"command":"npx","args":["x"]},"a":{"command":"uvx"}},"n":1.50,"a":true}`)
-	out, _, err := Wrap(in, "/usr/bin/mcptrace")
+	out, _, err := Wrap(JSON, in, "/usr/bin/mcptrace")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +152,7 @@ func TestWrapKeepsKeyOrderAndValues(t *testing.T) {
 func TestWrapRefusesWhatItCannotParse(t *testing.T) {
 	for _, in := range []string{``, `[]`, `{"mcpServers": {`, `{"a":1} {"b":2}`, `{"a":1,"a":2}`,
 		`{"mcpServers":{"x":{"command":3}}}`, `{"mcpServers":{"x":{"command":"npx","args":"-y"}}}`} {
-		if _, _, err := Wrap([]byte(in), "mcptrace"); err == nil {
+		if _, _, err := Wrap(JSON, []byte(in), "mcptrace"); err == nil {
 			t.Errorf("Wrap(%q) did not refuse", in)
 		}
 	}
@@ -173,28 +178,271 @@ func FuzzWrapUnwrap(f *testing.F) {
 	}
 	f.Add([]byte(`{"mcpServers":{"x":{"command":"mcptrace","args":["exec","--session","s","--","npx"]}}}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, _, err := Wrap(in, "mcptrace")
+		out, _, err := Wrap(JSON, in, "mcptrace")
 		if err != nil {
 			return
 		}
 		if !json.Valid(out) {
 			t.Fatalf("Wrap made invalid JSON: %s", out)
 		}
-		again, changes, err := Wrap(out, "mcptrace")
+		again, changes, err := Wrap(JSON, out, "mcptrace")
 		if err != nil || len(changes) != 0 || !reflect.DeepEqual(normal(t, again), normal(t, out)) {
 			t.Fatalf("wrapping twice changed %v (%v)", changes, err)
 		}
-		back, _, err := Unwrap(out)
+		back, _, err := Unwrap(JSON, out)
 		if err != nil {
 			t.Fatalf("Unwrap of Wrap's output: %v", err)
 		}
-		if _, _, err := Unwrap(in); err != nil {
+		if _, _, err := Unwrap(JSON, in); err != nil {
 			return
 		}
 		// A file that already held wrapped servers unwraps further than it
 		// started; one that did not comes back as it was.
-		if _, ch, _ := Unwrap(in); len(ch) == 0 && !reflect.DeepEqual(normal(t, back), normal(t, in)) {
+		if _, ch, _ := Unwrap(JSON, in); len(ch) == 0 && !reflect.DeepEqual(normal(t, back), normal(t, in)) {
 			t.Fatalf("round trip changed the configuration:\n%s\n->\n%s", in, back)
 		}
 	})
+}
+
+func TestFormatForGoesByTheExtensionOnly(t *testing.T) {
+	for name, want := range map[string]Format{".mcp.json": JSON, "/home/u/.claude.json": JSON, "mcp.JSON": JSON,
+		"config.toml": TOML, "CONFIG.TOML": TOML, "config.yaml": YAML, "config.YML": YAML} {
+		if got, err := FormatFor(name); err != nil || got != want {
+			t.Errorf("FormatFor(%q) = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	for _, name := range []string{"config", "mcp.json5", "config.toml.bak", "settings.jsonc"} {
+		if _, err := FormatFor(name); err == nil {
+			t.Errorf("FormatFor(%q) did not refuse", name)
+		}
+	}
+}
+
+// decoded is a TOML or YAML file as its host reads it, with an absent
+// "args" the same as an empty one.
+func decoded(t testing.TB, f Format, data []byte) any {
+	t.Helper()
+	var v any
+	var err error
+	if f == TOML {
+		v, err = decodeTOML(data)
+	} else {
+		v, err = decodeYAML(data)
+	}
+	if err != nil {
+		t.Fatalf("not %v: %v\n%s", f, err, data)
+	}
+	var drop func(any)
+	drop = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			if a, ok := x["args"].([]any); ok && len(a) == 0 {
+				delete(x, "args")
+			}
+			for _, y := range x {
+				drop(y)
+			}
+		case []any:
+			for _, y := range x {
+				drop(y)
+			}
+		}
+	}
+	drop(v)
+	return v
+}
+
+// comments are the comments of a file, as lines from their "#" on.
+func comments(data []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if i := strings.Index(line, "#"); i >= 0 {
+			out = append(out, line[i:])
+		}
+	}
+	return out
+}
+
+// Codex's and goose's files, written as each host writes them (and by
+// hand, with comments): Wrap edits only the command and args of each
+// stdio server (the wrapped files in testdata are the whole expected
+// result), leaves HTTP and builtin servers, projects and every comment
+// alone, changes nothing when run again, and Unwrap gives back the file
+// byte for byte.
+func TestWrapEditsOnlyCommandAndArgsOfCodexAndGooseFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		wraps   []string
+		already []string // wrapped before: Unwrap unwraps them too
+		check   []string // one wrapped server's keys
+		want    []string // its args after wrapping
+	}{
+		{"codex.config.toml", []string{"mcp_servers.docs", "mcp_servers.github", "mcp_servers.sqlite", "mcp_servers.browser tools"},
+			[]string{"mcp_servers.time"},
+			[]string{"mcp_servers", "browser tools"}, []string{"exec", "--session", "browser-tools", "--", "npx", "@playwright/mcp@latest", "--headless"}},
+		{"codex.layouts.toml", []string{"mcp_servers.fetch", "mcp_servers.memory", "mcp_servers.echo", "mcp_servers.git", "mcp_servers.everything"},
+			nil,
+			[]string{"mcp_servers", "git"}, []string{"exec", "--session", "git", "--", "uvx", "mcp-server-git", "--repository", `C:\src\app`}},
+		{"goose.config.yaml", []string{"extensions.github", "extensions.fetch", "extensions.filesystem"},
+			[]string{"extensions.time"},
+			[]string{"extensions", "filesystem"}, []string{"exec", "--session", "filesystem", "--", "/opt/homebrew/bin/npx", "-y",
+				"@modelcontextprotocol/server-filesystem", "/Users/u/Documents", "/Users/u/Desktop"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			f, err := FormatFor(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig, err := os.ReadFile(filepath.Join("testdata", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext := filepath.Ext(tc.file)
+			golden, err := os.ReadFile(filepath.Join("testdata", strings.TrimSuffix(tc.file, ext)+".wrapped"+ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, changes, err := Wrap(f, orig, "mcptrace")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if where := wheres(changes); !slices.Equal(where, tc.wraps) {
+				t.Errorf("wrapped %q, want %q", where, tc.wraps)
+			}
+			if !bytes.Equal(out, golden) {
+				t.Errorf("wrapped file:\n%s\nwant\n%s", out, golden)
+			}
+			srv, _ := lookup(decoded(t, f, out), tc.check).(map[string]any)
+			if args, _ := stringList(srv["args"]); !slices.Equal(args, tc.want) {
+				t.Errorf("%v runs %v %q, want mcptrace %q", tc.check, srv["command"], args, tc.want)
+			}
+			if missing := slices.DeleteFunc(comments(orig), func(c string) bool { return bytes.Contains(out, []byte(c)) }); len(missing) > 0 {
+				t.Errorf("comments lost: %q", missing)
+			}
+
+			again, changes, err := Wrap(f, out, "mcptrace")
+			if err != nil || len(changes) != 0 || !bytes.Equal(again, out) {
+				t.Errorf("wrapping twice changed %v (%v)", changes, err)
+			}
+
+			back, changes, err := Unwrap(f, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if where := wheres(changes); !slices.Equal(slices.Sorted(slices.Values(where)), slices.Sorted(slices.Values(append(tc.wraps, tc.already...)))) {
+				t.Errorf("unwrapped %q, want %q and %q", where, tc.wraps, tc.already)
+			}
+			plain, _, err := Unwrap(f, orig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(back, plain) {
+				t.Errorf("unwrap(wrap(file)) is not unwrap(file):\n%s\nwant\n%s", back, plain)
+			}
+			// Without the servers wrapped before, the round trip gives the
+			// file back byte for byte.
+			out, _, err = Wrap(f, plain, "mcptrace")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back, _, err = Unwrap(f, out); err != nil || !bytes.Equal(back, plain) {
+				t.Errorf("round trip (%v):\n%s\nwant\n%s", err, back, plain)
+			}
+			if len(tc.already) == 0 && !bytes.Equal(plain, orig) {
+				t.Errorf("unwrap changed a file with nothing wrapped:\n%s", plain)
+			}
+		})
+	}
+}
+
+func wheres(changes []Change) []string {
+	var out []string
+	for _, c := range changes {
+		out = append(out, c.Where)
+	}
+	return out
+}
+
+// fuzzWrapUnwrap is the property FuzzWrapUnwrapTOML and YAML check: when
+// Wrap takes a file, what it gives parses, wrapping it again changes
+// nothing, and Unwrap gives back the same configuration (the same bytes
+// when Wrap changed nothing).
+func fuzzWrapUnwrap(t *testing.T, f Format, in []byte) {
+	out, changes, err := Wrap(f, in, "mcptrace")
+	if err != nil {
+		if out != nil {
+			t.Fatalf("Wrap refused (%v) and gave a file", err)
+		}
+		return
+	}
+	if len(changes) == 0 && !bytes.Equal(out, in) {
+		t.Fatalf("Wrap changed nothing yet rewrote the file:\n%s\n->\n%s", in, out)
+	}
+	if f == TOML {
+		var v map[string]any
+		err = toml.Unmarshal(out, &v)
+	} else {
+		var v any
+		err = yaml.Unmarshal(out, &v)
+	}
+	if err != nil {
+		t.Fatalf("Wrap made a file that does not parse (%v):\n%s", err, out)
+	}
+	again, changes, err := Wrap(f, out, "mcptrace")
+	if err != nil || len(changes) != 0 || !bytes.Equal(again, out) {
+		t.Fatalf("wrapping twice changed %v (%v):\n%s", changes, err, out)
+	}
+	// A file Unwrap cannot take (a server wrapped before, in a layout it
+	// does not edit) says nothing of the round trip.
+	if _, ch, err := Unwrap(f, in); err != nil || len(ch) > 0 {
+		return
+	}
+	back, _, err := Unwrap(f, out)
+	if err != nil {
+		t.Fatalf("Unwrap of Wrap's output: %v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(decoded(t, f, back), decoded(t, f, in)) {
+		t.Fatalf("round trip changed the configuration:\n%s\n->\n%s\n->\n%s", in, out, back)
+	}
+}
+
+func fuzzSeeds(f *testing.F, pattern string, more ...string) {
+	files, err := filepath.Glob(filepath.Join("testdata", pattern))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no seeds %s: %v", pattern, err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range more {
+		f.Add([]byte(s))
+	}
+}
+
+func FuzzWrapUnwrapTOML(f *testing.F) {
+	fuzzSeeds(f, "codex.*.toml",
+		`mcp_servers.x = { command = "a" }`,
+		"mcp_servers.x.command = 'a'\nmcp_servers = { y = { args = [\"b\"], command = \"c\" } }",
+		"[mcp_servers.x]\ncommand = \"mcptrace\"\nargs = [\"exec\", \"--session=s\", \"--\", \"a\"] # c",
+		"[mcp_servers.x]\r\ncommand = \"a\"\r\nargs = []\r\n",
+		`[mcp_servers.x]
+command = """a"""
+args = [ # c
+  'b', "c\td",
+]`)
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzWrapUnwrap(t, TOML, in) })
+}
+
+func FuzzWrapUnwrapYAML(f *testing.F) {
+	fuzzSeeds(f, "goose.*.yaml",
+		"extensions: {x: {type: stdio, cmd: a, args: []}}",
+		"\ufeffextensions:\n  é:\n    type: stdio\n    cmd: \"a b\"\n    args: [\n      'c', d,\n    ]\n",
+		"extensions:\n  x:\n    cmd: mcptrace\n    args:\n    - exec\n    - --session\n    - x\n    - --\n    - a\n    type: stdio\n",
+		"extensions:\r\n  x:\r\n    cmd: 'a'\r\n    args:\r\n    - \"b\"\r\n",
+		"extensions:\n  x:\n    cmd: a\n    args: [b, # c\n      d]\n")
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzWrapUnwrap(t, YAML, in) })
 }

@@ -24,20 +24,31 @@ runs as "mcptrace exec --session NAME -- COMMAND ARGS…": a sub-session named
 after the server, which "mcptrace mark destroy --session NAME" ends alone and
 which the host's session ends with it. --unwrap undoes it.
 
-It reads JSON files: Claude Code's .mcp.json and ~/.claude.json (its
-per-project servers too), Cursor's mcp.json and VS Code's mcp.json. Servers
-over HTTP or SSE, and servers already wrapped, are left as they are; so is
-everything else in the file. The file is written whole (indented with two
-spaces, keys in their order) after a copy of it is kept beside it
-(FILE.mcptrace-backup-TIME). A file it cannot parse is refused and left
-untouched. Codex's config.toml and goose's config.yaml are not rewritten
-yet: docs/hosts.md shows the lines to change by hand.`,
+The file's extension says how it is read, whatever its content: .json for
+Claude Code's .mcp.json and ~/.claude.json (its per-project servers too),
+Cursor's mcp.json and VS Code's mcp.json; .toml for Codex's
+~/.codex/config.toml ([mcp_servers.NAME] tables); .yaml or .yml for goose's
+~/.config/goose/config.yaml (stdio extensions). Any other name is refused.
+Servers over HTTP or SSE, goose's builtin extensions, and servers already
+wrapped, are left as they are; so is everything else in the file.
+
+A JSON file is written whole (indented with two spaces, keys in their
+order). In a TOML or YAML file only the command and args of each server
+change, in place: comments and every other line keep their bytes, and
+--unwrap gives back the file as it was. The result is read back and
+checked before it is written. What cannot be edited safely in place (an
+anchor, alias, tag or block scalar on a command or args, a goose extension
+without args, comments among the arguments --unwrap would remove) is
+refused, naming the server: change those lines by hand (docs/hosts.md).
+
+A copy of the file is kept beside it (FILE.mcptrace-backup-TIME) before it
+is replaced. A file it cannot parse is refused and left untouched.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := args[0]
-			switch strings.ToLower(filepath.Ext(file)) {
-			case ".toml", ".yaml", ".yml":
-				return fmt.Errorf("%s: %s files are not rewritten automatically yet; docs/hosts.md shows the lines to change by hand", file, strings.TrimPrefix(filepath.Ext(file), "."))
+			format, err := wrapconfig.FormatFor(file)
+			if err != nil {
+				return fmt.Errorf("%w; docs/hosts.md shows the lines to change by hand", err)
 			}
 			data, err := os.ReadFile(file)
 			if err != nil {
@@ -46,9 +57,9 @@ yet: docs/hosts.md shows the lines to change by hand.`,
 			var out []byte
 			var changes []wrapconfig.Change
 			if unwrap {
-				out, changes, err = wrapconfig.Unwrap(data)
+				out, changes, err = wrapconfig.Unwrap(format, data)
 			} else {
-				out, changes, err = wrapconfig.Wrap(data, program)
+				out, changes, err = wrapconfig.Wrap(format, data, program)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w; the file was not changed", file, err)
