@@ -174,11 +174,12 @@ func (a *Agent) checkContainers(ctx context.Context) {
 		cs.setOff(a, "", "")
 	}
 	claims := a.tracker.Containers()
-	if len(claims) == 0 {
+	if len(claims) == 0 && !a.tracker.HasStarts() {
 		return
 	}
 	// One list of the running containers a round; a claim is inspected
-	// only when it is undecided or its running state changed.
+	// only when it is undecided or its running state changed, and the
+	// starts no session sent are kept for running containers only.
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	list, err := cs.engine.List(lctx)
 	cancel()
@@ -192,6 +193,7 @@ func (a *Agent) checkContainers(ctx context.Context) {
 	for _, x := range list {
 		running[x.ID] = true
 	}
+	a.pruneStarts(running)
 	live := map[string]bool{}
 	for _, c := range claims {
 		live[c.ID] = true
@@ -346,11 +348,12 @@ type engineStopper struct {
 	a *Agent
 }
 
-func (s engineStopper) Stop(ctx context.Context, id string, grace time.Duration) (bool, error) {
+func (s engineStopper) Stop(ctx context.Context, c enforcer.Container, grace time.Duration) (bool, error) {
 	e := s.a.containers.engine
 	if e == nil {
 		return false, errors.New("no container engine socket is configured")
 	}
+	id := c.ID
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	x, err := e.Inspect(ictx, id)
 	cancel()
@@ -361,6 +364,14 @@ func (s engineStopper) Stop(ctx context.Context, id string, grace time.Duration)
 		return false, engineErr(err)
 	case !x.Running:
 		return true, nil
+	}
+	// The engine stops by ID, with no condition: a container that
+	// restarted since it was attributed is another instance, not stopped
+	// (a restart between this check and the stop remains possible).
+	if !c.Init.IsZero() {
+		if cur := s.a.initOf(uint32(x.Pid)); cur.PID != c.Init.PID || cur.Tick() != c.Init.Tick() {
+			return false, fmt.Errorf("container %s restarted since it was attributed (first process pid %d, was %d): not stopped", id[:12], x.Pid, c.Init.PID)
+		}
 	}
 	err = e.Stop(ctx, id, grace)
 	if errors.Is(err, containers.ErrNotFound) {
@@ -398,7 +409,6 @@ func (s engineStopper) KillCgroup(ctx context.Context, c enforcer.Container) (in
 func (s engineStopper) MayStop(uid uint32) (bool, string) {
 	return mayUseEngine(s.a.containers.socket, uid, userGroups)
 }
-
 
 // sessionContainers is what the API shows of the containers a session's
 // members started.

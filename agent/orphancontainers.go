@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"time"
 
 	"github.com/mcptrace/mcptrace/containers"
@@ -69,13 +70,15 @@ func (a *Agent) lookContainers(now time.Time, seen map[lineage.ID]bool) (out []o
 	for _, x := range list {
 		running[x.ID] = true
 	}
-	// The kernel's record of a start is kept while its container runs,
-	// and for a moment before the engine lists it.
-	boot := procfs.BootTimeNow()
-	a.tracker.PruneStarts(func(s sessions.Start) bool { return running[s.ID] || s.At+uint64(verifyWindow) > boot })
+	a.pruneStarts(running)
+	// A container a session's claim verified is that session's: it ends
+	// with it. One a claim did not verify (started from two sessions,
+	// or a start that did not start it) is no session's.
 	claimed := map[string]bool{}
 	for _, c := range a.tracker.Containers() {
-		claimed[c.ID] = true
+		if info, ok := a.containerInfoOf(c.ID); ok && info.Verified && !c.Contested {
+			claimed[c.ID] = true
+		}
 	}
 	if o.containers == nil {
 		o.containers = map[string]seenContainer{}
@@ -153,9 +156,25 @@ func (a *Agent) orphanContainer(id string, sc seenContainer, now time.Time, seen
 		c.CutFor = max(now.Sub(first), time.Nanosecond)
 		seen[sc.init] = true
 	}
-	// Its client, when the kernel saw the start of this very instance.
-	if s, ok := a.tracker.StartOf(id); ok && startedBy(sc.init, s.Client, s.At) == "" {
+	// Its client: the one whose start, as the kernel saw it, can have
+	// started this very instance (sent before its first process began),
+	// when exactly one client's can.
+	var verified []sessions.Start
+	for _, s := range a.tracker.StartsOf(id) {
+		if !a.gone(s.Client) {
+			c.ClientsAlive++
+		}
+		if startedBy(sc.init, s.Client, s.At) == "" && !slices.ContainsFunc(verified, func(v sessions.Start) bool { return v.Client == s.Client }) {
+			verified = append(verified, s)
+		}
+	}
+	switch len(verified) {
+	case 0:
+	case 1:
+		s := verified[0]
 		c.Client, c.ClientUID, c.ClientExited = s.Client, s.ClientUID, a.gone(s.Client)
+	default:
+		c.Contested = true
 	}
 	procs := a.graph.Descendants(sc.init) // the first process, then what it created
 	if len(procs) == 0 {
@@ -174,6 +193,14 @@ func (a *Agent) orphanContainer(id string, sc seenContainer, now time.Time, seen
 	return c
 }
 
+// pruneStarts forgets the kernel's record of the starts of containers
+// that no longer run, but those sent a moment ago (the engine may not
+// list their container yet).
+func (a *Agent) pruneStarts(running map[string]bool) {
+	boot := procfs.BootTimeNow()
+	a.tracker.PruneStarts(func(id string, latest uint64) bool { return running[id] || latest+uint64(verifyWindow) > boot })
+}
+
 // gone reports whether process id has exited: the kernel said so, or
 // /proc no longer has it (or has another process, or a zombie, at its
 // PID).
@@ -189,10 +216,13 @@ func (a *Agent) gone(id lineage.ID) bool {
 }
 
 // orphanContainers is what ending the container orphans of list stops,
-// each asked of the engine again: one that restarted since it was listed
-// (another first process) is recorded refused, never stopped.
+// each asked of the engine again within ctx (the ending's bound): one
+// that restarted since it was listed (another first process) is recorded
+// refused, never stopped, and once the engine does not answer the rest
+// are refused without asking.
 func (a *Agent) orphanContainers(ctx context.Context, list []orphans.Orphan) []enforcer.Container {
 	var out []enforcer.Container
+	var unreachable error
 	e := a.containers.engine
 	for _, x := range list {
 		if x.Container == "" {
@@ -204,6 +234,11 @@ func (a *Agent) orphanContainers(ctx context.Context, list []orphans.Orphan) []e
 			out = append(out, ec)
 			continue
 		}
+		if unreachable != nil {
+			ec.Unattributed = "the engine could not confirm it: " + unreachable.Error()
+			out = append(out, ec)
+			continue
+		}
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		c, err := e.Inspect(ictx, x.Container)
 		cancel()
@@ -211,6 +246,9 @@ func (a *Agent) orphanContainers(ctx context.Context, list []orphans.Orphan) []e
 		case errors.Is(err, containers.ErrNotFound):
 			continue // removed since: nothing to end
 		case err != nil:
+			if errors.Is(err, containers.ErrUnreachable) || ctx.Err() != nil {
+				unreachable = err // the rest are not asked: each would wait as long
+			}
 			ec.Unattributed = "the engine could not confirm it: " + err.Error()
 		case !c.Running:
 			continue

@@ -105,7 +105,8 @@ func (a *Agent) Orphans(uid uint32, root bool) (orphans.Found, error) {
 		found.Orphans = slices.Clone(found.Orphans)
 		return found, nil
 	}
-	mine := orphans.Found{ContainersUnchecked: o.last.ContainersUnchecked, ContainersWhy: o.last.ContainersWhy}
+	// What was not checked is every user's containers: root's to know.
+	var mine orphans.Found
 	for _, x := range o.last.Orphans {
 		if x.UID == uid {
 			mine.Orphans = append(mine.Orphans, x)
@@ -296,12 +297,13 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 		}
 		return out
 	}}
-	// Containers are confirmed once, before the first sweep: the engine
-	// stops each with its own grace.
+	// Containers are confirmed once, within the ending's bound, before
+	// the first sweep: the engine stops each with its own grace.
 	var stop []enforcer.Container
+	var ectx context.Context
 	en.Containers = func() []enforcer.Container {
 		if stop == nil {
-			stop = a.orphanContainers(ctx, list)
+			stop = a.orphanContainers(ectx, list)
 		}
 		return stop
 	}
@@ -319,7 +321,8 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 		cfg.Mode = enforcer.ModeAudit
 		e = enforcer.New(cfg, nil, a.log.With("dry_run", true))
 	}
-	ectx, cancel := context.WithTimeout(ctx, orphanEndTimeout)
+	var cancel context.CancelFunc
+	ectx, cancel = context.WithTimeout(ctx, orphanEndTimeout)
 	defer cancel()
 	a.log.Info("ending orphans", "caller_uid", uid, "orphans", len(list), "certain_only", certainOnly, "dry_run", dryRun)
 	rep := e.End(ectx, en)

@@ -35,8 +35,9 @@ type ContainerEngine interface {
 	// Stop has the engine stop the container: SIGTERM, then SIGKILL once
 	// grace passed (0: SIGKILL at once), and returns once it stopped.
 	// gone reports a container that was already stopped or removed: not
-	// an error.
-	Stop(ctx context.Context, id string, grace time.Duration) (gone bool, err error)
+	// an error. A container whose first process is no longer c.Init (it
+	// restarted since it was attributed) is not stopped: an error.
+	Stop(ctx context.Context, c Container, grace time.Duration) (gone bool, err error)
 	// KillCgroup kills the container's processes through its cgroup,
 	// without the engine (cgroup.kill on v2, every pid of the cgroup,
 	// each by pidfd, on v1); it returns how many it signalled.
@@ -105,21 +106,19 @@ func (e *Enforcer) endContainer(ctx context.Context, en *Ending, c Container, re
 	if e.cfg.Policy == PolicyImmediate {
 		grace, signal = 0, SignalContainerKill
 	}
-	switch {
-	case c.Unattributed != "":
+	if c.Unattributed != "" {
 		rec.Result = ResultRefused + ": " + c.Unattributed
 		return
-	case e.cfg.Mode == ModeAudit:
-		rec.Signal, rec.Result = signal, ResultWouldKill
-		return
-	case e.cfg.Containers == nil:
-		rec.Result = ResultFailed + ": no container engine is configured"
-		return
 	}
-	if !e.cfg.CrossUID || en.OwnerOnly {
+	if e.cfg.Containers != nil && (!e.cfg.CrossUID || en.OwnerOnly) {
 		// The session's owner, and the client that started it, must
-		// each be able to use the engine themselves.
-		for _, uid := range []uint32{en.Owner, c.UID} {
+		// each be able to use the engine themselves; what a user asks
+		// to end directly (OwnerOnly) needs that user's authority alone.
+		uids := []uint32{en.Owner, c.UID}
+		if en.OwnerOnly {
+			uids = uids[:1]
+		}
+		for _, uid := range uids {
 			if uid == 0 {
 				continue
 			}
@@ -129,8 +128,16 @@ func (e *Enforcer) endContainer(ctx context.Context, en *Ending, c Container, re
 			}
 		}
 	}
+	switch {
+	case e.cfg.Mode == ModeAudit:
+		rec.Signal, rec.Result = signal, ResultWouldKill
+		return
+	case e.cfg.Containers == nil:
+		rec.Result = ResultFailed + ": no container engine is configured"
+		return
+	}
 	rec.Signal = signal
-	gone, err := e.cfg.Containers.Stop(ctx, c.ID, grace)
+	gone, err := e.cfg.Containers.Stop(ctx, c, grace)
 	switch {
 	case err == nil && gone:
 		rec.Result = ResultExitedBeforeSignal

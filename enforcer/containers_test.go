@@ -32,10 +32,10 @@ type script struct {
 	mayStop bool
 }
 
-func (s *scriptedEngine) Stop(_ context.Context, id string, grace time.Duration) (bool, error) {
+func (s *scriptedEngine) Stop(_ context.Context, c Container, grace time.Duration) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stops = append(s.stops, id)
+	s.stops = append(s.stops, c.ID)
 	s.graces = append(s.graces, grace)
 	return s.gone, s.stopErr
 }
@@ -84,6 +84,10 @@ func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
 			c: Container{ID: id}, eng: script{}, result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
 		{name: "what a user asks to end directly stays within their authority whatever cross-uid says", cfg: Config{CrossUID: true},
 			owner: 1000, ownerOnly: true, c: Container{ID: id, UID: 1000}, eng: script{}, result: ResultSparedPrivilege},
+		{name: "what root asks to end directly needs no authority of the client's", owner: 0, ownerOnly: true,
+			c: Container{ID: id, UID: 1000}, eng: script{}, result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
+		{name: "a dry run says what the owner's authority would spare", cfg: Config{Mode: ModeAudit}, owner: 1000, ownerOnly: true,
+			c: Container{ID: id, UID: 1000}, eng: script{}, result: ResultSparedPrivilege},
 		{name: "root's sessions need no engine authority", owner: 0, c: Container{ID: id}, eng: script{},
 			result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
 		{name: "an engine that does not answer falls back to the cgroup", c: Container{ID: id, Init: lineage.ID{PID: 9, Start: 9}},

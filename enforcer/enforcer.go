@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
-	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/procmatch"
 	"github.com/mcptrace/mcptrace/redact"
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // Mode says whether the enforcer signals at all.

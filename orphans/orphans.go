@@ -80,11 +80,18 @@ type Container struct {
 	CutFor time.Duration
 	// Client is the process the kernel saw send its start, verified to
 	// have started this instance; zero when not known (the start predates
-	// the agent, or was not kept). ClientUID is its uid; ClientExited
+	// the agent, or was not kept, or more than one client's start could
+	// have started it: Contested). ClientUID is its uid; ClientExited
 	// whether it is gone.
 	Client       lineage.ID
 	ClientUID    uint32
 	ClientExited bool
+	Contested    bool
+	// ClientsAlive counts the clients the kernel saw send a start of this
+	// container that still run, whichever instance they started: while
+	// one does, the container is not listed (it may be the one talking
+	// to it, or about to).
+	ClientsAlive int
 	// Processes, RSSBytes and CPUSeconds add up its live processes.
 	Processes  int
 	RSSBytes   uint64
@@ -463,14 +470,19 @@ func total(o *Orphan, cands []*candidate) {
 // waits for the output) lists nothing.
 func clientGone(in Input, c Container) (Orphan, bool) {
 	if !c.AttachedStdin || c.CutFor == 0 || c.CutFor < in.ConfirmAfter || c.Init.Exited ||
-		(in.Spared != nil && in.Spared(c.Init)) || (!c.Client.IsZero() && !c.ClientExited) {
+		(in.Spared != nil && in.Spared(c.Init)) || (!c.Client.IsZero() && !c.ClientExited) || c.ClientsAlive > 0 {
 		return Orphan{}, false
 	}
 	o := Orphan{Server: c.Init.ID, Top: c.Init.ID, Name: c.Image, Chain: []string{"container " + shortID(c.ID)}, Kind: ClientGone,
 		Container: c.ID, Client: c.Client, Processes: c.Processes, RSSBytes: c.RSSBytes, CPUSeconds: c.CPUSeconds,
 		Evidence: []string{fmt.Sprintf("started attached to its client's stdin (docker run -i), which has had no writer for %s: the engine closed it when the client went, and nothing can attach it again",
 			c.CutFor.Round(time.Second))}}
-	if c.Client.IsZero() {
+	switch {
+	case c.Contested:
+		o.Confidence = Likely
+		o.Evidence = append(o.Evidence, "more than one client sent the start that may have started it: which one is not known")
+		return o, true
+	case c.Client.IsZero():
 		o.Confidence = Likely
 		o.Evidence = append(o.Evidence, "which client started it is not known (it started before the agent watched)")
 		return o, true

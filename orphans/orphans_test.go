@@ -259,6 +259,8 @@ func TestAContainerIsListedOnlyWhenItsDockerRunClientIsGone(t *testing.T) {
 		{"its client exited: certain, and its client's", leaked(nil), Certain, 1000, 0},
 		{"its client is not known: likely, root's alone", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited = lineage.ID{}, 0, false }), Likely, 0, 0},
 		{"its client still runs", leaked(func(c *Container) { c.ClientExited = false }), "", 0, 0},
+		{"another client of it still runs", leaked(func(c *Container) { c.ClientsAlive = 1 }), "", 0, 0},
+		{"two clients could have started it: likely, root's alone", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited, c.Contested = lineage.ID{}, 0, false, true }), Likely, 0, 0},
 		{"started detached or by compose: never", leaked(func(c *Container) { c.AttachedStdin = false }), "", 0, 0},
 		{"its stdin still has a writer", leaked(func(c *Container) { c.CutFor = 0 }), "", 0, 0},
 		{"its stdin was cut off just now: pending", leaked(func(c *Container) { c.CutFor = time.Second }), "", 0, 1},

@@ -32,7 +32,6 @@ type UIDs struct {
 // ReadUIDs is not supported on this OS.
 func ReadUIDs(root string, pid uint32) (UIDs, error) { return UIDs{}, errUnsupported }
 
-
 // Usage is what a process has used so far (see the Linux version).
 type Usage struct{ RSSBytes, CPUTicks, IOBytes uint64 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -97,11 +98,28 @@ func StdinCutOff(root string, id lineage.ID) (bool, error) {
 	if !(lineage.ID{PID: id.PID, Start: st.StartTicks * lineage.TickNS}).SameTick(id) {
 		return false, readErr(id.PID, fmt.Errorf("%w: %w", errGone, fs.ErrNotExist))
 	}
+	// Only a pipe or a socket is duplicated: a file on a filesystem its
+	// owner serves (FUSE) would make the poll, and the close, wait on
+	// that owner. The links are read from /proc, which asks no
+	// filesystem, before the duplication and of the duplicate.
+	if root == "" {
+		root = DefaultRoot
+	}
+	target, err := os.Readlink(fmt.Sprintf("%s/%d/fd/0", root, id.PID))
+	if err != nil {
+		return false, readErr(id.PID, err)
+	}
+	if kind, _ := stdinOf(target); kind != StdinPipe && kind != StdinSocket {
+		return false, nil
+	}
 	fd, err := unix.PidfdGetfd(pidfd, 0, 0)
 	if err != nil {
 		return false, fmt.Errorf("procfs: stdin of process %d: %w", id.PID, err)
 	}
 	defer unix.Close(fd)
+	if dup, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || dup != target {
+		return false, nil // replaced since: not the pipe or socket read above
+	}
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
 	for {
 		_, err := unix.Poll(pfd, 0)

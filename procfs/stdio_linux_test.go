@@ -73,6 +73,21 @@ func TestStdinCutOffAsksTheKernelWhetherStdinCanStillBeWritten(t *testing.T) {
 			t.Errorf("process %d after its writer closed: cut off %v, %v", id.PID, cut, err)
 		}
 	}
+	// A stdin that is neither a pipe nor a socket is never duplicated (a
+	// file its owner's FUSE server holds would make the poll wait): not
+	// cut off, and no error.
+	file, err := os.Open("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onFile := startReading(t, file)
+	file.Close()
+	if cut, err := StdinCutOff("", onFile); err != nil || cut {
+		t.Errorf("a process reading a file: cut off %v, %v", cut, err)
+	}
+	if cut, err := StdinCutOff("", detached); err != nil || cut {
+		t.Errorf("a process on /dev/null: cut off %v, %v", cut, err)
+	}
 	stale := piped
 	stale.Start += 1e9
 	if _, err := ReadFacts("", stale); !errors.Is(err, fs.ErrNotExist) {

@@ -157,7 +157,6 @@ func (t *Tracker) addClaim(claim *Container) {
 	t.containers[claim.ID] = claim
 	t.containersPerUID[owner]++
 	t.st.containersClaimed++
-	t.forgetStart(claim.ID) // a session's now
 }
 
 // forgetContainer removes the claim on id; t.mu is held.

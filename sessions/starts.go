@@ -12,17 +12,23 @@ import (
 // but it is the evidence `mcptrace orphans` needs about a container that
 // leaked outside every session: which client started it, as whom, and
 // (from the client's identity) whether that client is gone. The tracker
-// keeps the latest such start of each container until the agent finds
-// the container no longer running (PruneStarts) or a session claims it.
+// keeps the starts of each container, a few each, until
+// the agent finds the container no longer running (PruneStarts). Which of
+// them started the running instance is the agent's to tell (only a start
+// sent before its first process began can have); when more than one
+// could have, none is named.
 
 // Bounds of the starts kept. A start beyond them is counted
-// (Stats.StartsUnkept) and not kept: its container, should it leak, is
-// listed as one whose client is unknown (root alone sees it).
+// (Stats.StartsUnkept) and not kept, and nothing kept is dropped for it:
+// a container whose start was not kept, should it leak, is listed as one
+// whose client is not known (root alone sees it).
 const (
 	// MaxStarts bounds the starts kept on the node.
 	MaxStarts = MaxContainers
 	// MaxStartsPerUID bounds the starts kept of one client uid.
 	MaxStartsPerUID = MaxContainersPerUID
+	// MaxStartsPerContainer bounds the starts kept per container.
+	MaxStartsPerContainer = 4
 )
 
 // Start is a container start a process in no session sent.
@@ -36,68 +42,79 @@ type Start struct {
 	At uint64 `json:"at_ns"`
 }
 
-// addStart keeps s, the newest start of its container; t.mu is held.
+// addStart keeps s; t.mu is held. The same start again (a replay, a
+// duplicate record) is kept once.
 func (t *Tracker) addStart(s Start) {
-	if _, claimed := t.containers[s.ID]; claimed {
-		return // a session's: its claim says who started it
+	list := t.starts[s.ID]
+	if slices.Contains(list, s) {
+		return
 	}
-	if old, ok := t.starts[s.ID]; ok {
-		if old.At >= s.At {
-			return // a replay, or an older start read late
-		}
-		t.forgetStart(s.ID)
-	}
-	if len(t.starts) >= MaxStarts || t.startsPerUID[s.ClientUID] >= MaxStartsPerUID {
+	if len(list) >= MaxStartsPerContainer || t.nStarts >= MaxStarts || t.startsPerUID[s.ClientUID] >= MaxStartsPerUID {
 		t.st.startsUnkept++
 		return
 	}
-	t.starts[s.ID] = s
+	t.starts[s.ID] = append(list, s)
+	t.nStarts++
 	t.startsPerUID[s.ClientUID]++
 }
 
-// forgetStart removes the start of container id; t.mu is held.
-func (t *Tracker) forgetStart(id string) {
-	s, ok := t.starts[id]
-	if !ok {
-		return
+// forgetStarts removes the starts of container id; t.mu is held.
+func (t *Tracker) forgetStarts(id string) {
+	for _, s := range t.starts[id] {
+		t.nStarts--
+		if t.startsPerUID[s.ClientUID]--; t.startsPerUID[s.ClientUID] <= 0 {
+			delete(t.startsPerUID, s.ClientUID)
+		}
 	}
 	delete(t.starts, id)
-	if t.startsPerUID[s.ClientUID]--; t.startsPerUID[s.ClientUID] <= 0 {
-		delete(t.startsPerUID, s.ClientUID)
-	}
 }
 
-// StartOf returns the start no session sent that is kept for container
-// id.
-func (t *Tracker) StartOf(id string) (Start, bool) {
+// StartsOf returns the starts no session sent that are kept for
+// container id, oldest first.
+func (t *Tracker) StartsOf(id string) []Start {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, ok := t.starts[id]
-	return s, ok
+	out := slices.Clone(t.starts[id])
+	slices.SortFunc(out, func(a, b Start) int { return cmp.Compare(a.At, b.At) })
+	return out
 }
 
-// PruneStarts forgets the starts keep says no, and returns how many it
-// forgot. The agent keeps those of running containers.
-func (t *Tracker) PruneStarts(keep func(Start) bool) int {
+// PruneStarts forgets the starts of every container keep says no to,
+// given its ID and its latest start's time, and returns how many
+// containers it forgot. The agent keeps those of running containers, and
+// those started a moment ago that the engine does not list yet.
+func (t *Tracker) PruneStarts(keep func(id string, latest uint64) bool) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for id, s := range t.starts {
-		if !keep(s) {
-			t.forgetStart(id)
+	for id, list := range t.starts {
+		latest := uint64(0)
+		for _, s := range list {
+			latest = max(latest, s.At)
+		}
+		if !keep(id, latest) {
+			t.forgetStarts(id)
 			n++
 		}
 	}
 	return n
 }
 
-// startsSorted returns the starts kept, by container ID; t.mu is held.
+// HasStarts reports whether any start is kept.
+func (t *Tracker) HasStarts() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nStarts > 0
+}
+
+// startsSorted returns the starts kept, by container ID then time; t.mu
+// is held.
 func (t *Tracker) startsSorted() []Start {
-	out := make([]Start, 0, len(t.starts))
-	for _, s := range t.starts {
-		out = append(out, s)
+	out := make([]Start, 0, t.nStarts)
+	for _, list := range t.starts {
+		out = append(out, list...)
 	}
-	slices.SortFunc(out, func(a, b Start) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Start) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.At, b.At)) })
 	return out
 }
 

@@ -72,8 +72,9 @@ type Tracker struct {
 	containersPerUID map[uint32]int
 	// starts are the container starts no session sent, by container ID
 	// (starts.go), startsPerUID their count by client uid.
-	starts       map[string]Start
+	starts       map[string][]Start
 	startsPerUID map[uint32]int
+	nStarts      int
 	st           counters
 }
 
@@ -148,7 +149,7 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		refused:          make(map[lineage.ID]bool),
 		containers:       make(map[string]*Container),
 		containersPerUID: make(map[uint32]int),
-		starts:           make(map[string]Start),
+		starts:           make(map[string][]Start),
 		startsPerUID:     make(map[uint32]int),
 		logs:             newLogLimiter(),
 		st: counters{
@@ -278,7 +279,7 @@ func (t *Tracker) stats() Stats {
 		ContainersContested: t.st.containersContested,
 		ContainersRefused:   t.st.containersRefused,
 		ContainersIgnored:   t.st.containersIgnored,
-		ContainerStarts:     len(t.starts),
+		ContainerStarts:     t.nStarts,
 		StartsUnkept:        t.st.startsUnkept,
 	}
 }
