@@ -25,6 +25,9 @@ const (
 	// DefaultPinDir is where the kernel side is pinned so that it keeps
 	// running across agent restarts (bpf.pin-dir).
 	DefaultPinDir = DefaultBPFFS + "/mcptrace"
+	// DefaultSessionName is the ETW session of the Windows sensor
+	// (Options.SessionName).
+	DefaultSessionName = "mcptrace"
 )
 
 // MinRingBufferSize is the smallest buffer that holds two exec records,

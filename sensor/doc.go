@@ -1,6 +1,8 @@
-// Package sensor is the Linux kernel side of the data path: it loads and
-// attaches the programs of package bpf, reads their ring buffer and decodes
-// each record into a platform-neutral lineage.Event.
+// Package sensor is the kernel side of the data path. On Linux it loads
+// and attaches the programs of package bpf, reads their ring buffer and
+// decodes each record into a platform-neutral lineage.Event; on Windows it
+// consumes an ETW session instead (see "Windows" below), behind the same
+// API. Elsewhere Open fails with ErrNotSupported.
 //
 // A Sensor is owned by one goroutine that calls ReadBatch and Commit (or
 // Read); Counters, Lost, Recovered, DoomKills, Doom, Undoom, Barrier and
@@ -34,6 +36,56 @@
 // Records stay in the kernel's buffer until Commit, so a reader that dies
 // between ReadBatch and Commit leaves them to the next agent. Uninstall
 // removes every set: use it when mcptrace is removed from the node.
+//
+// # Windows
+//
+// On Windows (sensor_windows.go) Open starts a real-time ETW session of
+// the Microsoft-Windows-Kernel-Process provider (package etw), takes a
+// process snapshot once it is enabled so that the creators of processes
+// started later are known (etw.Translator.Seed), and consumes the session
+// in the background. Each ProcessStart becomes a fork and an exec, each
+// ProcessStop an exit, with identities that survive PID reuse. The
+// started process is read at once through a handle checked against its
+// create time (etw.ReadStarted, as etw.Feed does): its command line goes
+// into the exec, and the owner its token maps to (Options.Owner, which
+// Open requires) into both events. One that is gone or denies access
+// reads as a truncated command line and owners.Unknown, never as another
+// process.
+//
+// The callback never waits for the agent: events go into a queue of
+// 65,536 events, and a start or stop that does not fit is dropped and
+// counted in Counters.Lost, per kind, as are payloads that did not decode
+// (also reported in Batch.Undecodable). The session's own losses
+// (ControlTrace: events the logger had no buffer for, buffers lost on the
+// way to the consumer), polled every second, are counted in
+// Counters.Discarded, events of unknown kind. Either makes the agent
+// repair its graph from a snapshot. The counters are named after the Open
+// ("etw-<ns>"): a new session counts from zero.
+//
+// ETW delivers in real time only as its buffers are handed over: a buffer
+// that does not fill waits up to the session's FlushTimer (1 s) before the
+// consumer sees it. A process has been logged by the time it started or
+// stopped (Windows logs it as the process is created or exits), but its
+// event may reach the sensor up to about a second later, and no call asks
+// ETW whether the consumer has seen everything logged before a given
+// moment. So Barrier places its marker 1.5 s after it is
+// asked (the flush period and half again for the delivery), behind every
+// event queued by then and behind the event the callback has in hand:
+// its promise holds for events ETW delivers within that time. A consumer
+// that ETW holds back longer (a machine too loaded to run it) may get an
+// event after the marker; the agent then applies it after the barrier,
+// and what ETW drops meanwhile is counted as above.
+//
+// Nothing survives the agent: Close stops the session (what was queued
+// and not read is dropped), Commit does nothing, and the next Open starts
+// a new session, replacing one an agent that died left behind; the agent
+// learns what it missed from a snapshot. Nothing is pinned (Uninstall has
+// nothing to remove). The kernel kills nothing: Doom, Undoom and
+// SpareExecs fail, as the enforcer ends processes through handles, and
+// DoomKills is zero. No container requests are read (SetEngineSockets and
+// RequestsErr say container attribution is not available). Open needs an
+// elevated process (Preflight): the Kernel-Process provider, and reading
+// other users' processes, require it. Only one Sensor runs per process.
 //
 // # What it does not do
 //

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !windows
 
 package sensor
 
@@ -8,10 +8,10 @@ import (
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
-// ErrNotSupported: the eBPF sensor runs on Linux only.
-var ErrNotSupported = errors.New("the eBPF sensor is not supported on this OS")
+// ErrNotSupported: the sensor runs on Linux (eBPF) and Windows (ETW) only.
+var ErrNotSupported = errors.New("the sensor is not supported on this OS (it runs on Linux and Windows)")
 
-// Sensor is the Linux sensor's API on a system it does not run on: Open
+// Sensor is the sensor's API on a system it does not run on: Open
 // fails, so none of its methods is ever reached; they exist so that the
 // code written against the API builds everywhere.
 type Sensor struct{}

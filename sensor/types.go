@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // The sensor's API types, the same on every system: the agent is written
@@ -12,27 +13,38 @@ import (
 // from the kernel's BPF maps and ring buffers, Windows' from its ETW
 // session; see each field).
 
-// Options configure Open. Zero values take the documented defaults.
+// Options configure Open. Zero values take the documented defaults. The
+// kernel's ring buffer, file systems, pin sets and container clients are
+// Linux's (Windows ignores them); Owner and SessionName are Windows' (Linux
+// ignores them).
 type Options struct {
 	// RingBufferSize in bytes: a power of two and a multiple of the page
-	// size. Default 4 MiB.
+	// size. Default 4 MiB. Linux only.
 	RingBufferSize int
 	// TraceFS and BPFFS are mounted when missing. Defaults
-	// /sys/kernel/tracing and /sys/fs/bpf.
+	// /sys/kernel/tracing and /sys/fs/bpf. Linux only.
 	TraceFS, BPFFS string
 	// PinDir, when set, keeps the kernel side running without the agent:
 	// the programs stay attached and the maps pinned under PinDir (on
 	// bpffs) after Close, so events queue in the ring buffer and doomed
 	// processes keep dying until the next Open of the same PinDir takes
 	// them over (see Open). Empty: nothing is pinned and Close detaches
-	// the programs.
+	// the programs. Linux only.
 	PinDir string
 	// ContainerClients are the programs (by process name) whose requests
 	// to the engine sockets (Sensor.SetEngineSockets) the kernel reads, to
 	// learn which containers they start (see requests_linux.go). Empty:
-	// none are read.
+	// none are read. Linux only.
 	ContainerClients []string
-	Logger           *slog.Logger
+	// Owner maps a process's token to its owner number
+	// (owners.Table.Owner), the UID of the events of a started process.
+	// Windows only, and required there: Open fails without it.
+	Owner func(owners.Token) uint32
+	// SessionName names the ETW real-time session. A session of that name
+	// left running (by an agent that died) is stopped and replaced.
+	// Default DefaultSessionName; tests use their own. Windows only.
+	SessionName string
+	Logger      *slog.Logger
 	// skipBackups attaches the primary programs only; the benchmark
 	// uses it to price the backups.
 	skipBackups bool

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
@@ -103,14 +104,25 @@ func (f *Feed) Start(s ProcessStart) {
 	if !e.TokenOK {
 		f.stats.OwnerUnread++
 	}
-	uid := winproc.OwnerOf(e, f.Translator.Owner)
+	FillStart(evs, e, f.Translator.Owner)
 	f.mu.Unlock()
+	for _, ev := range evs {
+		f.Graph.Apply(ev)
+	}
+}
+
+// FillStart completes the events of a start (Translator.Start) with what
+// was read of the started process (Feed.Read, ReadStarted): every event
+// gets the owner of its token (winproc.OwnerOf: owners.Unknown when the
+// token was unreadable), the exec its command line (truncated when it was
+// cut, or unreadable and nil).
+func FillStart(evs []lineage.Event, e winproc.Entry, owner func(owners.Token) uint32) {
+	uid := winproc.OwnerOf(e, owner)
 	for i := range evs {
 		evs[i].UID = uid
 		if evs[i].Kind == lineage.KindExec {
 			evs[i].Argv, evs[i].ArgvTruncated = e.Argv, e.ArgvTruncated || e.Argv == nil
 		}
-		f.Graph.Apply(evs[i])
 	}
 }
 

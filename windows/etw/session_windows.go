@@ -96,9 +96,15 @@ func newProperties() *traceProperties {
 	p.BufferSize = 64
 	p.MinimumBuffers = 16
 	p.MaximumBuffers = 256
-	p.FlushTimer = 1
+	p.FlushTimer = uint32(FlushTimer / time.Second)
 	return p
 }
+
+// FlushTimer is how often the session hands its non-empty buffers to the
+// real-time consumer (EVENT_TRACE_PROPERTIES.FlushTimer, whole seconds):
+// a buffer that does not fill waits up to this long, so an event reaches
+// Consume's handler up to about this long after it was logged.
+const FlushTimer = time.Second
 
 // eventTraceHeader is EVENT_TRACE_HEADER; eventTrace is EVENT_TRACE.
 type eventTraceHeader struct {
@@ -405,7 +411,7 @@ func NewFeed(g *lineage.Graph, owners *owners.Table) (*Feed, error) {
 	}
 	tr := NewTranslator(clock)
 	tr.Owner = ownerIn(owners)
-	return &Feed{Graph: g, Translator: tr, Snapshot: winproc.Snapshot, Read: read, Now: clock.Now}, nil
+	return &Feed{Graph: g, Translator: tr, Snapshot: winproc.Snapshot, Read: ReadStarted, Now: clock.Now}, nil
 }
 
 // ownerIn maps tokens to owners in t; one that cannot be numbered is
@@ -417,10 +423,12 @@ func ownerIn(t *owners.Table) func(owners.Token) uint32 {
 	}
 }
 
-// read describes a started process through a handle checked against its
-// create time: a PID reused already reads as unreadable, not as another
-// process.
-func read(pid uint32, create uint64) winproc.Entry {
+// ReadStarted reads a process as its ProcessStart names it (PID and
+// create time), through a handle checked against the create time: its
+// command line and its token (Feed.Read). A PID reused already reads as
+// unreadable (ArgvTruncated, TokenOK false), not as another process.
+// Call it as soon as the start is delivered: what exits first is gone.
+func ReadStarted(pid uint32, create uint64) winproc.Entry {
 	e := winproc.Entry{PID: pid, Create: create, ArgvTruncated: true}
 	h, err := winproc.OpenForRead(pid, create)
 	if err != nil {
