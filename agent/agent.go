@@ -327,7 +327,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ecfg.Sync = a.Sync
 	ecfg.Containers = engineStopper{a}
 	a.systemEnforcer(&ecfg)
-	a.enf = enforcer.New(ecfg, s, a.limitSessionLogs(a.opts.Logger.With("component", "enforcer")))
+	a.enf = enforcer.New(ecfg, systemDoomer(s), a.limitSessionLogs(a.opts.Logger.With("component", "enforcer")))
 	a.restoreEnforcer()
 	if cfg := a.enf.Config(); cfg.Mode == enforcer.ModeAudit {
 		a.log.Warn("audit mode: sessions are tracked and ended, nothing is signalled")

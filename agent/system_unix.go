@@ -37,6 +37,10 @@ func (a *Agent) readProcess(pid uint32) (lineage.Snapshot, error) {
 // systemEnforcer adds what the system's enforcer needs to c.
 func (a *Agent) systemEnforcer(*enforcer.Config) {}
 
+// systemDoomer is what dooms the members of ended sessions in the
+// kernel: the sensor.
+func systemDoomer(s *sensor.Sensor) enforcer.Doomer { return s }
+
 // systemSensor adds what the system's sensor needs to o.
 func (a *Agent) systemSensor(*sensor.Options) {}
 

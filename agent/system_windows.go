@@ -73,8 +73,12 @@ func (a *Agent) readProcess(pid uint32) (lineage.Snapshot, error) {
 // token at termination time.
 func (a *Agent) systemEnforcer(c *enforcer.Config) { c.Owner = a.ownerOf }
 
+// systemDoomer: Windows has no doom (the enforcer ends processes
+// through handles only).
+func systemDoomer(*sensor.Sensor) enforcer.Doomer { return nil }
+
 // systemSensor gives the ETW sensor the owners of the processes it sees.
-func (a *Agent) systemSensor(o *sensor.Options) {}
+func (a *Agent) systemSensor(o *sensor.Options) { o.Owner = a.ownerOf }
 
 // systemAPI gives the API the owners of its callers.
 func (a *Agent) systemAPI(srv *api.Server) {}
