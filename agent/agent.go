@@ -157,7 +157,9 @@ func (o *Options) engineSocket() string {
 // state and the API server.
 type Agent struct {
 	// owners numbers Windows users (system_windows.go); nil elsewhere.
-	owners *owners.Table
+	// ownerFailures counts the tokens it could not number.
+	owners        *owners.Table
+	ownerFailures atomic.Uint64
 
 	opts    Options
 	log     *slog.Logger

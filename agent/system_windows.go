@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/mcptrace/mcptrace/api"
@@ -23,11 +22,17 @@ import (
 // ownersFile is the owners table's file in Options.StateDir.
 const ownersFile = "owners.json"
 
-// openSystem loads the owners table: the numbers saved sessions and
-// records name owners by.
+// openSystem secures the agent's directories (secureDir: what another
+// user made there first is refused) and loads the owners table: the
+// numbers saved sessions and records name owners by.
 func (a *Agent) openSystem() error {
-	if err := os.MkdirAll(a.opts.StateDir, 0o700); err != nil {
+	if err := secureDir(a.opts.StateDir); err != nil {
 		return fmt.Errorf("state directory: %w", err)
+	}
+	if a.opts.HistoryDir != "-" {
+		if err := secureDir(a.opts.HistoryDir); err != nil {
+			return fmt.Errorf("history directory: %w", err)
+		}
 	}
 	t, err := owners.Load(filepath.Join(a.opts.StateDir, ownersFile))
 	if err != nil {
@@ -38,10 +43,14 @@ func (a *Agent) openSystem() error {
 }
 
 // ownerOf is a token's owner number; owners.Unknown when it has none.
+// A failure is logged, the first ones and then every thousandth: service
+// accounts are never numbered, and are no news.
 func (a *Agent) ownerOf(tok owners.Token) uint32 {
 	uid, err := a.owners.Owner(tok)
-	if err != nil {
-		a.log.Warn("a user could not be numbered: their processes are no session owner's", "sid", tok.SID, "err", err)
+	if err != nil && !errors.Is(err, owners.ErrNotNumbered) {
+		if n := a.ownerFailures.Add(1); n <= 10 || n%1000 == 0 {
+			a.log.Warn("a user could not be numbered: their processes are no session owner's", "sid", tok.SID, "failures", n, "err", err)
+		}
 	}
 	return uid
 }

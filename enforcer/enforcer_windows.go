@@ -280,6 +280,9 @@ func (e *Enforcer) beyondOwner(en *Ending, h *winproc.Handle) string {
 	if en.Owner == owners.Root || e.cfg.CrossUID && !en.OwnerOnly {
 		return ""
 	}
+	if en.Owner == owners.Unknown {
+		return "the owner has no number: no owner's authority"
+	}
 	if e.cfg.Owner == nil {
 		return "no owner table: only root's sessions end processes"
 	}
@@ -287,7 +290,7 @@ func (e *Enforcer) beyondOwner(en *Ending, h *winproc.Handle) string {
 	if err != nil {
 		return "its token is unreadable: " + err.Error()
 	}
-	if got := e.cfg.Owner(tok); got != en.Owner {
+	if got := e.cfg.Owner(tok); got != en.Owner || got == owners.Unknown {
 		return fmt.Sprintf("its token is owner %d's, not %d's", got, en.Owner)
 	}
 	return ""

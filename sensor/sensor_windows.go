@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/windows/etw"
+	"github.com/mcptrace/mcptrace/windows/owners"
 	"github.com/mcptrace/mcptrace/windows/winproc"
 )
 
@@ -381,7 +382,7 @@ func Preflight() error {
 	if err != nil {
 		return fmt.Errorf("read this process's token: %w", err)
 	}
-	if !t.Elevated {
+	if !t.Admin && t.SID != owners.SystemSID {
 		return errNotElevated
 	}
 	return nil

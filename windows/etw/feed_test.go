@@ -105,7 +105,7 @@ func TestFeedOwnsEveryProcessByItsToken(t *testing.T) {
 	const alice = "S-1-5-21-1-2-3-1001"
 	n := &fakeNode{now: ft(10), procs: []winproc.Entry{
 		{PID: 100, PPID: 4, Create: ft(1), Image: "codex.exe", Token: owners.Token{SID: alice}, TokenOK: true},
-		{PID: 101, PPID: 4, Create: ft(1), Image: "svc.exe", Token: owners.Token{SID: alice, Elevated: true}, TokenOK: true},
+		{PID: 101, PPID: 4, Create: ft(1), Image: "svc.exe", Token: owners.Token{SID: alice, Admin: true}, TokenOK: true},
 		{PID: 102, PPID: 4, Create: ft(1), Image: "protected.exe"},
 		{PID: 110, PPID: 100, Create: ft(11), Image: "node.exe", Token: owners.Token{SID: alice}, TokenOK: true},
 	}}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -29,13 +30,27 @@ const MaxOwners = 65536
 // SystemSID is the LocalSystem account's SID.
 const SystemSID = "S-1-5-18"
 
-// Token is what decides a Windows owner: a process's or a caller's token.
+// Token is what decides an owner: a process's or a caller's token.
 type Token struct {
 	// SID is the token's user SID, as a string ("S-1-5-21-…-1001").
 	SID string
-	// Elevated: the token may open any process but protected ones (high
-	// or system integrity with the Administrators group enabled).
-	Elevated bool
+	// Admin: the token has the Administrators group (S-1-5-32-544)
+	// enabled: an elevated administrator's, which may open any process
+	// but protected ones. An unelevated administrator's token has the
+	// group for deny only, and is not Admin.
+	Admin bool
+	// High: the token runs at high integrity or above without being
+	// Admin (a UIAccess program, a service account at system
+	// integrity): its user's medium-integrity tokens cannot open it, so
+	// it is an owner of its own.
+	High bool
+}
+
+// key is what a number is given to: a user, and whether at high
+// integrity.
+type key struct {
+	sid  string
+	high bool
 }
 
 // sidRe is a SID's string form: revision 1, an authority, and at most 15
@@ -48,13 +63,24 @@ func ValidSID(s string) bool { return sidRe.MatchString(s) }
 // ErrFull is what Owner wraps for a new SID beyond MaxOwners.
 var ErrFull = errors.New("too many owners")
 
+// ErrNotNumbered is what Owner wraps for a SID it never numbers: the
+// per-service, per-logon and virtual accounts Windows makes on its own
+// (NT SERVICE\…, Window Manager, Font Driver Host, IIS application
+// pools, Hyper-V machines), which would use numbers up without ever
+// owning a session. Their processes are Unknown's: root's sessions alone
+// end them.
+var ErrNotNumbered = errors.New("a service or virtual account, not numbered")
+
+// notNumbered are the prefixes of the SIDs Owner never numbers.
+var notNumbered = []string{"S-1-5-80-", "S-1-5-82-", "S-1-5-83-", "S-1-5-90-", "S-1-5-96-"}
+
 // Table numbers user SIDs for good. It is safe for concurrent use.
 type Table struct {
 	path string // "" keeps nothing on disk (tests)
 
 	mu    sync.Mutex
-	bySID map[string]uint32
-	byUID map[uint32]string
+	byKey map[key]uint32
+	byUID map[uint32]key
 	next  uint32
 }
 
@@ -65,8 +91,9 @@ type file struct {
 }
 
 type entry struct {
-	SID string `json:"sid"`
-	UID uint32 `json:"uid"`
+	SID  string `json:"sid"`
+	High bool   `json:"high,omitempty"`
+	UID  uint32 `json:"uid"`
 }
 
 const fileVersion = 1
@@ -76,7 +103,7 @@ const fileVersion = 1
 // a SID or number twice) makes the file unusable: an error, never a
 // table that would name an owner wrongly.
 func Load(path string) (*Table, error) {
-	t := &Table{path: path, bySID: map[string]uint32{}, byUID: map[uint32]string{}, next: FirstUID}
+	t := &Table{path: path, byKey: map[key]uint32{}, byUID: map[uint32]key{}, next: FirstUID}
 	if path == "" {
 		return t, nil
 	}
@@ -103,38 +130,45 @@ func Load(path string) (*Table, error) {
 			return nil, fmt.Errorf("owners: %s: %q is not a user SID", path, e.SID)
 		case e.UID < FirstUID || e.UID >= FirstUID+MaxOwners:
 			return nil, fmt.Errorf("owners: %s: %s has number %d, out of range", path, e.SID, e.UID)
-		case t.bySID[e.SID] != 0 || t.byUID[e.UID] != "":
+		case t.byKey[key{e.SID, e.High}] != 0 || t.byUID[e.UID] != key{}:
 			return nil, fmt.Errorf("owners: %s: %s or %d twice", path, e.SID, e.UID)
 		}
-		t.bySID[e.SID], t.byUID[e.UID] = e.UID, e.SID
+		t.byKey[key{e.SID, e.High}], t.byUID[e.UID] = e.UID, key{e.SID, e.High}
 		t.next = max(t.next, e.UID+1)
 	}
 	return t, nil
 }
 
-// Owner is tok's owner number: Root for SYSTEM and elevated tokens, the
-// user's number otherwise, given and saved the first time the user is
-// seen. It returns Unknown and an error when it cannot (a malformed SID,
-// the table full, the file not written).
+// Owner is tok's owner number: Root for SYSTEM's and Admin tokens; else
+// the number of the user at its integrity (High or not), given and saved
+// the first time it is seen. It returns Unknown and an error when it
+// cannot (a malformed SID, a service or virtual account, the table full,
+// the file not written). Unknown is no owner: it must match none.
 func (t *Table) Owner(tok Token) (uint32, error) {
 	if !ValidSID(tok.SID) {
 		return Unknown, fmt.Errorf("owners: %q is not a SID", truncate(tok.SID))
 	}
-	if tok.Elevated || tok.SID == SystemSID {
+	if tok.Admin || tok.SID == SystemSID {
 		return Root, nil
 	}
+	for _, p := range notNumbered {
+		if strings.HasPrefix(tok.SID, p) {
+			return Unknown, fmt.Errorf("owners: %s: %w", tok.SID, ErrNotNumbered)
+		}
+	}
+	k := key{tok.SID, tok.High}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if uid, ok := t.bySID[tok.SID]; ok {
+	if uid, ok := t.byKey[k]; ok {
 		return uid, nil
 	}
-	if len(t.bySID) >= MaxOwners || t.next >= FirstUID+MaxOwners {
+	if len(t.byKey) >= MaxOwners || t.next >= FirstUID+MaxOwners {
 		return Unknown, fmt.Errorf("owners: %s: %w (%d)", tok.SID, ErrFull, MaxOwners)
 	}
 	uid := t.next
-	t.bySID[tok.SID], t.byUID[uid] = uid, tok.SID
+	t.byKey[k], t.byUID[uid] = uid, k
 	if err := t.save(); err != nil {
-		delete(t.bySID, tok.SID)
+		delete(t.byKey, k)
 		delete(t.byUID, uid)
 		return Unknown, err
 	}
@@ -142,22 +176,23 @@ func (t *Table) Owner(tok Token) (uint32, error) {
 	return uid, nil
 }
 
-// SID is the user SID that has number uid.
-func (t *Table) SID(uid uint32) (string, bool) {
+// SID is the user SID that has number uid, and whether at high
+// integrity.
+func (t *Table) SID(uid uint32) (sid string, high, ok bool) {
 	if uid == Root {
-		return SystemSID, true
+		return SystemSID, true, true
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, ok := t.byUID[uid]
-	return s, ok
+	k, ok := t.byUID[uid]
+	return k.sid, k.high, ok
 }
 
 // Len is how many user SIDs have a number.
 func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.bySID)
+	return len(t.byKey)
 }
 
 // save writes the table whole, atomically; t.mu is held.
@@ -166,8 +201,8 @@ func (t *Table) save() error {
 		return nil
 	}
 	f := file{Version: fileVersion}
-	for sid, uid := range t.bySID {
-		f.Owners = append(f.Owners, entry{SID: sid, UID: uid})
+	for k, uid := range t.byKey {
+		f.Owners = append(f.Owners, entry{SID: k.sid, High: k.high, UID: uid})
 	}
 	slices.SortFunc(f.Owners, func(a, b entry) int { return int(int64(a.UID) - int64(b.UID)) })
 	b, err := json.MarshalIndent(f, "", "  ")

@@ -16,7 +16,8 @@ const (
 )
 
 // Token reads what decides the process's owner (package owners): its
-// token's user SID and whether the token is elevated.
+// token's user SID, whether it is an administrator's enabled, and its
+// integrity.
 func (h *Handle) Token() (owners.Token, error) {
 	var tok windows.Token
 	if err := windows.OpenProcessToken(h.h, windows.TOKEN_QUERY, &tok); err != nil {
@@ -31,21 +32,44 @@ func (h *Handle) Token() (owners.Token, error) {
 }
 
 // TokenOf reads a token (a process's, or a pipe client's impersonated):
-// its user SID, and elevated when it runs at system integrity, or at high
-// integrity elevated (TokenElevation): what may open any process but
-// protected ones for termination.
+// its user SID; Admin when the Administrators group is enabled in it (an
+// elevated administrator's, which may open any process but protected
+// ones); High when it runs at high integrity or above without that (a
+// UIAccess program, a service account at system integrity).
 func TokenOf(tok windows.Token) (owners.Token, error) {
 	u, err := tok.GetTokenUser()
 	if err != nil {
 		return owners.Token{}, fmt.Errorf("user: %w", err)
 	}
 	t := owners.Token{SID: u.User.Sid.String()}
+	if t.Admin, err = adminEnabled(tok); err != nil {
+		return owners.Token{}, err
+	}
 	level, err := integrity(tok)
 	if err != nil {
 		return owners.Token{}, err
 	}
-	t.Elevated = level >= integritySystem || level >= integrityHigh && tok.IsElevated()
+	t.High = !t.Admin && level >= integrityHigh
 	return t, nil
+}
+
+// adminEnabled reports whether the token's groups hold Administrators
+// enabled (not for deny only, as in an unelevated administrator's).
+func adminEnabled(tok windows.Token) (bool, error) {
+	admins, err := windows.CreateWellKnownSid(windows.WinBuiltinAdministratorsSid)
+	if err != nil {
+		return false, fmt.Errorf("administrators SID: %w", err)
+	}
+	groups, err := tok.GetTokenGroups()
+	if err != nil {
+		return false, fmt.Errorf("groups: %w", err)
+	}
+	for _, g := range groups.AllGroups() {
+		if g.Sid.Equals(admins) && g.Attributes&windows.SE_GROUP_ENABLED != 0 && g.Attributes&windows.SE_GROUP_USE_FOR_DENY_ONLY == 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // integrity is the token's integrity level (its mandatory label's RID).

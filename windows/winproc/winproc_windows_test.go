@@ -210,9 +210,9 @@ func TestAJobHoldsACmdTreeAndEndsItWhenClosed(t *testing.T) {
 }
 
 // A process's token gives its owner: the same user SID the handle reads,
-// and an integrity level that decides whether it is root's. Under wine
-// every process runs as one user; on Windows an unelevated test runs as a
-// user of its own.
+// whether the Administrators group is enabled, and the integrity level.
+// Under wine every process runs as one user, an enabled administrator;
+// on Windows an unelevated test runs as a user of its own.
 func TestTokenReadsTheUserAndItsElevation(t *testing.T) {
 	child := start(t, testenv.Helper("sleep"))
 	h, err := Open(uint32(child.Process.Pid), 0)
@@ -232,9 +232,10 @@ func TestTokenReadsTheUserAndItsElevation(t *testing.T) {
 	if err != nil || self.User.Sid.String() != tok.SID {
 		t.Errorf("the child runs as %s, this test as %v (%v)", tok.SID, self, err)
 	}
-	level, err := integrity(windows.GetCurrentProcessToken())
-	t.Logf("token %+v, this process's integrity level %#x (%v)", tok, level, err)
-	if err != nil || level == 0 || tok.Elevated != (level >= integritySystem || level >= integrityHigh && windows.GetCurrentProcessToken().IsElevated()) {
-		t.Errorf("elevated = %v at integrity %#x", tok.Elevated, level)
+	mine, err := TokenOf(windows.GetCurrentProcessToken())
+	level, lerr := integrity(windows.GetCurrentProcessToken())
+	t.Logf("the child's token %+v, this process's %+v at integrity level %#x (%v, %v)", tok, mine, level, err, lerr)
+	if err != nil || lerr != nil || mine != tok || tok.High && tok.Admin || tok.High != (!tok.Admin && level >= integrityHigh) {
+		t.Errorf("the child's token %+v, this process's %+v at integrity %#x", tok, mine, level)
 	}
 }
