@@ -34,8 +34,7 @@ func NewClient(socket string) *Client {
 			Timeout: 30 * time.Second,
 			Transport: &http.Transport{
 				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					var d net.Dialer
-					return d.DialContext(ctx, "unix", socket)
+					return dial(ctx, socket)
 				},
 			},
 		},

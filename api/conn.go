@@ -13,9 +13,6 @@ import (
 // Limits of the API. The configurable ones have their defaults here and
 // are exposed by package config (api.*).
 const (
-	// DefaultSocket is where the agent serves and clients connect
-	// (api.socket).
-	DefaultSocket = "/run/mcptrace/mcptrace.sock"
 	// DefaultSocketMode lets every local user connect (api.socket-mode):
 	// each request is authorized by the caller's kernel-verified identity.
 	DefaultSocketMode os.FileMode = 0o666
