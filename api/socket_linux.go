@@ -13,6 +13,9 @@ import (
 // (api.socket): a unix socket.
 const DefaultSocket = "/run/mcptrace/mcptrace.sock"
 
+// pipeSockets: the API is served on a unix socket here.
+const pipeSockets = false
+
 // Listen creates the socket's directory (0755) and the socket with mode,
 // replacing a stale socket file left by a previous agent.
 func Listen(path string, mode os.FileMode) (net.Listener, error) {

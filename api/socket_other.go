@@ -13,6 +13,9 @@ import (
 // Linux agent's unix socket.
 const DefaultSocket = "/run/mcptrace/mcptrace.sock"
 
+// pipeSockets: sockets here are unix sockets.
+const pipeSockets = false
+
 // Listen is not supported here: the server cannot tell who connected
 // (see bindPeer).
 func Listen(string, os.FileMode) (net.Listener, error) {
