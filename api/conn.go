@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // Limits of the API. The configurable ones have their defaults here and
@@ -103,6 +105,7 @@ type limitListener struct {
 	net.Listener
 	adm      *admission
 	usePIDFD bool
+	owners   *owners.Table // Windows: numbers the callers' tokens
 	onRefuse func(reason string, uid uint32, err error)
 }
 
@@ -112,7 +115,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := bindPeer(c, l.usePIDFD)
+		p, err := bindPeer(c, l.usePIDFD, l.owners)
 		if err != nil {
 			l.adm.refused.identity.Add(1)
 			l.onRefuse("identity", 0, err)
@@ -156,6 +159,10 @@ func (c *peerConn) Close() error {
 	})
 	return err
 }
+
+// errNoFDLimit: the system bounds no file descriptors (handles) that the
+// API would have to leave free.
+var errNoFDLimit = errors.New("no file descriptor limit on this OS")
 
 // errNoPeer: a request whose connection has no bound peer.
 var errNoPeer = errors.New("peer credentials of the connection are unknown")
