@@ -3,6 +3,7 @@ module github.com/mcptrace/mcptrace
 go 1.26.0
 
 require (
+	github.com/Microsoft/go-winio v0.6.4
 	github.com/cilium/ebpf v0.22.0
 	github.com/pelletier/go-toml/v2 v2.2.4
 	github.com/prometheus/client_golang v1.25.0

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf16"
 )
 
 // Bounds of the API's configurable values, checked here and named by
@@ -13,6 +14,9 @@ const (
 	// MaxSocketPath is the longest unix socket path: sun_path holds 108
 	// bytes with the terminating NUL.
 	MaxSocketPath = 107
+	// MaxPipePath is the longest named pipe path (Windows): the whole
+	// \\.\pipe\NAME string is at most 256 characters.
+	MaxPipePath = 256
 	// MaxConnectionsLimit bounds api.max-connections: each connection
 	// holds two file descriptors (socket, pidfd) and a goroutine.
 	MaxConnectionsLimit = 4096
@@ -24,8 +28,13 @@ const (
 // system calls absolute (C:\… on Windows).
 func IsAbsPath(p string) bool { return strings.HasPrefix(p, "/") || filepath.IsAbs(p) }
 
-// CheckSocketPath says what is wrong with a socket path, if anything.
+// CheckSocketPath says what is wrong with a socket path, if anything: an
+// absolute unix socket path, or on Windows a named pipe path
+// (\\.\pipe\NAME).
 func CheckSocketPath(p string) error {
+	if pipeSockets {
+		return checkPipePath(p)
+	}
 	if !IsAbsPath(p) {
 		return fmt.Errorf("must be an absolute path, got %q", p)
 	}
@@ -33,6 +42,36 @@ func CheckSocketPath(p string) error {
 		return fmt.Errorf("must be at most %d bytes long (a unix socket path), got %d", MaxSocketPath, len(p))
 	}
 	return nil
+}
+
+// pipePrefix starts the path of a named pipe on this machine.
+const pipePrefix = `\\.\pipe\`
+
+// checkPipePath accepts a local named pipe path: \\.\pipe\ (in any case)
+// and a name without backslashes, at most MaxPipePath characters in all.
+func checkPipePath(p string) error {
+	if len(p) < len(pipePrefix) || !strings.EqualFold(p[:len(pipePrefix)], pipePrefix) {
+		return fmt.Errorf("must be a named pipe path, %sNAME, got %q", pipePrefix, p)
+	}
+	name := p[len(pipePrefix):]
+	switch {
+	case name == "":
+		return fmt.Errorf("must name the pipe after %s, got %q", pipePrefix, p)
+	case strings.Contains(name, `\`):
+		return fmt.Errorf("a pipe name has no backslash, got %q", name)
+	case utf16Len(p) > MaxPipePath:
+		return fmt.Errorf("must be at most %d characters long (a named pipe path), got %d", MaxPipePath, utf16Len(p))
+	}
+	return nil
+}
+
+// utf16Len is how many UTF-16 characters Windows counts in s.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
 
 // CheckSocketMode accepts the modes a unix socket honours as written: read

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,7 +18,8 @@ import (
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
-// Client talks to a running agent over its unix socket.
+// Client talks to a running agent over its unix socket (on Windows, its
+// named pipe).
 type Client struct {
 	Socket string
 	// Raw asks for unredacted argv in process answers (?raw=1). The agent
@@ -26,7 +28,8 @@ type Client struct {
 	http *http.Client
 }
 
-// NewClient returns a client for the agent listening on socket.
+// NewClient returns a client for the agent listening on socket: a unix
+// socket's path, or on Windows a named pipe's (\\.\pipe\NAME).
 func NewClient(socket string) *Client {
 	return &Client{
 		Socket: socket,
@@ -34,8 +37,7 @@ func NewClient(socket string) *Client {
 			Timeout: 30 * time.Second,
 			Transport: &http.Transport{
 				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					var d net.Dialer
-					return d.DialContext(ctx, "unix", socket)
+					return dial(ctx, socket)
 				},
 			},
 		},
@@ -75,7 +77,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+		// A missing pipe is fs.ErrNotExist on Windows, not ENOENT.
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 			return fmt.Errorf("%w at %s: start it with `mcptrace agent` (as root), or point --api.socket at its socket: %v", ErrAgentUnreachable, c.Socket, err)
 		}
 		if errors.Is(err, syscall.EACCES) {

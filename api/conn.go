@@ -8,14 +8,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // Limits of the API. The configurable ones have their defaults here and
 // are exposed by package config (api.*).
 const (
-	// DefaultSocket is where the agent serves and clients connect
-	// (api.socket).
-	DefaultSocket = "/run/mcptrace/mcptrace.sock"
 	// DefaultSocketMode lets every local user connect (api.socket-mode):
 	// each request is authorized by the caller's kernel-verified identity.
 	DefaultSocketMode os.FileMode = 0o666
@@ -106,6 +105,7 @@ type limitListener struct {
 	net.Listener
 	adm      *admission
 	usePIDFD bool
+	owners   *owners.Table // Windows: numbers the callers' tokens
 	onRefuse func(reason string, uid uint32, err error)
 }
 
@@ -115,7 +115,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := bindPeer(c, l.usePIDFD)
+		p, err := bindPeer(c, l.usePIDFD, l.owners)
 		if err != nil {
 			l.adm.refused.identity.Add(1)
 			l.onRefuse("identity", 0, err)
@@ -159,6 +159,10 @@ func (c *peerConn) Close() error {
 	})
 	return err
 }
+
+// errNoFDLimit: the system bounds no file descriptors (handles) that the
+// API would have to leave free.
+var errNoFDLimit = errors.New("no file descriptor limit on this OS")
 
 // errNoPeer: a request whose connection has no bound peer.
 var errNoPeer = errors.New("peer credentials of the connection are unknown")

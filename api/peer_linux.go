@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // peer is the process that opened a connection, bound when the connection
@@ -39,7 +40,8 @@ var errPeerGone = errors.New("the process that opened this connection has exited
 
 // bindPeer reads who opened c. With usePIDFD it asks for SO_PEERPIDFD and
 // falls back to the start time when the kernel does not know the option.
-func bindPeer(c net.Conn, usePIDFD bool) (*peer, error) {
+// Owner tables are for Windows callers: a Linux caller has its uid.
+func bindPeer(c net.Conn, usePIDFD bool, _ *owners.Table) (*peer, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return nil, fmt.Errorf("connection is %T, not a unix socket", c)
@@ -182,6 +184,21 @@ func raiseFDLimit() (uint64, error) {
 		}
 	}
 	return lim.Cur, nil
+}
+
+// logPeerBinding says how callers are bound when it is not the best way.
+func (s *Server) logPeerBinding() {
+	if !s.pidfd {
+		s.Log.Info("callers are bound by pid and start time: the kernel has no SO_PEERPIDFD (6.5+)")
+	}
+}
+
+// peerIdentity names how connections are bound (APIStatus.PeerIdentity).
+func peerIdentity(pidfd bool) string {
+	if pidfd {
+		return "pidfd"
+	}
+	return "start-time"
 }
 
 // peerPIDFDSupported reports whether the kernel knows SO_PEERPIDFD (6.5+).

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 	"github.com/mcptrace/mcptrace/orphans"
 	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/sessions"
+	"github.com/mcptrace/mcptrace/windows/owners"
 )
 
 // Server answers API requests from the graph.
@@ -60,6 +59,12 @@ type Server struct {
 	// (DefaultMaxConnections, DefaultMaxConnectionsPerUID).
 	MaxConnections       int
 	MaxConnectionsPerUID int
+	// Owners gives Windows callers their uid: the owner number its table
+	// maps the caller's token to (0, root, for an elevated or SYSTEM
+	// token). Windows only, and required there: without it every
+	// connection is refused, as its caller cannot be numbered. Linux
+	// callers have their uid from the kernel; it is ignored there.
+	Owners *owners.Table
 
 	// noPIDFD makes the server bind peers by start time only, as on a
 	// kernel without SO_PEERPIDFD (tests).
@@ -103,30 +108,6 @@ type callerKey struct{}
 func CallerFrom(ctx context.Context) (Caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(Caller)
 	return c, ok
-}
-
-// Listen creates the socket's directory (0755) and the socket with mode,
-// replacing a stale socket file left by a previous agent.
-func Listen(path string, mode os.FileMode) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create socket directory: %w", err)
-	}
-	if c, err := net.Dial("unix", path); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("listen on %s: another agent is already serving there", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("chmod socket %s: %w", path, err)
-	}
-	return l, nil
 }
 
 // handler routes the API's requests: every one is authenticated (see
@@ -218,9 +199,12 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	// A flood of connections must not take the file descriptors the
 	// enforcer needs for pidfds: keep FDReserve free.
 	limit, err := raiseFDLimit()
-	if err != nil {
+	switch {
+	case errors.Is(err, errNoFDLimit):
+		// Nothing to leave free.
+	case err != nil:
 		s.Log.Warn("cannot read the file descriptor limit", "err", err)
-	} else {
+	default:
 		s.fdLimit = limit
 		if fit := (int64(limit) - FDReserve) / 2; fit < int64(s.adm.maxTotal) {
 			s.adm.maxTotal = int(max(fit, 1))
@@ -229,10 +213,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		}
 	}
 	s.pidfd = !s.noPIDFD && peerPIDFDSupported()
-	if !s.pidfd {
-		s.Log.Info("callers are bound by pid and start time: the kernel has no SO_PEERPIDFD (6.5+)")
-	}
-	ll := &limitListener{Listener: l, adm: &s.adm, usePIDFD: s.pidfd,
+	s.logPeerBinding()
+	ll := &limitListener{Listener: l, adm: &s.adm, usePIDFD: s.pidfd, owners: s.Owners,
 		onRefuse: func(reason string, uid uint32, err error) {
 			s.Log.Debug("connection refused", "reason", reason, "uid", uid, "err", err)
 		}}
@@ -314,10 +296,6 @@ func (s *Server) APIStatus() APIStatus {
 
 // apiStatus reports the API's own counters.
 func (s *Server) apiStatus() APIStatus {
-	id := "start-time"
-	if s.pidfd {
-		id = "pidfd"
-	}
 	requests := make(map[string]uint64, len(s.requests))
 	for route, n := range s.requests {
 		requests[route] = n.Load()
@@ -326,7 +304,7 @@ func (s *Server) apiStatus() APIStatus {
 		Connections: s.adm.open(), MaxConnections: s.adm.maxTotal, MaxConnectionsPerUID: s.adm.maxPerUID,
 		RefusedTotalCap: s.adm.refused.overTotal.Load(), RefusedUIDCap: s.adm.refused.overUID.Load(),
 		RefusedIdentity: s.adm.refused.identity.Load(), RefusedGone: s.gone.Load(),
-		Oversize: s.oversize.Load(), FDLimit: s.fdLimit, PeerIdentity: id,
+		Oversize: s.oversize.Load(), FDLimit: s.fdLimit, PeerIdentity: peerIdentity(s.pidfd),
 		Requests: requests,
 	}
 }

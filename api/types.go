@@ -113,10 +113,12 @@ type APIStatus struct {
 	RefusedGone uint64 `json:"refused_gone_total"`
 	// Oversize counts request bodies refused over the body limit.
 	Oversize uint64 `json:"oversize_requests_total"`
-	// FDLimit is the agent's RLIMIT_NOFILE.
+	// FDLimit is the agent's RLIMIT_NOFILE (0 on Windows, which has
+	// none).
 	FDLimit uint64 `json:"fd_limit"`
 	// PeerIdentity says how a connection is bound to its process:
-	// "pidfd" (SO_PEERPIDFD, kernel 6.5+) or "start-time".
+	// "pidfd" (SO_PEERPIDFD, kernel 6.5+) or "start-time" on Linux,
+	// "process-handle" on Windows.
 	PeerIdentity string `json:"peer_identity"`
 	// Requests counts the requests served, by endpoint pattern ("GET
 	// /v1/sessions"; "other" for paths no endpoint matched).

@@ -143,7 +143,8 @@ type Enforcer struct {
 
 // API configures the local API socket.
 type API struct {
-	// Socket is the path of the unix socket (api.socket).
+	// Socket is the path of the unix socket (api.socket); on Windows, of
+	// the named pipe (\\.\pipe\NAME).
 	Socket string
 	// SocketMode is the permission of the socket file (api.socket-mode). It
 	// can be open to every user: each request is authorized by the caller's

@@ -247,7 +247,7 @@ type treeSource interface {
 
 // bindSocketFlag gives client commands the one option they need.
 func bindSocketFlag(cmd *cobra.Command) {
-	cmd.Flags().String("api.socket", config.Default().API.Socket, "unix socket of the running agent")
+	cmd.Flags().String("api.socket", config.Default().API.Socket, "unix socket (on Windows, named pipe) of the running agent")
 }
 
 // redactAll replaces every argv with its redacted form, in place.
