@@ -94,6 +94,10 @@ type Options struct {
 	HistoryMaxAge   time.Duration
 	HistoryMaxBytes int64
 	Logger          *slog.Logger
+	// ETW stands in for the ETW session on Windows (sensor.Options.ETW):
+	// tests under wine, whose ETW delivers nothing, deliver the events.
+	// nil, the default, is the real session. Not configurable.
+	ETW sensor.ETWSource
 }
 
 func (o *Options) defaults() {
@@ -480,8 +484,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil && !errors.Is(err, sensor.ErrClosed) {
 		return err
 	}
-	a.log.Info("stopped; the kernel programs stay attached for the next agent (mcptrace uninstall removes them)",
-		"pending_endings", a.pendingCount())
+	a.log.Info(stoppedMessage, "pending_endings", a.pendingCount())
 	return nil
 }
 
@@ -503,7 +506,7 @@ func (a *Agent) reconcile(ctx context.Context) error {
 			"started_meanwhile", res.Added, "gone_meanwhile", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
 	} else {
 		a.graph.Seed(snaps, readAt)
-		a.log.Info("seeded from /proc", "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
+		a.log.Info(seededMessage, "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
 	}
 	// Seed and Repair are not journaled: a checkpoint keeps what they
 	// learned.

@@ -16,6 +16,12 @@ import (
 // (package procfs), owners are uids, and the sensor and the API need
 // nothing more than Options says.
 
+// The agent's words for what the system does.
+const (
+	seededMessage  = "seeded from /proc"
+	stoppedMessage = "stopped; the kernel programs stay attached for the next agent (mcptrace uninstall removes them)"
+)
+
 // openSystem prepares what the system needs before the sensor opens.
 func (a *Agent) openSystem() error { return nil }
 

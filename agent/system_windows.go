@@ -19,6 +19,12 @@ import (
 // owned by its token's owner in a table kept beside the state
 // (package owners).
 
+// The agent's words for what the system does.
+const (
+	seededMessage  = "seeded from a process snapshot"
+	stoppedMessage = "stopped; the ETW session ended with it, and the next agent seeds from a snapshot"
+)
+
 // ownersFile is the owners table's file in Options.StateDir.
 const ownersFile = "owners.json"
 
@@ -87,7 +93,7 @@ func (a *Agent) systemEnforcer(c *enforcer.Config) { c.Owner = a.ownerOf }
 func systemDoomer(*sensor.Sensor) enforcer.Doomer { return nil }
 
 // systemSensor gives the ETW sensor the owners of the processes it sees.
-func (a *Agent) systemSensor(o *sensor.Options) { o.Owner = a.ownerOf }
+func (a *Agent) systemSensor(o *sensor.Options) { o.Owner, o.ETW = a.ownerOf, a.opts.ETW }
 
 // systemAPI gives the API the owners of its callers.
-func (a *Agent) systemAPI(srv *api.Server) {}
+func (a *Agent) systemAPI(srv *api.Server) { srv.Owners = a.owners }

@@ -39,9 +39,12 @@ var (
 	errNotElevated  = errors.New("the agent must run elevated (as an administrator or as a service): the ETW Kernel-Process provider needs it, and so does reading and ending other users' processes")
 )
 
-// session is what the sensor uses of an ETW session (*etw.Session). Tests
-// stand in for it, since wine's ETW delivers no events, and call the
-// Handler the sensor gives Consume as ProcessTrace would.
+// ETWSource is what the sensor uses of an ETW session (*etw.Session):
+// Options.ETW. Tests stand in for it, since wine's ETW delivers no events,
+// and call the Handler the sensor gives Consume as ProcessTrace would.
+type ETWSource = session
+
+// session is ETWSource.
 type session interface {
 	Consume(*etw.Handler) error
 	Losses() (etw.Losses, error)
@@ -105,9 +108,13 @@ func Open(opts Options) (*Sensor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the ETW sensor: %w", err)
 	}
-	sess, err := etw.StartSession(opts.SessionName)
-	if err != nil {
-		return nil, fmt.Errorf("open the ETW sensor: %w", err)
+	var sess session = opts.ETW
+	if sess == nil {
+		started, err := etw.StartSession(opts.SessionName)
+		if err != nil {
+			return nil, fmt.Errorf("open the ETW sensor: %w", err)
+		}
+		sess = started
 	}
 	// After the session is enabled: a process that starts in between is
 	// both in the snapshot and in the stream, never in neither.

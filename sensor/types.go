@@ -44,6 +44,11 @@ type Options struct {
 	// left running (by an agent that died) is stopped and replaced.
 	// Default DefaultSessionName; tests use their own. Windows only.
 	SessionName string
+	// ETW, when set, stands in for the kernel's ETW session: what it
+	// delivers to the Handler it is given is consumed as the session's
+	// events would be. For tests where ETW delivers nothing (wine);
+	// nil, the default, starts the real session. Windows only.
+	ETW ETWSource
 	Logger      *slog.Logger
 	// skipBackups attaches the primary programs only; the benchmark
 	// uses it to price the backups.
