@@ -48,8 +48,8 @@ type Options struct {
 	// delivers to the Handler it is given is consumed as the session's
 	// events would be. For tests where ETW delivers nothing (wine);
 	// nil, the default, starts the real session. Windows only.
-	ETW ETWSource
-	Logger      *slog.Logger
+	ETW    ETWSource
+	Logger *slog.Logger
 	// skipBackups attaches the primary programs only; the benchmark
 	// uses it to price the backups.
 	skipBackups bool
