@@ -9,14 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/windows"
-
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/etwtest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/sessions"
 	"github.com/mcptrace/mcptrace/windows/etw"
@@ -24,8 +22,8 @@ import (
 )
 
 // These tests run under wine in CI (scripts/wine-test.sh) and on Windows.
-// Wine's ETW delivers no events, so a stand-in session hands the agent's
-// sensor the starts and stops of real processes, as ProcessTrace's
+// Wine's ETW delivers no events, so a stand-in session (etwtest) hands the
+// agent's sensor the starts and stops of real processes, as ProcessTrace's
 // callback would; everything else is the agent as it runs on Windows:
 // snapshots, the owners table, the API on a named pipe, the enforcer's
 // handles, the state directory.
@@ -33,27 +31,6 @@ import (
 func TestMain(m *testing.M) {
 	testenv.RunHelper(testenv.WindowsHelpers)
 	os.Exit(m.Run())
-}
-
-// standIn is an ETW session whose events the test delivers.
-type standIn struct {
-	handler chan *etw.Handler
-	stopped chan struct{}
-	once    sync.Once
-}
-
-func (s *standIn) Consume(h *etw.Handler) error {
-	s.handler <- h
-	<-s.stopped
-	return nil
-}
-func (s *standIn) Losses() (etw.Losses, error) { return etw.Losses{}, nil }
-func (s *standIn) Stop() error                 { s.once.Do(func() { close(s.stopped) }); return nil }
-
-func fileTimeNow() uint64 {
-	var ft windows.Filetime
-	windows.GetSystemTimeAsFileTime(&ft)
-	return uint64(ft.HighDateTime)<<32 | uint64(ft.LowDateTime)
 }
 
 // The agent on Windows: a session declared over the named pipe on a
@@ -64,12 +41,7 @@ func fileTimeNow() uint64 {
 func TestTheAgentEndsWhatASessionRootLeftOnWindows(t *testing.T) {
 	dir := testenv.TempDir(t)
 	a, src, done, cancel := startWindowsAgent(t, dir)
-	var h *etw.Handler
-	select {
-	case h = <-src.handler:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the agent's sensor did not start consuming")
-	}
+	h := src.Handler(t, 30*time.Second)
 	self, _, err := winproc.Self()
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +98,7 @@ func TestTheAgentEndsWhatASessionRootLeftOnWindows(t *testing.T) {
 	if ok, _ := rootH.Wait(10 * time.Second); !ok {
 		t.Fatal("the helper did not exit")
 	}
-	h.Stop(etw.ProcessStop{ProcessID: rootH.PID, CreateTime: rootH.Create, ExitTime: fileTimeNow(), ExitCode: 1})
+	h.Stop(etw.ProcessStop{ProcessID: rootH.PID, CreateTime: rootH.Create, ExitTime: etwtest.FiletimeNow(), ExitCode: 1})
 	if ok, _ := childH.Wait(20 * time.Second); !ok {
 		t.Fatal("the child the session root left is still running 20 s after the root exited")
 	}
@@ -171,9 +143,9 @@ func TestTheAgentEndsWhatASessionRootLeftOnWindows(t *testing.T) {
 // startWindowsAgent runs an agent on the state in dir, narrowed to this
 // test's processes, with a stand-in ETW session, until the test ends, and
 // waits until it serves.
-func startWindowsAgent(t *testing.T, dir string) (*Agent, *standIn, <-chan error, context.CancelFunc) {
+func startWindowsAgent(t *testing.T, dir string) (*Agent, *etwtest.Session, <-chan error, context.CancelFunc) {
 	t.Helper()
-	src := &standIn{handler: make(chan *etw.Handler, 1), stopped: make(chan struct{})}
+	src := etwtest.New()
 	a, err := New(Options{
 		Socket:                fmt.Sprintf(`\\.\pipe\mcptrace-agent-test-%d`, os.Getpid()),
 		StateDir:              filepath.Join(dir, "state"),

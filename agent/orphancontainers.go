@@ -147,15 +147,7 @@ func (a *Agent) orphanContainer(id string, sc seenContainer, now time.Time, seen
 	if p, ok := a.graph.Get(sc.init); ok {
 		c.Init = p
 	}
-	if cut, err := procfs.StdinCutOff(a.opts.ProcRoot, sc.init); err == nil && cut {
-		first, ok := o.cut[sc.init]
-		if !ok {
-			first = now
-			o.cut[sc.init] = now
-		}
-		c.CutFor = max(now.Sub(first), time.Nanosecond)
-		seen[sc.init] = true
-	}
+	c.CutFor = a.cutFor(sc.init, now, seen)
 	// Its client: the one whose start, as the kernel saw it, can have
 	// started this very instance (sent before its first process began),
 	// when exactly one client's can.

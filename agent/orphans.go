@@ -150,17 +150,7 @@ func (a *Agent) look() orphans.Found {
 			pr.Facts, pr.FactsOK, pr.PPID = f, true, f.Stat.PPID
 		}
 		if pr.FactsOK && (f.Stdin == procfs.StdinPipe || f.Stdin == procfs.StdinSocket) {
-			if cut, err := procfs.StdinCutOff(a.opts.ProcRoot, p.ID); err == nil && cut {
-				first, ok := o.cut[p.ID]
-				if !ok {
-					first = now
-					o.cut[p.ID] = now
-				}
-				// Counted from before this look, so that a cut-off seen
-				// now for the first time is not yet evidence.
-				pr.CutFor = max(now.Sub(first), time.Nanosecond)
-				seen[p.ID] = true
-			}
+			pr.CutFor = a.cutFor(p.ID, now, seen)
 		}
 		if u, err := o.rd.Read(p.ID); err == nil {
 			pr.Usage, pr.IdleFor = u, o.io.idleFor(p.ID, u.IOBytes, now)
@@ -194,6 +184,25 @@ func (a *Agent) look() orphans.Found {
 		}
 	}
 	return found
+}
+
+// cutFor is how long id's stdin has been seen cut off, across looks (0:
+// not cut off now, or it could not be told), counted from before this
+// look, so that a cut-off seen now for the first time is not yet
+// evidence; seen collects it. o.mu is held.
+func (a *Agent) cutFor(id lineage.ID, now time.Time, seen map[lineage.ID]bool) time.Duration {
+	cut, err := procfs.StdinCutOff(a.opts.ProcRoot, id)
+	if err != nil || !cut {
+		return 0
+	}
+	o := &a.orphans
+	first, ok := o.cut[id]
+	if !ok {
+		first = now
+		o.cut[id] = now
+	}
+	seen[id] = true
+	return max(now.Sub(first), time.Nanosecond)
 }
 
 // mayLeak: p is a wrapper, was started by one, or names its package.

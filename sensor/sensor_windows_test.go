@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/windows"
-
+	"github.com/mcptrace/mcptrace/internal/etwtest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/windows/etw"
@@ -33,47 +31,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// testSession is a session whose events a test delivers.
-type testSession struct {
-	handler chan *etw.Handler
-	stopped chan struct{}
-	stop    sync.Once
-	fail    chan error // a Consume that ends by itself
-
-	mu     sync.Mutex
-	losses etw.Losses
-}
-
-func newTestSession() *testSession {
-	return &testSession{handler: make(chan *etw.Handler, 1), stopped: make(chan struct{}), fail: make(chan error, 1)}
-}
-
-func (ts *testSession) Consume(h *etw.Handler) error {
-	ts.handler <- h
-	select {
-	case <-ts.stopped:
-		return nil
-	case err := <-ts.fail:
-		return err
-	}
-}
-
-func (ts *testSession) Losses() (etw.Losses, error) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.losses, nil
-}
-
-func (ts *testSession) Stop() error {
-	ts.stop.Do(func() { close(ts.stopped) })
-	return nil
-}
-
-// rig is a sensor on a testSession, seeded from a real snapshot, reading
+// rig is a sensor on an etwtest.Session, seeded from a real snapshot, reading
 // started processes for real, with the owners of a fresh table.
 type rig struct {
 	s     *Sensor
-	sess  *testSession
+	sess  *etwtest.Session
 	h     *etw.Handler
 	clock winproc.Clock
 	owner func(owners.Token) uint32
@@ -100,15 +62,10 @@ func newRig(t *testing.T, edit func(*etwConfig)) *rig {
 	if edit != nil {
 		edit(&cfg)
 	}
-	sess := newTestSession()
+	sess := etwtest.New()
 	s := newSensor(Options{Owner: owner, SessionName: "mcptrace-test", Logger: testenv.Logger(t, slog.LevelDebug)}, sess, cfg)
 	t.Cleanup(func() { s.Close() })
-	var h *etw.Handler
-	select {
-	case h = <-sess.handler:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the sensor did not start consuming")
-	}
+	h := sess.Handler(t, 10*time.Second)
 	return &rig{s: s, sess: sess, h: h, clock: clock, owner: owner}
 }
 
@@ -167,12 +124,6 @@ func readUntil(t *testing.T, s *Sensor, seq uint64, within time.Duration) []line
 
 const maxTestBatch = 2
 
-func fileTimeNow() uint64 {
-	var ft windows.Filetime
-	windows.GetSystemTimeAsFileTime(&ft)
-	return uint64(ft.HighDateTime)<<32 | uint64(ft.LowDateTime)
-}
-
 // A real process, told to the sensor as ETW tells its start, comes out
 // of ReadBatch as a fork by the seeded test process and an exec with the
 // command line read from its PEB, both owned by its token's owner; its
@@ -195,7 +146,7 @@ func TestARealProcessComesOutAsForkExecExitBeforeTheBarrier(t *testing.T) {
 		t.Fatal("the child did not exit")
 	}
 	_ = child.Wait()
-	exited := fileTimeNow()
+	exited := etwtest.FiletimeNow()
 	// The child has exited when the barrier is asked; ETW delivers its
 	// stop later, within its flush period, as it does a buffer that did
 	// not fill.
@@ -260,7 +211,7 @@ func TestOverflowUndecodablesAndSessionLossesAreCounted(t *testing.T) {
 		r.h.Start(start)
 		r.h.Start(start)
 		r.h.Start(start) // the queue holds 4 events: dropped
-		r.h.Stop(etw.ProcessStop{ProcessID: h.PID, CreateTime: h.Create, ExitTime: fileTimeNow()})
+		r.h.Stop(etw.ProcessStop{ProcessID: h.PID, CreateTime: h.Create, ExitTime: etwtest.FiletimeNow()})
 	}()
 	select {
 	case <-delivered:
@@ -288,9 +239,7 @@ func TestOverflowUndecodablesAndSessionLossesAreCounted(t *testing.T) {
 		t.Errorf("lost %v after an undecodable stop: want two exits", lost)
 	}
 
-	r.sess.mu.Lock()
-	r.sess.losses = etw.Losses{Events: 2, RealTimeBuffers: 1}
-	r.sess.mu.Unlock()
+	r.sess.SetLosses(etw.Losses{Events: 2, RealTimeBuffers: 1})
 	testenv.Eventually(t, "the session's losses in Counters.Discarded", func() (bool, string) {
 		cs, err := r.s.Counters()
 		if err != nil {
@@ -326,7 +275,7 @@ func TestCloseEndsReadBatchAndAConsumerEndEndsIt(t *testing.T) {
 		t.Errorf("Barrier after Close: %v", err)
 	}
 	select {
-	case <-r.sess.stopped:
+	case <-r.sess.Stopped():
 	default:
 		t.Error("Close did not stop the session")
 	}
@@ -340,7 +289,7 @@ func TestCloseEndsReadBatchAndAConsumerEndEndsIt(t *testing.T) {
 	_, h := startChild(t, "y")
 	r.h.Start(etw.ProcessStart{ProcessID: h.PID, CreateTime: h.Create, ImageName: `\Device\HarddiskVolume1\y.exe`})
 	gone := errors.New("the session's consumer failed")
-	r.sess.fail <- gone
+	r.sess.End(gone)
 	if b, err := r.s.ReadBatch(10); err != nil || len(b.Events) != 2 {
 		t.Fatalf("what was queued before the consumer ended: %+v, %v", b, err)
 	}
