@@ -55,26 +55,7 @@ func TestTOMLLayoutsWrapInPlaceAndUnwrapBack(t *testing.T) {
 			in:      "[mcp_servers.web]\nurl = \"https://x/mcp\"\n[mcp_servers.t]\ntype = \"sse\"\ncommand = \"x\"\n[projects.\"/home/u/app\"]\ntrust_level = \"trusted\"\n",
 			wrapped: "[mcp_servers.web]\nurl = \"https://x/mcp\"\n[mcp_servers.t]\ntype = \"sse\"\ncommand = \"x\"\n[projects.\"/home/u/app\"]\ntrust_level = \"trusted\"\n"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := Wrap(TOML, []byte(tc.in), "mcptrace")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(out) != tc.wrapped {
-				t.Fatalf("wrapped:\n%s\nwant\n%s", out, tc.wrapped)
-			}
-			back, _, err := Unwrap(TOML, out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := tc.unwrapped
-			if want == "" {
-				want = tc.in
-			}
-			if string(back) != want {
-				t.Errorf("unwrapped:\n%s\nwant\n%s", back, want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wrapsInPlace(t, TOML, tc.in, tc.wrapped, tc.unwrapped) })
 	}
 }
 

@@ -446,3 +446,26 @@ func FuzzWrapUnwrapYAML(f *testing.F) {
 		"extensions:\n  x:\n    cmd: a\n    args: [b, # c\n      d]\n")
 	f.Fuzz(func(t *testing.T, in []byte) { fuzzWrapUnwrap(t, YAML, in) })
 }
+
+// wrapsInPlace checks that Wrap turns in into wrapped, byte for byte, and
+// Unwrap turns that into unwrapped (in when "").
+func wrapsInPlace(t *testing.T, f Format, in, wrapped, unwrapped string) {
+	t.Helper()
+	out, _, err := Wrap(f, []byte(in), "mcptrace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != wrapped {
+		t.Fatalf("wrapped:\n%s\nwant\n%s", out, wrapped)
+	}
+	back, _, err := Unwrap(f, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unwrapped == "" {
+		unwrapped = in
+	}
+	if string(back) != unwrapped {
+		t.Errorf("unwrapped:\n%s\nwant\n%s", back, unwrapped)
+	}
+}

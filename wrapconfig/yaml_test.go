@@ -45,26 +45,7 @@ func TestYAMLLayoutsWrapInPlaceAndUnwrapBack(t *testing.T) {
 			in:      "extensions:\n  developer:\n    type: builtin\n    name: developer\n  f:\n    type: sse\n    uri: http://x/sse\n  l:\n    type: streamable_http\n    uri: https://x/mcp\nGOOSE_MODEL: m\n",
 			wrapped: "extensions:\n  developer:\n    type: builtin\n    name: developer\n  f:\n    type: sse\n    uri: http://x/sse\n  l:\n    type: streamable_http\n    uri: https://x/mcp\nGOOSE_MODEL: m\n"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := Wrap(YAML, []byte(tc.in), "mcptrace")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(out) != tc.wrapped {
-				t.Fatalf("wrapped:\n%s\nwant\n%s", out, tc.wrapped)
-			}
-			back, _, err := Unwrap(YAML, out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := tc.unwrapped
-			if want == "" {
-				want = tc.in
-			}
-			if string(back) != want {
-				t.Errorf("unwrapped:\n%s\nwant\n%s", back, want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wrapsInPlace(t, YAML, tc.in, tc.wrapped, tc.unwrapped) })
 	}
 }
 
