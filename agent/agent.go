@@ -502,16 +502,16 @@ func (a *Agent) reconcile(ctx context.Context) error {
 	if a.boot.restored {
 		res := a.graph.Repair(snaps, readAt)
 		a.boot.procAdded, a.boot.procGone = res.Added, res.MarkedExited
-		a.log.Info("checked the saved graph against /proc", "processes", len(snaps),
+		a.log.Info("checked the saved graph against "+processSource, "processes", len(snaps),
 			"started_meanwhile", res.Added, "gone_meanwhile", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
 	} else {
 		a.graph.Seed(snaps, readAt)
-		a.log.Info(seededMessage, "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
+		a.log.Info("seeded from "+processSource, "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
 	}
 	// Seed and Repair are not journaled: a checkpoint keeps what they
 	// learned.
 	if err := a.checkpoint(); err != nil {
-		return fmt.Errorf("checkpoint after reading /proc: %w", err)
+		return fmt.Errorf("checkpoint after reading %s: %w", processSource, err)
 	}
 	// Every event of the previous agent's ring buffers and everything
 	// reported up to now is applied once this returns.

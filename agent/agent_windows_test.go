@@ -16,6 +16,7 @@ import (
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/etwtest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sessions"
 	"github.com/mcptrace/mcptrace/windows/etw"
 	"github.com/mcptrace/mcptrace/windows/winproc"
@@ -37,7 +38,8 @@ func TestMain(m *testing.M) {
 // helper that started a child; when the helper exits, the enforcer ends
 // the child through a handle, and a bystander the test started lives on.
 // The agent then stops cleanly, writing its state, and the next agent on
-// that state knows the session and its end. The metrics count the kill.
+// that state knows the session and its end. The metrics count the kill;
+// a loss the session reports repairs the graph from a snapshot.
 func TestTheAgentEndsWhatASessionRootLeftOnWindows(t *testing.T) {
 	dir := testenv.TempDir(t)
 	a, src, done, cancel := startWindowsAgent(t, dir)
@@ -109,6 +111,28 @@ func TestTheAgentEndsWhatASessionRootLeftOnWindows(t *testing.T) {
 		r, ok := a.SessionReport("wine-session", 0)
 		return ok && r.Killed == 1, fmt.Sprintf("%+v", r)
 	})
+	// A stop ETW lost: the session reports a loss, and the agent repairs
+	// the graph from a snapshot, in which that process is gone.
+	lost := testenv.Helper("sleep")
+	if err := lost.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lost.Process.Kill(); _ = lost.Wait() })
+	lostH := started(lost.Process.Pid, self)
+	if err := lostH.Terminate(1); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := lostH.Wait(10 * time.Second); !ok {
+		t.Fatal("the helper whose stop is lost did not exit")
+	}
+	src.SetLosses(etw.Losses{Events: 1})
+	testenv.Eventually(t, "the repair after the session's loss", func() (bool, string) {
+		st := a.Status()
+		p, ok := a.Graph().Lookup(lostH.PID)
+		return st.Lost["unknown"] >= 1 && st.Repairs >= 1 && ok && p.Exited && p.Gaps&lineage.GapNoExit != 0,
+			fmt.Sprintf("lost %v, repairs %d, the process %+v (known %v)", st.Lost, st.Repairs, p, ok)
+	})
+
 	// The metrics say it too.
 	testenv.Eventually(t, "the kill in the metrics", func() (bool, string) {
 		resp, err := http.Get("http://" + a.MetricsAddress() + "/metrics")

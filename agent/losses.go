@@ -128,8 +128,8 @@ func (a *Agent) checkLost() error {
 	need := a.kernel.RepairPending
 	a.mu.Unlock()
 	if len(grew) > 0 {
-		a.log.Warn("kernel lost events; repairing the graph from /proc", grew...)
-		a.historyNote("the kernel lost events (the graph is repaired from /proc): "+pairs(grew), 0)
+		a.log.Warn("kernel lost events; repairing the graph from "+processSource, grew...)
+		a.historyNote("the kernel lost events (the graph is repaired from "+processSource+"): "+pairs(grew), 0)
 	}
 	if !need {
 		return nil
@@ -146,8 +146,8 @@ func (a *Agent) checkLost() error {
 	a.journal([]state.Record{jsonRecord(recKernel, a.kernel.clone())})
 	a.mu.Unlock()
 	a.scan()
-	a.log.Info("graph repaired from /proc", "added", res.Added, "marked_exited", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
-	a.historyNote(fmt.Sprintf("the graph was repaired from /proc: %d processes added, %d marked exited", res.Added, res.MarkedExited), 0)
+	a.log.Info("graph repaired from "+processSource, "added", res.Added, "marked_exited", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
+	a.historyNote(fmt.Sprintf("the graph was repaired from %s: %d processes added, %d marked exited", processSource, res.Added, res.MarkedExited), 0)
 	// A repair is not journaled: a checkpoint keeps what it learned.
 	a.checkpointOrLog()
 	return nil

@@ -16,9 +16,10 @@ import (
 // (package procfs), owners are uids, and the sensor and the API need
 // nothing more than Options says.
 
-// The agent's words for what the system does.
+// The agent's words for what the system does: where it reads processes
+// from, and what stays when it stops.
 const (
-	seededMessage  = "seeded from /proc"
+	processSource  = "/proc"
 	stoppedMessage = "stopped; the kernel programs stay attached for the next agent (mcptrace uninstall removes them)"
 )
 

@@ -19,9 +19,10 @@ import (
 // owned by its token's owner in a table kept beside the state
 // (package owners).
 
-// The agent's words for what the system does.
+// The agent's words for what the system does: where it reads processes
+// from, and what stays when it stops.
 const (
-	seededMessage  = "seeded from a process snapshot"
+	processSource  = "a process snapshot"
 	stoppedMessage = "stopped; the ETW session ended with it, and the next agent seeds from a snapshot"
 )
 
