@@ -103,7 +103,7 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 	cfg := e.cfg
 	graceEnd := start.Add(cfg.Grace)
 	deadline := start.Add(cfg.SweepTimeout)
-	quiet := 0
+	quiet, synced := 0, false
 	var stop string
 	for {
 		ms, err := callMembers(en.Members)
@@ -167,10 +167,23 @@ func (e *Enforcer) End(ctx context.Context, en Ending) Report {
 			t.terminated = true
 		}
 		if news > 0 || alive > 0 {
-			quiet = 0
+			quiet, synced = 0, false
 		} else if quiet++; quiet >= 2 {
-			r.Empty = true
-			break
+			if synced || cfg.Sync == nil {
+				r.Empty = true
+				break
+			}
+			// Nothing left that the graph knows of: make sure it holds
+			// every event the ETW session delivered so far (a member
+			// started just before its creator ended may be in a buffer
+			// not yet flushed), then look once more.
+			if err := cfg.Sync(ctx); err != nil {
+				stop = "waiting for the ETW session's events: " + err.Error()
+				r.Interrupted = ctx.Err() != nil
+				break
+			}
+			synced, quiet = true, 1
+			continue
 		}
 		if ctx.Err() != nil {
 			stop = "canceled: " + context.Cause(ctx).Error()
