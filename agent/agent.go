@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -164,6 +165,9 @@ type Agent struct {
 	// ownerFailures counts the tokens it could not number.
 	owners        *owners.Table
 	ownerFailures atomic.Uint64
+	// pins hold the agent's directories open on Windows
+	// (system_windows.go) until Run returns.
+	pins []io.Closer
 
 	opts    Options
 	log     *slog.Logger
@@ -301,6 +305,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := sensor.Preflight(); err != nil {
 		return err
 	}
+	defer a.closeSystem()
 	if err := a.openSystem(); err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/mcptrace/mcptrace/windows/winsec"
 )
 
 // stateSDDL is the security of the agent's directories on Windows:
@@ -18,10 +20,10 @@ import (
 // (and owns, and could plant files in) is refused, never trusted.
 const stateSDDL = "O:BAD:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)"
 
-// secureDir makes dir and each missing parent with stateSDDL, and
-// refuses one that exists owned by anyone but SYSTEM, Administrators or
-// the agent's own user, or that is a reparse point (a junction or link
-// leads elsewhere).
+// secureDir makes dir and each missing parent with stateSDDL, then
+// refuses it unless neither it nor any directory above it can be changed
+// by anyone but SYSTEM, Administrators or the agent's own user
+// (winsec.CheckPath: owners, access lists, reparse points).
 func secureDir(dir string) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -53,38 +55,21 @@ func secureDir(dir string) error {
 			return fmt.Errorf("create %s: %w", missing[i], err)
 		}
 	}
-	return checkDir(dir)
+	return winsec.CheckPath(dir)
 }
 
-// checkDir refuses dir unless it is a directory, no reparse point, and
-// owned by SYSTEM, Administrators or the agent's own user.
-func checkDir(dir string) error {
+// pinDir opens dir so that, while the handle is held, nobody can rename
+// or delete it (no FILE_SHARE_DELETE): what secureDir checked stays
+// where the agent uses it by path.
+func pinDir(dir string) (*os.File, error) {
 	p, err := windows.UTF16PtrFromString(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	attrs, err := windows.GetFileAttributes(p)
+	h, err := windows.CreateFile(p, windows.FILE_LIST_DIRECTORY, windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE, nil,
+		windows.OPEN_EXISTING, windows.FILE_FLAG_BACKUP_SEMANTICS|windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
 	if err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
+		return nil, fmt.Errorf("hold %s: %w", dir, err)
 	}
-	if attrs&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0 || attrs&windows.FILE_ATTRIBUTE_DIRECTORY == 0 {
-		return fmt.Errorf("%s is not a plain directory (a junction or link?): remove it as an administrator; the agent makes it itself", dir)
-	}
-	sd, err := windows.GetNamedSecurityInfo(dir, windows.SE_FILE_OBJECT, windows.OWNER_SECURITY_INFORMATION)
-	if err != nil {
-		return fmt.Errorf("%s: owner: %w", dir, err)
-	}
-	owner, _, err := sd.Owner()
-	if err != nil {
-		return fmt.Errorf("%s: owner: %w", dir, err)
-	}
-	if owner.IsWellKnown(windows.WinLocalSystemSid) || owner.IsWellKnown(windows.WinBuiltinAdministratorsSid) {
-		return nil
-	}
-	// The agent's own user (an administrator: Preflight) may own what it
-	// made, where the system gives new objects the user as owner.
-	if self, err := windows.GetCurrentProcessToken().GetTokenUser(); err == nil && owner.Equals(self.User.Sid) {
-		return nil
-	}
-	return fmt.Errorf("%s is owned by %s, not SYSTEM, Administrators or the agent's user: another user may have made it and planted what is in it; remove it as an administrator, the agent makes it itself", dir, owner)
+	return os.NewFile(uintptr(h), dir), nil
 }

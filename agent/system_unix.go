@@ -26,6 +26,9 @@ const (
 // openSystem prepares what the system needs before the sensor opens.
 func (a *Agent) openSystem() error { return nil }
 
+// closeSystem lets go of what openSystem holds.
+func (a *Agent) closeSystem() {}
+
 // scanProcesses reads every process, to seed or repair the graph.
 func (a *Agent) scanProcesses() ([]lineage.Snapshot, error) {
 	snaps, err := procfs.Scan(a.opts.ProcRoot)

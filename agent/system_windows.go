@@ -33,13 +33,19 @@ const ownersFile = "owners.json"
 // user made there first is refused) and loads the owners table: the
 // numbers saved sessions and records name owners by.
 func (a *Agent) openSystem() error {
-	if err := secureDir(a.opts.StateDir); err != nil {
-		return fmt.Errorf("state directory: %w", err)
-	}
+	dirs := []string{a.opts.StateDir}
 	if a.opts.HistoryDir != "-" {
-		if err := secureDir(a.opts.HistoryDir); err != nil {
-			return fmt.Errorf("history directory: %w", err)
+		dirs = append(dirs, a.opts.HistoryDir)
+	}
+	for _, d := range dirs {
+		if err := secureDir(d); err != nil {
+			return fmt.Errorf("agent directory: %w", err)
 		}
+		h, err := pinDir(d)
+		if err != nil {
+			return err
+		}
+		a.pins = append(a.pins, h)
 	}
 	t, err := owners.Load(filepath.Join(a.opts.StateDir, ownersFile))
 	if err != nil {
@@ -47,6 +53,14 @@ func (a *Agent) openSystem() error {
 	}
 	a.owners = t
 	return nil
+}
+
+// closeSystem lets go of what openSystem holds.
+func (a *Agent) closeSystem() {
+	for _, p := range a.pins {
+		p.Close()
+	}
+	a.pins = nil
 }
 
 // ownerOf is a token's owner number; owners.Unknown when it has none.

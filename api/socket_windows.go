@@ -41,6 +41,9 @@ const pipeSDDL = "D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x0012019b;;;AU)"
 // pipeSDDL grants it to no one but SYSTEM and administrators).
 const pipeClientAccess = windows.GENERIC_READ | windows.FILE_WRITE_DATA
 
+// pipeBuffer is the pipe's buffer each way.
+const pipeBuffer = 64 << 10
+
 // Listen serves on the named pipe path (\\.\pipe\NAME), with pipeSDDL.
 // It creates the pipe: if the pipe exists (another agent serves it, or
 // another program took its name), Listen fails. mode is for unix
@@ -58,7 +61,10 @@ func Listen(path string, _ os.FileMode) (net.Listener, error) {
 	case !errors.Is(err, windows.ERROR_FILE_NOT_FOUND):
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	l, err := winio.ListenPipe(path, &winio.PipeConfig{SecurityDescriptor: pipeSDDL})
+	// Buffers of their own, so that the short refusal a caller over its
+	// cap gets is written without waiting for that caller to read: the
+	// accept loop writes it, and must not wait on anyone.
+	l, err := winio.ListenPipe(path, &winio.PipeConfig{SecurityDescriptor: pipeSDDL, InputBufferSize: pipeBuffer, OutputBufferSize: pipeBuffer})
 	if errors.Is(err, windows.ERROR_ACCESS_DENIED) {
 		return nil, fmt.Errorf("listen on %s: another agent is already serving there (the pipe exists): %w", path, err)
 	}

@@ -21,9 +21,6 @@ import (
 	"github.com/mcptrace/mcptrace/state"
 )
 
-// DefaultFile is read when Load is given no file, if it exists.
-const DefaultFile = "/etc/mcptrace/config.yaml"
-
 // EnvPrefix starts the name of every environment variable Load reads.
 const EnvPrefix = "MCPTRACE"
 

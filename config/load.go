@@ -66,6 +66,9 @@ func Load(file string, flags *pflag.FlagSet) (Config, error) {
 		return Config{}, err
 	}
 	if path != "" {
+		if err := checkTrusted(path); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return Config{}, fmt.Errorf("read config %s: %w", path, err)

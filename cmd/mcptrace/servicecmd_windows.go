@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/svc"
 	"golang.org/x/sys/windows/svc/mgr"
+
+	"github.com/mcptrace/mcptrace/windows/winsec"
 )
 
 // serviceRestartDelay is how long the service control manager waits
@@ -38,6 +40,11 @@ agent's log.* settings send it.`,
 			}
 			if exe, err = filepath.Abs(exe); err != nil {
 				return err
+			}
+			// The service runs it as SYSTEM: nobody else may be able to
+			// replace it, or a directory above it.
+			if err := winsec.CheckPath(exe); err != nil {
+				return fmt.Errorf("%w; install mcptrace.exe where only administrators can write (C:\\Program Files\\mcptrace) and run that one", err)
 			}
 			if err := installService(exe, args); err != nil {
 				return err

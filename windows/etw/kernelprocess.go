@@ -32,6 +32,13 @@ type ProcessStart struct {
 	SessionID            uint32
 	Flags                uint32 // version 1 on
 	ImageName            string // the image's NT path, \Device\HarddiskVolume3\…
+	// CreatorProcessID is the event header's ProcessId: the process in
+	// whose context the start was logged, the one that created it. The
+	// payload's ParentProcessID is what the creator chose to name
+	// (PROC_THREAD_ATTRIBUTE_PARENT_PROCESS lets it name any process it
+	// can open), so the creator edge follows this one. 0 when not known
+	// (a decoded payload alone).
+	CreatorProcessID uint32
 }
 
 // ProcessStop is a ProcessStop event, whatever its version.

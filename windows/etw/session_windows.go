@@ -304,6 +304,7 @@ func onEvent(rec *eventRecord) uintptr {
 			h.Bad(rec.ID, rec.Version, err)
 			return 0
 		}
+		ev.CreatorProcessID = rec.ProcessID
 		h.Start(ev)
 	case EventProcessStop:
 		ev, err := DecodeProcessStop(rec.Version, data)

@@ -32,7 +32,14 @@ type Translator struct {
 	byPID  map[uint32]remembered
 	bySeq  map[uint64]remembered
 	exited []remembered // in the order they exited, for eviction
+	// reparented counts starts whose payload named another parent than
+	// the process that created them (Reparented).
+	reparented uint64
 }
+
+// Reparented counts the starts whose payload named a parent other than
+// the process that created them: their creator edge follows the creator.
+func (t *Translator) Reparented() uint64 { return t.reparented }
 
 type remembered struct {
 	id     lineage.ID
@@ -57,15 +64,24 @@ func (t *Translator) Start(s ProcessStart) []lineage.Event {
 	var creator lineage.ID
 	var parent remembered
 	var ok bool
-	if s.ParentSequenceNumber != 0 {
-		parent, ok = t.bySeq[s.ParentSequenceNumber]
-	}
-	if !ok {
-		// Versions before 3 name the parent by PID only, and a seeded
-		// process has no sequence number: the latest process with that
-		// PID, checked by create time below.
-		parent, ok = t.byPID[s.ParentProcessID]
-		ok = ok && (s.ParentSequenceNumber == 0 || parent.seq == 0)
+	if s.CreatorProcessID != 0 && s.CreatorProcessID != s.ParentProcessID {
+		// The payload names a parent the creator chose (a parent-process
+		// attribute, as a broker or an evasion sets): the creator is the
+		// process the start was logged in, by PID, checked by create time
+		// below.
+		t.reparented++
+		parent, ok = t.byPID[s.CreatorProcessID]
+	} else {
+		if s.ParentSequenceNumber != 0 {
+			parent, ok = t.bySeq[s.ParentSequenceNumber]
+		}
+		if !ok {
+			// Versions before 3 name the parent by PID only, and a seeded
+			// process has no sequence number: the latest process with that
+			// PID, checked by create time below.
+			parent, ok = t.byPID[s.ParentProcessID]
+			ok = ok && (s.ParentSequenceNumber == 0 || parent.seq == 0)
+		}
 	}
 	if ok && parent.create <= s.CreateTime {
 		creator = parent.id

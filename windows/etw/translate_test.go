@@ -28,6 +28,7 @@ func (s *stream) started(p ProcessStart) lineage.ID {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	d.CreatorProcessID = p.CreatorProcessID // the event header's, not the payload's
 	for _, ev := range s.tr.Start(d) {
 		s.g.Apply(ev)
 	}
@@ -159,6 +160,27 @@ func TestASeededProcessIsTheCreatorOfWhatItStartsLater(t *testing.T) {
 		early := s.started(ProcessStart{ProcessID: 960, SequenceNumber: 41, CreateTime: ft(8), ParentProcessID: 950, ParentSequenceNumber: 8, ImageName: "early.exe"})
 		if p, _ := s.g.Get(early); p.Gaps&lineage.GapUnknownCreator == 0 {
 			t.Errorf("v%d: a seeded process created after the child was taken for its parent: %+v", v, p)
+		}
+	}
+}
+
+// A member that names another process as its child's parent (the
+// parent-process attribute: any process it can open, explorer.exe here)
+// does not take the child out of its session: the creator is the process
+// the start was logged in, the event header's, and the renaming is
+// counted.
+func TestTheCreatorIsTheProcessTheStartWasLoggedInNotTheNamedParent(t *testing.T) {
+	for _, v := range []uint8{0, 3} {
+		s := newStream(t, v, 2)
+		s.started(ProcessStart{ProcessID: 50, SequenceNumber: 5, CreateTime: ft(1), ParentProcessID: 4, ImageName: "explorer.exe"})
+		host := s.started(ProcessStart{ProcessID: 100, SequenceNumber: 10, CreateTime: ft(2), ParentProcessID: 50, CreatorProcessID: 50, ImageName: "copilot.exe"})
+		member := s.started(ProcessStart{ProcessID: 110, SequenceNumber: 11, CreateTime: ft(3), ParentProcessID: 100, CreatorProcessID: 100, ImageName: "node.exe"})
+		escaped := s.started(ProcessStart{ProcessID: 120, SequenceNumber: 12, CreateTime: ft(4), ParentProcessID: 50, ParentSequenceNumber: 5, CreatorProcessID: 110, ImageName: "node.exe"})
+		if !s.g.InCreatorChain(member, escaped) || !s.g.InCreatorChain(host, escaped) {
+			t.Errorf("v%d: the child named explorer as its parent and left its creator's branch: chain %v", v, s.chain(escaped))
+		}
+		if n := s.tr.Reparented(); n != 1 {
+			t.Errorf("v%d: %d starts counted as naming another parent, want 1", v, n)
 		}
 	}
 }
