@@ -10,6 +10,8 @@ import (
 
 	"github.com/Microsoft/go-winio"
 	"golang.org/x/sys/windows"
+
+	"github.com/mcptrace/mcptrace/windows/winsec"
 )
 
 // DefaultSocket is where the agent serves and clients connect
@@ -21,6 +23,9 @@ const pipeSockets = true
 
 // pipeSDDL is the security descriptor of the agent's pipe:
 //
+//	O:BA                   owned by Administrators, which only SYSTEM or
+//	                       an administrator can give it: clients check it
+//	                       (checkServer) before they send anything
 //	D:P                    a protected DACL (nothing inherited)
 //	(A;;GA;;;SY)           LocalSystem: full access
 //	(A;;GA;;;BA)           Administrators (an elevated token): full access
@@ -34,7 +39,7 @@ const pipeSockets = true
 // pipe itself (PIPE_REJECT_REMOTE_CLIENTS). As with the unix socket,
 // whoever connects is authorized per request by who they are (see peer),
 // not by having connected.
-const pipeSDDL = "D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x0012019b;;;AU)"
+const pipeSDDL = "O:BAD:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;0x0012019b;;;AU)"
 
 // pipeClientAccess is what a client opens the pipe for: reading and
 // writing data, not FILE_CREATE_PIPE_INSTANCE (GENERIC_WRITE has it, and
@@ -113,5 +118,38 @@ func waitNamedPipe(path string, ms uint32) error {
 // reads who the client is from its token (see bindPeer) and cannot act
 // as the client.
 func dial(ctx context.Context, socket string) (net.Conn, error) {
-	return winio.DialPipeAccessImpLevel(ctx, socket, pipeClientAccess, winio.PipeImpLevelIdentification)
+	c, err := winio.DialPipeAccessImpLevel(ctx, socket, pipeClientAccess, winio.PipeImpLevelIdentification)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkServer(c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", socket, err)
+	}
+	return c, nil
+}
+
+// checkServer refuses a pipe whose owner is not SYSTEM, Administrators
+// or this client's own user (winsec.Trusted): whenever the agent does not
+// serve (before it starts, while it restarts), any user may create a pipe
+// of its name, and a client must not tell that user what it asks, nor
+// believe what it answers. The agent's pipe is owned by Administrators
+// (pipeSDDL's O:BA), which no other user can give a pipe of theirs.
+func checkServer(c net.Conn) error {
+	fc, ok := c.(interface{ Fd() uintptr })
+	if !ok {
+		return fmt.Errorf("pipe %T has no handle", c)
+	}
+	sd, err := windows.GetSecurityInfo(windows.Handle(fc.Fd()), windows.SE_KERNEL_OBJECT, windows.OWNER_SECURITY_INFORMATION)
+	if err != nil {
+		return fmt.Errorf("the pipe's owner: %w", err)
+	}
+	owner, _, err := sd.Owner()
+	if err != nil || owner == nil {
+		return fmt.Errorf("the pipe's owner: %v", err)
+	}
+	if !winsec.Trusted(owner) {
+		return fmt.Errorf("the pipe is owned by %s, not by SYSTEM or Administrators: not the agent's; refusing to talk to it", owner)
+	}
+	return nil
 }
