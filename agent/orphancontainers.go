@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"slices"
 	"time"
 
@@ -54,6 +55,9 @@ func (a *Agent) lookContainers(now time.Time, seen map[lineage.ID]bool) (out []o
 	up, off := cs.up, cs.off
 	cs.mu.Unlock()
 	if !up {
+		if _, err := os.Stat(cs.socket); errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, "" // no engine on this node: no container to look at
+		}
 		// Known down (checkContainers asks every second): not asked again
 		// here, where every caller would wait for it.
 		return nil, 0, "the running containers were not looked at: " + cmp.Or(off, "the container engine was not reached yet")
