@@ -204,3 +204,22 @@ func TestOrphanedContainersOfAnotherUserAreTheirsAlone(t *testing.T) {
 		t.Error("root's leaked container was stopped by nobody's --end")
 	}
 }
+
+// On a node with no container engine (no socket where one is configured,
+// as the default /var/run/docker.sock on a node without Docker), the
+// list says nothing about containers; with an engine that does not
+// answer, it says they were not looked at.
+func TestOrphansSayNothingOfContainersWhereThereIsNoEngine(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "docker.sock")
+	a := agenttest.Start(t, agent.Options{ContainerEngineSocket: missing, OrphansConfirmAfter: time.Second})
+	if l := orphansOf(t, api.NewClient(a.Socket())); l.ContainersWhy != "" || l.ContainersUnchecked != 0 {
+		t.Errorf("no engine on the node, yet the list says %q (%d unchecked)", l.ContainersWhy, l.ContainersUnchecked)
+	}
+	// The stand-in engine agenttest gives every agent closes what
+	// connects: an engine that is there and does not answer.
+	b := agenttest.Start(t, agent.Options{OrphansConfirmAfter: time.Second})
+	testenv.Eventually(t, "the list to say the containers were not looked at", func() (bool, string) {
+		l := orphansOf(t, api.NewClient(b.Socket()))
+		return strings.HasPrefix(l.ContainersWhy, "the running containers were not looked at"), l.ContainersWhy
+	})
+}
