@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -120,3 +121,18 @@ var init1 = lineage.ID{PID: 1}
 func callerOf(p lineage.ID, uid uint32) Caller { return Caller{PID: p.PID, UID: uid} }
 
 func statusOK(code int) bool { return code == http.StatusOK }
+
+// serveUntilDone runs s on l until the test ends, and fails the test if
+// Serve ends with an error.
+func serveUntilDone(t *testing.T, s *Server, l net.Listener) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}

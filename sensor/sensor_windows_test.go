@@ -21,8 +21,8 @@ import (
 )
 
 // These tests run under wine (scripts/wine-test.sh) and on Windows. Wine's
-// ETW delivers no events, so testSession stands in for the session's
-// delivery: a test calls the Handler the sensor gave Consume, as
+// ETW delivers no events, so an etwtest.Session stands in for the
+// session's delivery: a test calls the Handler the sensor gave Consume, as
 // ProcessTrace's callback does, with the PIDs and create times of real
 // processes, which the sensor reads for real.
 
