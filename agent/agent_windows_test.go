@@ -100,7 +100,7 @@ func TestTheAgentEndsWhatASessionRootLeftOnWindows(t *testing.T) {
 	if ok, _ := rootH.Wait(10 * time.Second); !ok {
 		t.Fatal("the helper did not exit")
 	}
-	h.Stop(etw.ProcessStop{ProcessID: rootH.PID, CreateTime: rootH.Create, ExitTime: etwtest.FiletimeNow(), ExitCode: 1})
+	h.Stop(etw.ProcessStop{ProcessID: rootH.PID, CreateTime: rootH.Create, ExitTime: winproc.FiletimeNow(), ExitCode: 1})
 	if ok, _ := childH.Wait(20 * time.Second); !ok {
 		t.Fatal("the child the session root left is still running 20 s after the root exited")
 	}

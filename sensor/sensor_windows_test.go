@@ -146,7 +146,7 @@ func TestARealProcessComesOutAsForkExecExitBeforeTheBarrier(t *testing.T) {
 		t.Fatal("the child did not exit")
 	}
 	_ = child.Wait()
-	exited := etwtest.FiletimeNow()
+	exited := winproc.FiletimeNow()
 	// The child has exited when the barrier is asked; ETW delivers its
 	// stop later, within its flush period, as it does a buffer that did
 	// not fill.
@@ -211,7 +211,7 @@ func TestOverflowUndecodablesAndSessionLossesAreCounted(t *testing.T) {
 		r.h.Start(start)
 		r.h.Start(start)
 		r.h.Start(start) // the queue holds 4 events: dropped
-		r.h.Stop(etw.ProcessStop{ProcessID: h.PID, CreateTime: h.Create, ExitTime: etwtest.FiletimeNow()})
+		r.h.Stop(etw.ProcessStop{ProcessID: h.PID, CreateTime: h.Create, ExitTime: winproc.FiletimeNow()})
 	}()
 	select {
 	case <-delivered:

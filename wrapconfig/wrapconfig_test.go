@@ -22,23 +22,7 @@ func normal(t testing.TB, data []byte) any {
 	if err := json.Unmarshal(data, &v); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, data)
 	}
-	var drop func(any)
-	drop = func(x any) {
-		switch x := x.(type) {
-		case map[string]any:
-			if a, ok := x["args"].([]any); ok && len(a) == 0 {
-				delete(x, "args")
-			}
-			for _, y := range x {
-				drop(y)
-			}
-		case []any:
-			for _, y := range x {
-				drop(y)
-			}
-		}
-	}
-	drop(v)
+	dropEmptyArgs(v)
 	return v
 }
 
@@ -232,23 +216,7 @@ func decoded(t testing.TB, f Format, data []byte) any {
 	if err != nil {
 		t.Fatalf("not %v: %v\n%s", f, err, data)
 	}
-	var drop func(any)
-	drop = func(x any) {
-		switch x := x.(type) {
-		case map[string]any:
-			if a, ok := x["args"].([]any); ok && len(a) == 0 {
-				delete(x, "args")
-			}
-			for _, y := range x {
-				drop(y)
-			}
-		case []any:
-			for _, y := range x {
-				drop(y)
-			}
-		}
-	}
-	drop(v)
+	dropEmptyArgs(v)
 	return v
 }
 
@@ -467,5 +435,23 @@ func wrapsInPlace(t *testing.T, f Format, in, wrapped, unwrapped string) {
 	}
 	if string(back) != unwrapped {
 		t.Errorf("unwrapped:\n%s\nwant\n%s", back, unwrapped)
+	}
+}
+
+// dropEmptyArgs removes every empty "args" list in v: an absent one is
+// no arguments, as hosts read it.
+func dropEmptyArgs(x any) {
+	switch x := x.(type) {
+	case map[string]any:
+		if a, ok := x["args"].([]any); ok && len(a) == 0 {
+			delete(x, "args")
+		}
+		for _, y := range x {
+			dropEmptyArgs(y)
+		}
+	case []any:
+		for _, y := range x {
+			dropEmptyArgs(y)
+		}
 	}
 }

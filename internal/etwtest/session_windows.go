@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/windows"
-
 	"github.com/mcptrace/mcptrace/windows/etw"
 )
 
@@ -75,11 +73,4 @@ func (s *Session) Handler(t testing.TB, within time.Duration) *etw.Handler {
 		t.Fatal("nothing started consuming the ETW session")
 		return nil
 	}
-}
-
-// FiletimeNow is the present as a FILETIME, as events carry times.
-func FiletimeNow() uint64 {
-	var ft windows.Filetime
-	windows.GetSystemTimeAsFileTime(&ft)
-	return uint64(ft.HighDateTime)<<32 | uint64(ft.LowDateTime)
 }

@@ -192,8 +192,12 @@ func SystemClock() (Clock, error) {
 }
 
 // Now is the present on c, ns since boot.
-func (c Clock) Now() uint64 {
+func (c Clock) Now() uint64 { return c.Since(FiletimeNow()) }
+
+// FiletimeNow is the present as a FILETIME, as process times and events
+// carry it.
+func FiletimeNow() uint64 {
 	var ft windows.Filetime
 	windows.GetSystemTimeAsFileTime(&ft)
-	return c.Since(filetime(ft))
+	return filetime(ft)
 }
