@@ -16,9 +16,11 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/bpf"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/sessions"
 )
 
@@ -192,6 +194,34 @@ func pinnedDoomed(t *testing.T, pinDir string, pid uint32) bool {
 		}
 	}
 	return false
+}
+
+// pinnedLostForks is the kernel's count of fork records that found no
+// room in the ring buffer, summed over the CPUs, from the maps pinned in
+// pinDir.
+func pinnedLostForks(t *testing.T, pinDir string) uint64 {
+	t.Helper()
+	maps, _ := filepath.Glob(filepath.Join(pinDir, "set-*", "lost_events"))
+	if len(maps) == 0 {
+		t.Fatalf("no lost_events map pinned in %s", pinDir)
+	}
+	var total uint64
+	for _, path := range maps {
+		m, err := ebpf.LoadPinnedMap(path, nil)
+		if err != nil {
+			t.Fatalf("load %s: %v", path, err)
+		}
+		var perCPU []uint64
+		err = m.Lookup(uint32(bpf.McptraceEventKindEVENT_FORK), &perCPU)
+		m.Close()
+		if err != nil {
+			t.Fatalf("lookup in %s: %v", path, err)
+		}
+		for _, n := range perCPU {
+			total += n
+		}
+	}
+	return total
 }
 
 // chainReaches reports whether an ancestor chain (the process first)
@@ -370,21 +400,35 @@ func TestUnusableStateGivesAWarningAndARunningAgent(t *testing.T) {
 // (issue 9), so during the grace the member is not doomed; an agent that
 // stops by SIGTERM dooms it on its way out (it will not be there when the
 // grace ends), and the doomed map, pinned with the programs, kills it in
-// the kernel. An agent stopped by SIGKILL cannot: the member runs until
-// the restarted agent resumes the ending. Either way the restarted agent
+// the kernel. That holds when the ring buffer is full too, as it soon is
+// while no agent reads it: doom does not wait for room in the ring. An
+// agent stopped by SIGKILL cannot doom: the member runs until the
+// restarted agent resumes the ending. Either way the restarted agent
 // finishes the ending with no survivor.
 func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
-	for _, sig := range stopSignals {
-		t.Run(sig.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sig      syscall.Signal
+		fullRing bool // fill the ring buffer before the member forks
+	}{
+		{"terminated", syscall.SIGTERM, false},
+		{"terminated, the ring full", syscall.SIGTERM, true},
+		{"killed", syscall.SIGKILL, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := tc.sig
 			// A grace long enough that the ending is still under way when
 			// the agent stops; after a SIGKILL the resumed ending waits a
 			// grace again, so keep that one short.
-			grace := "60s"
+			flags := []string{"--enforcer.grace-period=60s"}
 			if sig == syscall.SIGKILL {
-				grace = "3s"
+				flags = []string{"--enforcer.grace-period=3s"}
 			}
-			ag := agenttest.StartProcess(t, "--enforcer.grace-period="+grace)
-			env := fmt.Sprintf("MCPTRACE_DOOM_TEST=%d-%v", os.Getpid(), sig)
+			if tc.fullRing {
+				flags = append(flags, "--bpf.ring-buffer-size="+strconv.Itoa(sensor.MinRingBufferSize))
+			}
+			ag := agenttest.StartProcess(t, flags...)
+			env := fmt.Sprintf("MCPTRACE_DOOM_TEST=%d-%v-%v", os.Getpid(), sig, tc.fullRing)
 			fifo := filepath.Join(t.TempDir(), "go")
 			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 				t.Fatal(err)
@@ -431,6 +475,18 @@ func TestDoomKillsAForkLoopWhileTheAgentIsDown(t *testing.T) {
 				t.Fatal("the member was doomed during its SIGTERM grace")
 			}
 			ag.Stop(sig)
+			if tc.fullRing {
+				// Nobody reads the ring: 300 short processes fill it, and
+				// the kernel counts the forks it could not send.
+				lost := pinnedLostForks(t, ag.PinDir)
+				burst := exec.Command("/bin/sh", "-c", `i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done`)
+				if out, err := burst.CombinedOutput(); err != nil {
+					t.Fatalf("burst: %v: %s", err, out)
+				}
+				if after := pinnedLostForks(t, ag.PinDir); after == lost {
+					t.Fatalf("the ring buffer did not fill: lost forks %d before the burst and after", after)
+				}
+			}
 			// The agent is down: the member starts forking now.
 			go os.WriteFile(fifo, []byte("go\n"), 0)
 			if sig == syscall.SIGTERM {

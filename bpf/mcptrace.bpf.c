@@ -292,8 +292,9 @@ static __always_inline void fill_header(struct event *e, __u8 kind, struct task_
 }
 
 /* doom_fork: the child of a doomed process inherits doom, and the doomed
- * parent that forked is killed. Runs after the fork record is sent, so the
- * graph learns about the child even when it dies at once. */
+ * parent that forked is killed. Runs after the fork record is sent (or
+ * counted lost), so the graph learns about the child even when it dies at
+ * once. */
 static __always_inline void doom_fork(struct task_struct *parent, struct task_struct *child)
 {
 	struct proc_ident p, c;
@@ -323,15 +324,18 @@ static __always_inline int on_fork(enum run run, struct task_struct *parent, str
 		return 0;
 
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
+	if (e) {
+		fill_header(e, EVENT_FORK, child);
+		/* The creator is the process that forked, even when CLONE_PARENT
+		 * makes the child's real_parent someone else. */
+		ident_of(&e->creator, parent);
+		bpf_ringbuf_submit(e, 0);
+	} else {
 		count_lost(EVENT_FORK);
-		return 0;
 	}
-	fill_header(e, EVENT_FORK, child);
-	/* The creator is the process that forked, even when CLONE_PARENT makes
-	 * the child's real_parent someone else. */
-	ident_of(&e->creator, parent);
-	bpf_ringbuf_submit(e, 0);
+	/* Doom holds whether or not the ring had room: while no agent reads
+	 * it (a stop, a crash, an upgrade) the ring fills, and that is when
+	 * doom alone holds a session's members. */
 	doom_fork(parent, child);
 	return 0;
 }
