@@ -60,7 +60,7 @@ func (a *testAgent) members(id string) []lineage.Process {
 	return a.Sessions().Members(s.Ref())
 }
 
-// waitFor polls cond until it holds or 10s pass.
+// waitFor polls cond until it holds (testenv.Eventually).
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	testenv.Eventually(t, what, cond)

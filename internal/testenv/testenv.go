@@ -91,12 +91,16 @@ func RemoveBinary() {
 	}
 }
 
-// Eventually polls cond until it holds, or fails the test after 10 s with
-// what and cond's last detail. The agent applies kernel events a moment
-// after they happen, so tests wait for its view instead of assuming it.
+// Eventually polls cond until it holds, or fails the test after
+// Bound(10 s) with what and cond's last detail. The agent applies kernel
+// events a moment after they happen, so tests wait for its view instead
+// of assuming it. It asserts no bound: a guest emulated in software runs
+// about ten times slower, where 10 s is a second of the host's work (an
+// agent's restart takes longer), and the longer wait costs time only when
+// the test fails.
 func Eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(Bound(10 * time.Second))
 	for {
 		ok, detail := cond()
 		if ok {

@@ -504,6 +504,35 @@ func skipReason(out string) string {
 	return r
 }
 
+// testFileLineRE is a line a test file printed (t.Log, t.Error, t.Fatal,
+// or a helper's failure attributed to its caller), not a line of the
+// agent's logs (log.go) or another package's helpers.
+var testFileLineRE = regexp.MustCompile(`^\s*[\w.-]+_test\.go:\d+: `)
+
+// failReason is what a failed test said last: the last line its test
+// files printed before its "--- FAIL", without the file and line, cut to
+// 300 bytes. A test's failure is most often that line (t.Fatal ends the
+// test; its cleanup's logs come from helpers), and the table then says
+// why without the raw streams.
+func failReason(out string) string {
+	var last string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "--- FAIL") {
+			break
+		}
+		if testFileLineRE.MatchString(l) {
+			last = strings.TrimSpace(testFileLineRE.ReplaceAllString(l, ""))
+		}
+	}
+	if last == "" {
+		return "failed"
+	}
+	if len(last) > 300 {
+		last = last[:300] + "…"
+	}
+	return "failed: " + last
+}
+
 // note is one row of the report's skip and failure tables.
 type note struct{ kernel, pkg, test, text string }
 
@@ -578,7 +607,11 @@ func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total tim
 					}
 					skips = append(skips, note{kr.spec, short(name, mod), test, reason})
 				case "fail":
-					fails = append(fails, note{kr.spec, short(name, mod), test, "failed"})
+					reason := "failed"
+					if b := p.testOut[test]; b != nil {
+						reason = failReason(b.String())
+					}
+					fails = append(fails, note{kr.spec, short(name, mod), test, reason})
 				case "run":
 					fails = append(fails, note{kr.spec, short(name, mod), test, "started but never finished (the test binary or the guest died)"})
 				}

@@ -40,6 +40,20 @@ func TestSkipReason(t *testing.T) {
 	}
 }
 
+func TestFailReasonIsWhatTheTestSaidLast(t *testing.T) {
+	for _, c := range []struct{ name, out, want string }{
+		{"fatal after logs",
+			"=== RUN   TestX\n    x_test.go:10: started\n    log.go:18: time=… level=WARN msg=agent\n    x_test.go:42: timed out waiting for the member: 123 sh\n    process_linux.go:60: agent logs:\n--- FAIL: TestX (3.00s)\n",
+			"failed: timed out waiting for the member: 123 sh"},
+		{"nothing from a test file", "=== RUN   TestY\n    log.go:18: msg\n--- FAIL: TestY (0.10s)\n", "failed"},
+		{"lines after the verdict are not the reason", "=== RUN   TestZ\n    z_test.go:5: the reason\n--- FAIL: TestZ (0.10s)\n    z_test.go:9: a subtest's line\n", "failed: the reason"},
+	} {
+		if got := failReason(c.out); got != c.want {
+			t.Errorf("%s: failReason = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
 func TestShellQuote(t *testing.T) {
 	for in, want := range map[string]string{"/a/b": "/a/b", "/a b/c": "'/a b/c'", "it's here": `"it's here"`} {
 		if got, err := shellQuote(in); err != nil || got != want {
