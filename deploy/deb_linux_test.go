@@ -47,7 +47,7 @@ func TestDebianPackageInstallsUpgradesAndPurgesInAFreshRoot(t *testing.T) {
 	v1, v2 := build("0.1.0~test1"), build("0.1.0~test2")
 
 	root := filepath.Join(t.TempDir(), "root")
-	if err := debian.Bootstrap(context.Background(), "bookworm", root, "systemd"); err != nil {
+	if err := debian.Bootstrap(context.Background(), "bookworm", root, debian.SystemdRoot...); err != nil {
 		t.Fatal(err)
 	}
 	in := func(args ...string) string {
