@@ -225,10 +225,7 @@ func ptr[T any](v T) *T { return &v }
 // from the state journal's replay, what happened while the agent was
 // down from the kernel's buffer.
 func TestHistoryLosesNothingWhenTheAgentIsKilledInALoop(t *testing.T) {
-	rounds := 20
-	if testenv.Emulated() {
-		rounds = 5
-	}
+	rounds := testenv.Sized(10, 5)
 	ag := agenttest.StartProcess(t)
 	stop := filepath.Join(t.TempDir(), "stop")
 	storm := exec.Command("bash", "-c", `i=0; while [ ! -e "$1" ]; do /bin/true "storm-$i"; i=$((i+1)); done; echo $i`, "bash", stop)
