@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mcptrace/mcptrace/safefile"
 	"github.com/mcptrace/mcptrace/wrapconfig"
@@ -115,6 +116,20 @@ func asItsOwner(err error, cmd *cobra.Command, file string) error {
 	if u, lerr := user.LookupId(strconv.FormatUint(uint64(ny.Owner), 10)); lerr == nil {
 		who = u.Username
 	}
-	return fmt.Errorf("%s: %w: the file was not changed; run it as that user: sudo -u %s %s %s",
-		file, err, who, cmd.CommandPath(), file)
+	again := []string{cmd.CommandPath()}
+	cmd.Flags().Visit(func(f *pflag.Flag) { again = append(again, "--"+f.Name+"="+f.Value.String()) })
+	again = append(again, file)
+	for i, a := range again[1:] {
+		again[i+1] = shellQuote(a)
+	}
+	return fmt.Errorf("%s: %w: the file was not changed; run it as that user: sudo -u %s %s",
+		file, err, who, strings.Join(again, " "))
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
