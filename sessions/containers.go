@@ -30,8 +30,9 @@ const (
 	// MaxContainersPerUID bounds the claims of one session owner.
 	MaxContainersPerUID = 512
 	// MaxClaimsPerContainer bounds the claims kept for what one request
-	// named: a further start from the same session tree makes the oldest
-	// go (the newest start is the one that can have started what runs).
+	// named: a further start from a session tree makes that tree's oldest
+	// go (its newest start is the one that can have started what runs),
+	// and is refused when every claim kept is another tree's.
 	MaxClaimsPerContainer = 4
 )
 
@@ -171,7 +172,15 @@ func (t *Tracker) observeRequest(ev lineage.Event) {
 		t.logFor(owner, slog.LevelWarn, "a container was started from two sessions; only a start that started it counts", "container", ref[:min(len(ref), 12)], "pid", ev.Proc.PID)
 	}
 	if list := t.containers[ref]; len(list) >= MaxClaimsPerContainer {
-		t.forgetClaim(list[0]) // the oldest start: the newest can have started what runs
+		// The tree's own oldest start goes (its newest is the one that
+		// can have started what runs); another tree's starts never make
+		// room for this one's.
+		i := slices.IndexFunc(list, func(o *Container) bool { return o.Top == top })
+		if i < 0 {
+			t.st.containersRefused++
+			return
+		}
+		t.forgetClaim(list[i])
 	}
 	t.addClaim(claim)
 }

@@ -95,8 +95,18 @@ func TestEveryStartIsAClaimOfItsOwn(t *testing.T) {
 		last = w.dockerRun(a, uint32(620+10*i), alice, id)
 	}
 	got := w.tr.ContainersOf(w.session("a"))
-	if len(got) != MaxClaimsPerContainer || got[len(got)-1].Client != last || slices.ContainsFunc(got, func(c Container) bool { return c.Client == clientA }) {
-		t.Errorf("session a's claims after %d more starts: %+v, want the newest %d", MaxClaimsPerContainer+1, got, MaxClaimsPerContainer)
+	if len(got) != MaxClaimsPerContainer-1 || got[len(got)-1].Client != last || slices.ContainsFunc(got, func(c Container) bool { return c.Client == clientA }) {
+		t.Errorf("session a's claims after %d more starts: %+v, want its newest %d beside b's", MaxClaimsPerContainer+1, got, MaxClaimsPerContainer-1)
+	}
+	// Another tree's starts never push b's out: at the bound, a third
+	// tree's start is refused.
+	c := w.spawn(initID, 800, alice, "mcptrace", "run", "--session", "c", "--", "host")
+	w.dockerRun(c, 810, alice, id)
+	if got := w.tr.ContainersOf(w.session("b")); len(got) != 1 {
+		t.Errorf("b's claim after a's starts and c's: %+v", got)
+	}
+	if got := w.tr.ContainersOf(w.session("c")); len(got) != 0 {
+		t.Errorf("c's start at the bound was kept: %+v", got)
 	}
 	// Forgetting the container forgets every claim on it.
 	w.tr.ForgetContainer(id)
