@@ -66,10 +66,7 @@ func Load(file string, flags *pflag.FlagSet) (Config, error) {
 		return Config{}, err
 	}
 	if path != "" {
-		if err := checkTrusted(path); err != nil {
-			return Config{}, fmt.Errorf("config %s: %w", path, err)
-		}
-		data, err := os.ReadFile(path)
+		data, err := readTrusted(path)
 		if err != nil {
 			return Config{}, fmt.Errorf("read config %s: %w", path, err)
 		}

@@ -78,6 +78,13 @@ type Event struct {
 	// KindRequest only: the first bytes (at most 128) of the request the
 	// process sent to a container engine, as the kernel read them.
 	Request string
+	// Groups, KindRequest only: the sender's effective gid and
+	// supplementary groups as the kernel held them when the agent took the
+	// event (/proc/PID/status, the process checked by its start time);
+	// nil when they could not be read (the sender was gone). Who may use
+	// the engine is decided on them (a docker group from LDAP or given at
+	// exec is in no /etc/group).
+	Groups []uint32
 }
 
 // Snapshot is what /proc says about one live process at ReadAt. A graph is

@@ -29,16 +29,20 @@
 // claims it; it was created to read its client's stdin once (`docker run
 // -i`, how MCP clients run a stdio server in a container: a container
 // started any other way, detached, by compose or by an orchestrator, is
-// never listed); and its first process's stdin has had no writer for
-// Input.ConfirmAfter: the engine closed it when the client's connection
-// went, and nothing can attach it again.
+// never listed); the kernel saw the start request of the client that
+// started its running instance (Container.Client: one client, verified
+// against the instance's first process) and saw that client exit, and no
+// other client of it runs; and its first process's stdin has had no
+// writer for Input.ConfirmAfter. A cut stdin alone is never evidence: a
+// `docker run -i` fed from a pipe has its container's stdin closed when
+// the pipe ends, while the client still runs and waits for the output. A
+// container whose client is not known (it started before the agent
+// watched) is never listed.
 //
 // Confidence is Certain only for HostGone when the leaked chain was
 // reparented (to init or a subreaper): the host is gone and nothing can
-// use the server; and for ClientGone when the kernel saw which client
-// started the container and that client exited. Every other listing is
-// Likely; a container whose client is not known has UID 0, so that only
-// root sees it.
+// use the server; and for ClientGone, always (its client's exit is the
+// kernel's word). Every other listing is Likely.
 //
 // It is not the exporter's "orphaned" processes: those are live members
 // of sessions that ended, which the enforcer is already ending. These

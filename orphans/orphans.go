@@ -226,7 +226,7 @@ func Find(in Input) Found {
 		total(&out[i], cands)
 	}
 	for _, c := range in.Containers {
-		if c.AttachedStdin && c.CutFor > 0 && c.CutFor < in.ConfirmAfter {
+		if c.AttachedStdin && c.CutFor > 0 && c.CutFor < in.ConfirmAfter && clientSeenGone(c) {
 			pending++
 			confirmIn = max(confirmIn, in.ConfirmAfter-c.CutFor)
 		}
@@ -462,33 +462,26 @@ func total(o *Orphan, cands []*candidate) {
 }
 
 // clientGone lists a container started attached to its client's stdin
-// (docker run -i) once that stdin has had no writer for long enough: the
-// engine closes it when the client's connection goes, and no one can
-// attach it again. It is Certain when the kernel saw which client
-// started it and that client is gone; Likely when its client is not
-// known. A client that still runs (one that closed its own stdin and
-// waits for the output) lists nothing.
+// (docker run -i) when the kernel saw the client that started this very
+// instance (its start request, verified against the instance's first
+// process) and that client has exited, and the container's stdin has
+// had no writer for long enough since. A cut stdin alone proves nothing
+// (it closes when the client's own stdin reaches EOF, while the client
+// still runs and waits for the output); a container whose client is not
+// known, or more than one client's start could have started, is never
+// listed.
 func clientGone(in Input, c Container) (Orphan, bool) {
 	if !c.AttachedStdin || c.CutFor == 0 || c.CutFor < in.ConfirmAfter || c.Init.Exited ||
-		(in.Spared != nil && in.Spared(c.Init)) || (!c.Client.IsZero() && !c.ClientExited) || c.ClientsAlive > 0 {
+		(in.Spared != nil && in.Spared(c.Init)) || !clientSeenGone(c) {
 		return Orphan{}, false
 	}
 	o := Orphan{Server: c.Init.ID, Top: c.Init.ID, Name: c.Image, Chain: []string{"container " + shortID(c.ID)}, Kind: ClientGone,
 		Container: c.ID, Client: c.Client, Processes: c.Processes, RSSBytes: c.RSSBytes, CPUSeconds: c.CPUSeconds,
-		Evidence: []string{fmt.Sprintf("started attached to its client's stdin (docker run -i), which has had no writer for %s: the engine closed it when the client went, and nothing can attach it again",
-			c.CutFor.Round(time.Second))}}
-	switch {
-	case c.Contested:
-		o.Confidence = Likely
-		o.Evidence = append(o.Evidence, "more than one client sent the start that may have started it: which one is not known")
-		return o, true
-	case c.Client.IsZero():
-		o.Confidence = Likely
-		o.Evidence = append(o.Evidence, "which client started it is not known (it started before the agent watched)")
-		return o, true
-	}
-	o.UID, o.Confidence = c.ClientUID, Certain
-	o.Evidence = append(o.Evidence, fmt.Sprintf("the client that started it (pid %d, uid %d) exited", c.Client.PID, c.ClientUID))
+		UID: c.ClientUID, Confidence: Certain,
+		Evidence: []string{
+			fmt.Sprintf("the client that started it (pid %d, uid %d) exited", c.Client.PID, c.ClientUID),
+			fmt.Sprintf("started attached to its client's stdin (docker run -i), which has had no writer for %s: nothing can attach it again",
+				c.CutFor.Round(time.Second))}}
 	if in.HostKind != nil && in.Ancestors != nil {
 		for _, a := range in.Ancestors(c.Client) {
 			if _, wrapper := roles.Identity(a.Current()); !wrapper {
@@ -498,6 +491,13 @@ func clientGone(in Input, c Container) (Orphan, bool) {
 		}
 	}
 	return o, true
+}
+
+// clientSeenGone reports whether the kernel saw the one client that
+// started c's running instance, and saw it exit, with no other client
+// of c still running.
+func clientSeenGone(c Container) bool {
+	return !c.Client.IsZero() && !c.Contested && c.ClientExited && c.ClientsAlive == 0
 }
 
 // shortID is a container ID as docker ps shows it.

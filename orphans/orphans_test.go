@@ -235,9 +235,10 @@ func TestFindIgnoresACreatorYoungerThanItsChild(t *testing.T) {
 }
 
 // A container is listed only when it was started attached to its
-// client's stdin (docker run -i) and that stdin stayed cut off: certain
-// when the kernel saw its client exit, likely when its client is not
-// known, never while its client still runs.
+// client's stdin (docker run -i), the kernel saw the client that started
+// it exit, and its stdin stayed cut off: certain, its client's; never
+// while its client still runs, never when its client is not known, and
+// never on a cut stdin alone.
 func TestAContainerIsListedOnlyWhenItsDockerRunClientIsGone(t *testing.T) {
 	const cid = "4c1e0d5c0b2f4e3a9f8e7d6c5b4a39281706f5e4d3c2b1a0f9e8d7c6b5a49382"
 	client := lineage.ID{PID: 300, Start: 3e9}
@@ -257,10 +258,11 @@ func TestAContainerIsListedOnlyWhenItsDockerRunClientIsGone(t *testing.T) {
 		pending int
 	}{
 		{"its client exited: certain, and its client's", leaked(nil), Certain, 1000, 0},
-		{"its client is not known: likely, root's alone", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited = lineage.ID{}, 0, false }), Likely, 0, 0},
-		{"its client still runs", leaked(func(c *Container) { c.ClientExited = false }), "", 0, 0},
+		{"its client is not known: never", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited = lineage.ID{}, 0, false }), "", 0, 0},
+		{"its client still runs (its own stdin reached EOF): never", leaked(func(c *Container) { c.ClientExited = false }), "", 0, 0},
 		{"another client of it still runs", leaked(func(c *Container) { c.ClientsAlive = 1 }), "", 0, 0},
-		{"two clients could have started it: likely, root's alone", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited, c.Contested = lineage.ID{}, 0, false, true }), Likely, 0, 0},
+		{"two clients could have started it: never", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited, c.Contested = lineage.ID{}, 0, false, true }), "", 0, 0},
+		{"its client is not known, its stdin cut off just now: not even pending", leaked(func(c *Container) { c.Client, c.ClientExited, c.CutFor = lineage.ID{}, false, time.Second }), "", 0, 0},
 		{"started detached or by compose: never", leaked(func(c *Container) { c.AttachedStdin = false }), "", 0, 0},
 		{"its stdin still has a writer", leaked(func(c *Container) { c.CutFor = 0 }), "", 0, 0},
 		{"its stdin was cut off just now: pending", leaked(func(c *Container) { c.CutFor = time.Second }), "", 0, 1},

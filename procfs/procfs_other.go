@@ -52,3 +52,6 @@ func StdinCutOff(root string, id lineage.ID) (bool, error) { return false, errUn
 
 // ReadStat is not supported on this OS.
 func ReadStat(root string, pid uint32) (Stat, error) { return Stat{}, errUnsupported }
+
+// ReadGroups is not supported on this OS.
+func ReadGroups(root string, id lineage.ID) ([]uint32, error) { return nil, errUnsupported }

@@ -66,9 +66,11 @@ type Tracker struct {
 	refused map[lineage.ID]bool
 	// marks remembers recent markers seen as execs (see markRecord).
 	marks []markRecord
-	// containers are the container claims by container ID (containers.go),
-	// containersPerUID their count by owner.
-	containers       map[string]*Container
+	// containers are the container claims by what their request named
+	// (a full ID, a name or an ID prefix), oldest first (containers.go);
+	// nContainers counts them, containersPerUID by owner.
+	containers       map[string][]*Container
+	nContainers      int
 	containersPerUID map[uint32]int
 	// starts are the container starts no session sent, by container ID
 	// (starts.go), startsPerUID their count by client uid.
@@ -147,7 +149,7 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		endedPerUID:      make(map[uint32]int),
 		byPID:            make(map[uint32][]*session),
 		refused:          make(map[lineage.ID]bool),
-		containers:       make(map[string]*Container),
+		containers:       make(map[string][]*Container),
 		containersPerUID: make(map[uint32]int),
 		starts:           make(map[string][]Start),
 		startsPerUID:     make(map[uint32]int),
@@ -274,7 +276,7 @@ func (t *Tracker) stats() Stats {
 		DroppedOverQuota:    t.st.droppedQuota,
 		LogsSuppressed:      t.logs.Suppressed,
 		Deduplicated:        t.st.deduplicated,
-		Containers:          len(t.containers),
+		Containers:          t.nContainers,
 		ContainersClaimed:   t.st.containersClaimed,
 		ContainersContested: t.st.containersContested,
 		ContainersRefused:   t.st.containersRefused,

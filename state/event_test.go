@@ -43,6 +43,10 @@ var testEvents = []struct {
 		Kind: lineage.KindRequest, Time: 9, Proc: lineage.ID{PID: 31, Start: 8}, Comm: "docker",
 		Request: "POST /containers/3f1c9a3b1e2d4c5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b/start ",
 	}},
+	{"engine request with its sender's groups", lineage.Event{
+		Kind: lineage.KindRequest, Time: 9, Proc: lineage.ID{PID: 31, Start: 8}, UID: 1000, Comm: "docker",
+		Request: "POST /containers/svc/start ", Groups: []uint32{1000, 0, 999, math.MaxUint32},
+	}},
 }
 
 func TestEventRoundTripIsExact(t *testing.T) {
@@ -91,7 +95,10 @@ func TestDecodeEventRejectsMalformedInput(t *testing.T) {
 		{"trailing byte", append(AppendEvent(nil, testEvents[1].ev), 0)},
 		{"unknown version", append([]byte{2}, valid[1:]...)},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"unknown flag", append([]byte{1, 2, 4}, valid[3:]...)},
+		{"unknown flag", append([]byte{1, 2, 16}, valid[3:]...)},
+		{"groups flag with no group", []byte{1, 4, flagGroups, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"group count larger than the input", []byte{1, 4, flagGroups, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03, 1}},
+		{"group beyond 32 bits", []byte{1, 4, flagGroups, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0x80, 0x80, 0x80, 0x10}},
 		{"pid beyond 32 bits", []byte{1, 1, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 0}},
 		{"uid beyond 32 bits", []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x10}},
 		{"overlong varint", []byte{1, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},

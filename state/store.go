@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/mcptrace/mcptrace/safefile"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -84,7 +85,7 @@ type Cut struct{ seq uint64 }
 var (
 	// ErrUnsafeDir: Options.Dir is a symlink, not a directory, not owned by
 	// the effective uid, or writable by group or others. Open refuses it.
-	ErrUnsafeDir = errors.New("state: unsafe state directory")
+	ErrUnsafeDir = safefile.ErrUnsafeDir
 	// ErrLocked: another Store (in this or another process) has the
 	// directory open.
 	ErrLocked = errors.New("state: directory in use by another store")
