@@ -74,9 +74,10 @@ fuzz:
 check:
 	MAKE="$(MAKE)" scripts/check.sh
 
-# VM kernel matrix: every package's tests in QEMU guests booted with real
-# Debian kernels (vmtests/README.md). `make vmtest KERNELS=6.1`,
-# `make vmtest PKGS=./sensor/`. e2e needs Node.js and runs on the host only,
+# VM kernel matrix: the packages' tests in QEMU guests booted with real
+# Debian kernels (vmtests/README.md), as vmtests/matrix.txt plans them:
+# what depends on the kernel on every kernel, everything on 5.10.
+# `make vmtest KERNELS=6.1`, `make vmtest PKGS=./sensor/`. e2e needs Node.js and runs on the host only,
 # and so do the packages whose tests need a Docker engine (containers/, a
 # private dockerd from internal/dockertest): the guests have none; and
 # vmtests/systemd, which boots its own QEMU guest (systemd as PID 1).
