@@ -10,7 +10,7 @@
 #
 # Not part of make check (it takes 20 to 40 minutes); `make stress` runs
 # both. vm mode goes through make vmtest (VMMATRIX_ARGS carries the go
-# test flags), so a failure leaves its output under bin/vmmatrix/.
+# test flags), so a failure leaves its output under bin/vmtest-runs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
