@@ -300,6 +300,7 @@ func TestReadRealChild(t *testing.T) {
 		Comm:     procmatch.TruncComm(filepath.Base(exe)),
 		Filename: exe,
 		Argv:     cmd.Args,
+		Stdio:    lineage.Stdio{In: lineage.FilePipe, Out: lineage.FilePipe},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Read(child) = %+v\nwant %+v", got, want)
@@ -539,5 +540,27 @@ func TestReadUIDsOfARealProcessOfAnotherUser(t *testing.T) {
 	cmd.Wait()
 	if _, err := ReadUIDs("", uint32(cmd.Process.Pid)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadUIDs of a reaped process: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// Read says what a process's fd 0 and fd 1 are now, for processes older
+// than the agent (roles reads servers from pipes and sockets on both).
+func TestReadSaysWhatStdinAndStdoutAre(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := cmd.Start(); err != nil { // stdout: /dev/null
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	s, err := Read(DefaultRoot, uint32(cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (lineage.Stdio{In: lineage.FilePipe, Out: lineage.FileChar}); s.Stdio != want {
+		t.Errorf("stdio %+v, want %+v", s.Stdio, want)
 	}
 }

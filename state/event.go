@@ -14,7 +14,7 @@ import (
 //	u8       format version (1)
 //	u8       Kind
 //	u8       flags: bit 0 ArgvTruncated, bit 1 Argv is not nil, bit 2
-//	         Request is not empty; others 0
+//	         Request is not empty, bit 3 Stdio is not zero; others 0
 //	uvarint  Time
 //	uvarint  Proc.PID, uvarint Proc.Start
 //	uvarint  Creator.PID, uvarint Creator.Start
@@ -27,6 +27,7 @@ import (
 //	varint   ExitCode (zigzag)
 //	varint   Signal (zigzag)
 //	         when flag bit 2: string Request
+//	         when flag bit 3: u8 Stdio.In, u8 Stdio.Out
 //
 // A string is a uvarint byte length and the bytes, kept as they are (no
 // UTF-8 check: comm and argv are whatever the kernel saw). Nothing may
@@ -39,7 +40,8 @@ const (
 	flagArgvTruncated = 1 << iota
 	flagArgv
 	flagRequest
-	flagsKnown = flagArgvTruncated | flagArgv | flagRequest
+	flagStdio
+	flagsKnown = flagArgvTruncated | flagArgv | flagRequest | flagStdio
 )
 
 // ErrBadEvent is wrapped by every DecodeEvent error.
@@ -58,6 +60,9 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 	}
 	if ev.Request != "" {
 		flags |= flagRequest
+	}
+	if ev.Stdio != (lineage.Stdio{}) {
+		flags |= flagStdio
 	}
 	b = append(b, EventFormat, byte(ev.Kind), flags)
 	b = binary.AppendUvarint(b, ev.Time)
@@ -78,6 +83,9 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 	b = binary.AppendVarint(b, int64(ev.Signal))
 	if ev.Request != "" {
 		b = appendString(b, ev.Request)
+	}
+	if flags&flagStdio != 0 {
+		b = append(b, byte(ev.Stdio.In), byte(ev.Stdio.Out))
 	}
 	return b
 }
@@ -137,6 +145,12 @@ func DecodeEvent(b []byte) (lineage.Event, error) {
 	if flags&flagRequest != 0 {
 		if ev.Request = d.string(); ev.Request == "" && d.err == nil {
 			d.fail("request flag set with an empty request")
+		}
+	}
+	if flags&flagStdio != 0 {
+		ev.Stdio = lineage.Stdio{In: lineage.FileKind(d.byte()), Out: lineage.FileKind(d.byte())}
+		if d.err == nil && (ev.Stdio == (lineage.Stdio{}) || ev.Stdio.In > lineage.FileOther || ev.Stdio.Out > lineage.FileOther) {
+			d.fail("stdio %d/%d out of range", ev.Stdio.In, ev.Stdio.Out)
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {
