@@ -78,12 +78,15 @@ func (r *hostRun) cleanup() {
 			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		}
 	}
-	for _, p := range append(r.leftovers(), agenttest.WithArgv(r.tag)...) {
-		p.Kill()
-	}
-	// Gone before the test removes HOME, which they write to.
+	// Until all are gone (an npx still starting a server may start it
+	// after the first kill), before the test removes HOME, which they
+	// write to.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		alive := len(r.leftovers()) + len(agenttest.WithArgv(r.tag))
+		left := append(r.leftovers(), agenttest.WithArgv(r.tag)...)
+		for _, p := range left {
+			p.Kill()
+		}
+		alive := len(left)
 		for _, c := range r.cmds {
 			if c.Process != nil && syscall.Kill(-c.Process.Pid, 0) == nil {
 				alive++
