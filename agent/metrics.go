@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -118,7 +119,7 @@ func (a *Agent) Sample() exporter.Picture {
 		if active && s.Generation > 1 && s.SparesRoot() {
 			gens = a.tracker.Generations(s.Ref(), procs)
 		}
-		ms := roles.Classify(s.Root, s.SparesRoot(), procs)
+		ms := api.Classify(s, procs)
 		v := exporter.SessionView{Active: active, HostKind: HostKind(s.Origin), Owner: s.Owner, Members: make([]exporter.MemberView, len(procs))}
 		for i, p := range procs {
 			m := exporter.MemberView{ID: p.ID, Role: ms[i].Role, Server: ms[i].Server, Alive: !p.Exited}

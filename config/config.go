@@ -302,7 +302,7 @@ func (c *Config) options() []option {
 			func() error {
 				return between(c.Lineage.MaxImageBytes, lineage.MinMaxImageBytes, lineage.MaxMaxImageBytes)
 			}},
-		{"sessions.default-rules", "recognise the real agent hosts (Claude Code, Codex, Copilot, Cursor, goose, OpenClaw, VS Code) as session roots", &c.Sessions.DefaultRules,
+		{"sessions.default-rules", "recognise the real agent hosts (Claude Code, Codex, Copilot, Gemini, Qwen, MCP Inspector, opencode, Amp, crush, Cline, Kiro, Cursor, goose, OpenClaw, VS Code) as session roots", &c.Sessions.DefaultRules,
 			func() error { return nil }},
 		{"sessions.rules", "extra host rules: a list of {name, comm, exe, argv, not} (configuration file only)", &c.Sessions.Rules,
 			func() error { return sessions.CompileRules(c.Sessions.Rules) }},

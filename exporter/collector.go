@@ -33,7 +33,7 @@ func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	descSessions        = desc("", "sessions", "Sessions the agent tracks, by state (ended ones while they stay listed) and the kind of host they run under.", "state", "host_kind")
-	descMembers         = desc("session", "members", "Live members of active sessions by role (host, wrapper, server, container, other).", "host_kind", "role")
+	descMembers         = desc("session", "members", "Live members of active sessions by role (host, wrapper, server, container, tool, other).", "host_kind", "role")
 	descServers         = desc("", "servers", "Live MCP server processes of active sessions, by host kind and server.", "host_kind", "server")
 	descServerRSS       = desc("server", "resident_memory_bytes", "Resident memory of live MCP servers of active sessions and of every live member running for them (wrappers, what the server started).", "host_kind", "server")
 	descServerCPU       = desc("server", "cpu_seconds", "CPU time (user and system) used so far by the live MCP servers of active sessions and the members running for them; it drops when they exit.", "host_kind", "server")

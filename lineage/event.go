@@ -70,6 +70,9 @@ type Event struct {
 	Filename      string
 	Argv          []string
 	ArgvTruncated bool
+	// Stdio is what fd 0 and fd 1 were at the exec; zero when the
+	// sensor does not say.
+	Stdio Stdio
 
 	// KindExit only: exit status and terminating signal (0 when none).
 	ExitCode int
@@ -99,4 +102,7 @@ type Snapshot struct {
 	Argv     []string
 	// Kernel marks kernel threads, which have no argv and never exec.
 	Kernel bool
+	// Stdio is what fd 0 and fd 1 are now (not necessarily what they
+	// were at the exec); zero when unreadable.
+	Stdio Stdio
 }

@@ -201,7 +201,40 @@ func (rd *reader) read(root string, pid uint32) (lineage.Snapshot, status, error
 		Filename: exe,
 		Argv:     argv,
 		Kernel:   isKernelThread(st, exeErr),
+		Stdio:    stdioOf(dfd),
 	}, ss, nil
+}
+
+// stdioOf returns what the fd 0 and fd 1 of the process directory dfd
+// are; unknown when its fd directory cannot be read.
+func stdioOf(dfd int) lineage.Stdio {
+	var st unix.Stat_t
+	if fstatat(dfd, "fd", &st) != nil {
+		return lineage.Stdio{}
+	}
+	return lineage.Stdio{In: fdKind(dfd, "fd/0"), Out: fdKind(dfd, "fd/1")}
+}
+
+func fstatat(dfd int, name string, st *unix.Stat_t) error {
+	for {
+		if err := unix.Fstatat(dfd, name, st, 0); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// fdKind returns the kind of file the descriptor link name (fd/N) of the
+// process directory dfd leads to; FileClosed when there is none,
+// FileUnknown when it cannot be read (a kernel thread, no ptrace access).
+func fdKind(dfd int, name string) lineage.FileKind {
+	var st unix.Stat_t
+	switch err := fstatat(dfd, name, &st); {
+	case err == unix.ENOENT:
+		return lineage.FileClosed
+	case err != nil:
+		return lineage.FileUnknown
+	}
+	return lineage.FileKindOfMode(st.Mode)
 }
 
 // openDir opens a process directory as a handle for openat.

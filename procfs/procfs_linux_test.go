@@ -300,6 +300,7 @@ func TestReadRealChild(t *testing.T) {
 		Comm:     procmatch.TruncComm(filepath.Base(exe)),
 		Filename: exe,
 		Argv:     cmd.Args,
+		Stdio:    lineage.Stdio{In: lineage.FilePipe, Out: lineage.FilePipe},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Read(child) = %+v\nwant %+v", got, want)
@@ -608,5 +609,27 @@ func TestParseGroups(t *testing.T) {
 				t.Fatalf("parseGroups = %v, %v; want %v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// Read says what a process's fd 0 and fd 1 are now, for processes older
+// than the agent (roles reads servers from pipes and sockets on both).
+func TestReadSaysWhatStdinAndStdoutAre(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := cmd.Start(); err != nil { // stdout: /dev/null
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	s, err := Read(DefaultRoot, uint32(cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (lineage.Stdio{In: lineage.FilePipe, Out: lineage.FileChar}); s.Stdio != want {
+		t.Errorf("stdio %+v, want %+v", s.Stdio, want)
 	}
 }

@@ -7,8 +7,10 @@
 #   scripts/setup.sh agent   what `make run` needs (nothing beyond Go today)
 #   scripts/setup.sh test    + clang-19/libbpf (make generate), qemu and
 #                            busybox (VM kernel matrix), Node.js and the
-#                            MCP host's npm packages and the Claude Code
-#                            CLI from npm (end-to-end tests),
+#                            MCP host's npm packages and the real agent
+#                            hosts from npm: Claude Code, Codex, Copilot
+#                            CLI, Gemini CLI, MCP Inspector (end-to-end
+#                            tests), git (Claude Code runs it),
 #                            prometheus (promtool for deploy/, the server
 #                            the end-to-end test starts), docker.io,
 #                            docker-compose and busybox-static (the private
@@ -31,7 +33,7 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
-test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd wine64 wine gcc-mingw-w64-x86-64) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd wine64 wine gcc-mingw-w64-x86-64 tmux git) ;;
 bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
 *) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
 esac
@@ -101,12 +103,23 @@ if [ "${1:-test}" = test ] || [ "${1:-test}" = bench ]; then
 	fi
 fi
 if [ "${1:-test}" = test ]; then
-	# The real Claude Code CLI (a native binary in a per-platform
-	# package): the wrap-config end-to-end test drives it.
-	claude="$(dirname "$0")/../e2e/testdata/claude"
-	if [ ! -x "$claude/node_modules/.bin/claude" ] || [ "$claude/package-lock.json" -nt "$claude/node_modules/.package-lock.json" ]; then
-		echo "setup: npm ci in e2e/testdata/claude" >&2
-		(cd "$claude" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-	fi
+	# The real agent hosts from npm, pinned by their package-lock.json, for
+	# the end-to-end tests (e2e/hosts_linux_test.go; claude also for
+	# wrap-config): Claude Code, Codex, the Copilot CLI, the Gemini CLI,
+	# the MCP Inspector. A fresh machine installs the five side by side
+	# in about 2 minutes, 1.2 GB in node_modules; once installed (and the
+	# lock unchanged) nothing runs, and npm's cache keeps the tarballs.
+	pids=()
+	for h in claude codex copilot gemini inspector; do
+		dir="$(dirname "$0")/../e2e/testdata/$h"
+		if [ ! -d "$dir/node_modules/.bin" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+			echo "setup: npm ci in e2e/testdata/$h" >&2
+			(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) &
+			pids+=($!)
+		fi
+	done
+	for p in "${pids[@]}"; do
+		wait "$p"
+	done
 fi
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "setup: Go is not installed (expected on PATH or /usr/local/go)" >&2; exit 1; }

@@ -14,7 +14,8 @@ import (
 //	u8       format version (1)
 //	u8       Kind
 //	u8       flags: bit 0 ArgvTruncated, bit 1 Argv is not nil, bit 2
-//	         Request is not empty, bit 3 Groups is not empty; others 0
+//	         Request is not empty, bit 3 Groups is not empty, bit 4
+//	         Stdio is not zero; others 0
 //	uvarint  Time
 //	uvarint  Proc.PID, uvarint Proc.Start
 //	uvarint  Creator.PID, uvarint Creator.Start
@@ -28,6 +29,7 @@ import (
 //	varint   Signal (zigzag)
 //	         when flag bit 2: string Request
 //	         when flag bit 3: uvarint n (at least 1), then n uvarint Groups
+//	         when flag bit 4: u8 Stdio.In, u8 Stdio.Out
 //
 // A string is a uvarint byte length and the bytes, kept as they are (no
 // UTF-8 check: comm and argv are whatever the kernel saw). Nothing may
@@ -41,7 +43,8 @@ const (
 	flagArgv
 	flagRequest
 	flagGroups
-	flagsKnown = flagArgvTruncated | flagArgv | flagRequest | flagGroups
+	flagStdio
+	flagsKnown = flagArgvTruncated | flagArgv | flagRequest | flagGroups | flagStdio
 )
 
 // maxGroups is the most groups an event carries: the kernel's
@@ -68,6 +71,9 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 	if len(ev.Groups) > 0 {
 		flags |= flagGroups
 	}
+	if ev.Stdio != (lineage.Stdio{}) {
+		flags |= flagStdio
+	}
 	b = append(b, EventFormat, byte(ev.Kind), flags)
 	b = binary.AppendUvarint(b, ev.Time)
 	b = appendID(b, ev.Proc)
@@ -93,6 +99,9 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 		for _, g := range ev.Groups {
 			b = binary.AppendUvarint(b, uint64(g))
 		}
+	}
+	if flags&flagStdio != 0 {
+		b = append(b, byte(ev.Stdio.In), byte(ev.Stdio.Out))
 	}
 	return b
 }
@@ -166,6 +175,12 @@ func DecodeEvent(b []byte) (lineage.Event, error) {
 			for i := range ev.Groups {
 				ev.Groups[i] = d.uint32()
 			}
+		}
+	}
+	if flags&flagStdio != 0 {
+		ev.Stdio = lineage.Stdio{In: lineage.FileKind(d.byte()), Out: lineage.FileKind(d.byte())}
+		if d.err == nil && (ev.Stdio == (lineage.Stdio{}) || ev.Stdio.In > lineage.FileOther || ev.Stdio.Out > lineage.FileOther) {
+			d.fail("stdio %d/%d out of range", ev.Stdio.In, ev.Stdio.Out)
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {

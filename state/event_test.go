@@ -25,6 +25,11 @@ var testEvents = []struct {
 		Parent: lineage.ID{PID: 1, Start: 2}, UID: 0, CgroupID: 1, Comm: "sh",
 		Filename: "/usr/bin/dash", Argv: []string{"sh", "-c", "npx -y @scope/server --token=x"},
 	}},
+	{"exec with stdio", lineage.Event{
+		Kind: lineage.KindExec, Proc: lineage.ID{PID: 8, Start: 8}, Filename: "/usr/bin/node", Argv: []string{"node", "server.js"},
+		Stdio: lineage.Stdio{In: lineage.FileSocket, Out: lineage.FilePipe},
+	}},
+	{"exec with stdin closed only", lineage.Event{Kind: lineage.KindExec, Stdio: lineage.Stdio{In: lineage.FileClosed}}},
 	{"exec with nil argv", lineage.Event{Kind: lineage.KindExec, Proc: lineage.ID{PID: 9, Start: 9}, Filename: "/bin/x"}},
 	{"exec with empty non-nil argv", lineage.Event{Kind: lineage.KindExec, Proc: lineage.ID{PID: 9, Start: 9}, Argv: []string{}}},
 	{"exec with empty arguments", lineage.Event{Kind: lineage.KindExec, Argv: []string{"", "", "x", ""}}},
@@ -104,6 +109,9 @@ func TestDecodeEventRejectsMalformedInput(t *testing.T) {
 		{"overlong varint", []byte{1, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
 		{"string longer than the input", []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03, 'a'}},
 		{"argv count larger than the input", []byte{1, 3, flagArgv, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0}},
+		{"stdio flag with no stdio", []byte{1, 2, flagStdio, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"stdio kind out of range", []byte{1, 2, flagStdio, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 99}},
+		{"stdio flag without its bytes", []byte{1, 2, flagStdio, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
 		{"argv count with too few strings", []byte{1, 3, flagArgv, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0}},
 	}
 	for _, tt := range tests {

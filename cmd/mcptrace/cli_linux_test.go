@@ -266,8 +266,10 @@ func TestTreeSessionShowsGenerationsAndWhatEachMarkerEnded(t *testing.T) {
 			strings.Contains(o, "ended generation 1: killed 1") && strings.Contains(o, "active in generation 2"), o
 	})
 	t.Logf("\n%s", out)
-	for _, want := range []string{"host root " + strconv.Itoa(host.Process.Pid), "server sleep gen 1 " + strconv.Itoa(first),
-		"server sleep gen 2 " + strconv.Itoa(second), "[killed by mcptrace SIGTERM"} {
+	// The shell's `sleep &` runs on /dev/null (an asynchronous command's
+	// stdin): a command the host ran for itself, a tool, not a server.
+	for _, want := range []string{"host root " + strconv.Itoa(host.Process.Pid), "tool gen 1 " + strconv.Itoa(first),
+		"tool gen 2 " + strconv.Itoa(second), "[killed by mcptrace SIGTERM"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tree --session lacks %q", want)
 		}
