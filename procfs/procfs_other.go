@@ -51,7 +51,9 @@ func ReadFacts(root string, id lineage.ID) (Facts, error) { return Facts{}, errU
 func ReadStdio(root string, id lineage.ID) (Stdio, error) { return Stdio{}, errUnsupported }
 
 // HoldsPipes is not supported on this OS.
-func HoldsPipes(root string, id lineage.ID, pipes ...uint64) (bool, error) { return false, errUnsupported }
+func HoldsPipes(root string, id lineage.ID, pipes ...uint64) (bool, error) {
+	return false, errUnsupported
+}
 
 // StdinCutOff is not supported on this OS.
 func StdinCutOff(root string, id lineage.ID) (bool, error) { return false, errUnsupported }
