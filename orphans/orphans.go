@@ -551,20 +551,27 @@ func hostGone(in Input, c *candidate, byID map[lineage.ID]*candidate, cands []*c
 	if c.starter != nil && c.starter.Exited {
 		o.Evidence = append(o.Evidence, "the program that started it exited")
 	}
-	gone := outCut
+	// Nothing can use it again when both ends of its stdio are dead: no
+	// writer of its stdin, no reader of its stdout, whoever its parent is
+	// (a parent that holds neither cannot talk to it). A stdout that is
+	// no pipe or socket says nothing: then its chain must have been
+	// reparented, its host gone.
+	both := c.Stdio.OutLocal && c.OutCutFor >= in.ConfirmAfter
+	moved := false
 	switch {
 	case t.PPID == 1:
+		moved = true
 		o.Evidence = append(o.Evidence, "reparented to init (pid 1)")
 	case reparented(t):
+		moved = true
 		o.Evidence = append(o.Evidence, fmt.Sprintf("reparented to pid %d, not its creator", t.PPID))
 	default:
-		gone = false
 		o.Evidence = append(o.Evidence, fmt.Sprintf("its parent pid %d still runs", t.PPID))
 	}
 	if !outCut {
 		o.Evidence = append(o.Evidence, "its stdout still has a reader")
 	}
-	if gone {
+	if both || (moved && !c.Stdio.OutLocal) {
 		o.Confidence = Certain
 	}
 	return verdict{o: o, listed: true}, true

@@ -135,17 +135,23 @@ func TestFindListsLeakedServersWithTheirEvidenceAndNoBystanders(t *testing.T) {
 	}
 }
 
-// A server cut off from its pipe whose wrapper still runs under a live
-// parent is listed, but only as likely: its parent may still mean to use
-// it. One whose writers are unknown is not listed.
-func TestFindIsOnlyLikelyWhereTheChainWasNotReparented(t *testing.T) {
+// Certain needs both ends of the stdio dead. A server whose stdin was
+// cut off while its live host still reads its stdout is only likely: the
+// host may still mean to use it. With both ends dead it is certain
+// whoever its parent is; one whose writers are unknown is not listed.
+func TestFindIsCertainOnlyWhenBothEndsOfItsStdioAreDead(t *testing.T) {
 	w := newWorld()
 	w.add(1, 0, 0, 0, "systemd")
-	w.add(50, 1, 0, 0, "bash")
-	w.npxChain(50, 60, 5, 0, "@acme/cut-off-mcp")
-	w.npxChain(50, 70, 6, -1, "@acme/unknown-mcp")
+	w.add(50, 1, 0, 0, "claude")
+	w.npxChain(50, 60, 5, 0, "@acme/read")
+	for _, pid := range []uint32{60, 61, 62} {
+		w.all[pid].OutCutFor, w.all[pid].Stdio.OutCut = 0, false
+	}
+	w.npxChain(50, 70, 6, 0, "@acme/dead")
+	w.npxChain(50, 80, 7, -1, "@acme/unknown")
 	got := Find(w.input()).Orphans
-	if len(got) != 1 || got[0].Name != "@acme/cut-off-mcp" || got[0].Confidence != Likely || got[0].HostKind != UnknownHost {
+	if len(got) != 2 || got[0].Name != "@acme/dead" || got[0].Confidence != Certain || got[1].Name != "@acme/read" ||
+		got[1].Confidence != Likely || got[0].HostKind != "claude" {
 		t.Fatalf("got %+v", got)
 	}
 }
@@ -376,10 +382,10 @@ func TestFindProvesAnMCPServerByLineageOrByNameWithStdio(t *testing.T) {
 			want: Certain, proof: ProofNameAndStdio, uid: 1000},
 		{name: "a listed server without an MCP word", build: func(w *world) { w.npxChain(1, 100, 10, 0, "@wonderwhy-er/desktop-commander") },
 			want: Certain, proof: ProofNameAndStdio, uid: 1000},
-		{name: "an MCP name, cut off, under its live creator", build: func(w *world) {
+		{name: "an MCP name, both ends cut off, under its live creator", build: func(w *world) {
 			w.add(90, 1, 0, 0, "bash")
 			w.npxChain(90, 100, 10, 0, "@acme/weather-mcp")
-		}, want: Likely, proof: ProofNameAndStdio, uid: 1000},
+		}, want: Certain, proof: ProofNameAndStdio, uid: 1000},
 		{name: "no MCP name, but a Claude host started it", build: func(w *world) {
 			w.add(90, 1, 0, 0, "claude")
 			w.npxChain(90, 100, 10, 0, "@acme/tools")
