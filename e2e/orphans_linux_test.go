@@ -686,7 +686,7 @@ func TestOrphansEndRefusesAProcessThatChangedSinceItWasListed(t *testing.T) {
 	if err := os.WriteFile(suid, body, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(suid, 0o4755); err != nil {
+	if err := os.Chmod(suid, os.ModeSetuid|0o755); err != nil {
 		t.Fatal(err)
 	}
 	marker := fmt.Sprintf("MCPTRACE_E2E=orphan-swap-%d", os.Getpid())
@@ -718,8 +718,10 @@ dead_py python3 -m mcp_server_swap -`)
 		t.Errorf("%d processes refused as changed since listed, want the 2 that swapped", refused)
 	}
 	procs := agenttest.WithEnv(marker)
-	if n := len(withArgv(procs, suid+" 600")); n != 1 {
-		t.Errorf("the setuid-root program the server became: %d alive, want 1 (nothing of it signalled)", n)
+	if became := withArgv(procs, suid+" 600"); len(became) != 1 {
+		t.Errorf("the setuid-root program the server became: %d alive, want 1 (nothing of it signalled)", len(became))
+	} else if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", became[0].PID)); err != nil || !strings.Contains(string(st), fmt.Sprintf("Uid:\t%d\t0\t0", nobody)) {
+		t.Errorf("the server's setuid exec did not make it root's: %v\n%s", err, st)
 	}
 	if n := len(withArgv(procs, sleep+" 600")); n != 1 {
 		t.Errorf("the program the other server became: %d alive, want 1 (nothing of it signalled)", n)
