@@ -604,14 +604,8 @@ func superseded(in Input, c *candidate, cands []*candidate, byID map[lineage.ID]
 	if c.starter == nil || c.starter.Exited || c.starter.ID.PID <= 1 {
 		return verdict{}
 	}
-	proof := c.proof
-	if proof == "" {
-		// A name with stdio evidence: the live starter holds the other end
-		// of both its stdin and its stdout.
-		if !MCPName(c.member.Server) || !stdioBoth(c) || in.HoldsStdio == nil || !in.HoldsStdio(*c.starter, c.Proc) {
-			return verdict{}
-		}
-		proof = ProofNameAndStdio
+	if c.proof == "" && (!MCPName(c.member.Server) || !stdioBoth(c)) {
+		return verdict{}
 	}
 	key := roles.CommandKey(c.Process)
 	var newer *candidate
@@ -626,6 +620,16 @@ func superseded(in Input, c *candidate, cands []*candidate, byID map[lineage.ID]
 	}
 	if newer == nil {
 		return verdict{}
+	}
+	proof := c.proof
+	if proof == "" {
+		// A name with stdio evidence: the live starter holds the other end
+		// of both its stdin and its stdout (asked last: it reads the
+		// starter's open files).
+		if in.HoldsStdio == nil || !in.HoldsStdio(*c.starter, c.Proc) {
+			return verdict{}
+		}
+		proof = ProofNameAndStdio
 	}
 	t := top(in, c, byID, cands)
 	for _, a := range newer.chain {

@@ -3,7 +3,6 @@ package procfs
 import (
 	"errors"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -102,7 +101,7 @@ func TestStdinCutOffAsksTheKernelWhetherStdinCanStillBeWritten(t *testing.T) {
 // Both ends of a stdio MCP server's channel, as the kernel counts them:
 // its stdout pipe is cut once no reader holds it, its stdin and stdout
 // socketpairs once their peers close, and each socketpair names the
-// process that made it (the host); a TCP socket (an inetd-style
+// process that made it (the host); a network socket (an inetd-style
 // service's) is not local. HoldsPipes finds the pipes the other end
 // holds.
 func TestReadStdioSeesBothEndsOfAServersChannel(t *testing.T) {
@@ -183,23 +182,15 @@ func TestReadStdioSeesBothEndsOfAServersChannel(t *testing.T) {
 		t.Errorf("after their peers closed: %+v, %v", st, err)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A network socket (no network needed: an unbound UDP one).
+	udp, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	tf, err := conn.(*net.TCPConn).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp := startReading(t, tf)
-	tf.Close()
+	uf := os.NewFile(uintptr(udp), "udp")
+	tcp := startReading(t, uf)
+	uf.Close()
 	if st, err := ReadStdio("", tcp); err != nil || st.InLocal || st.InPeer != 0 {
-		t.Errorf("a TCP socket: %+v, %v", st, err)
+		t.Errorf("a network socket: %+v, %v", st, err)
 	}
 }
