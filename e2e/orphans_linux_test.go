@@ -42,8 +42,8 @@ type corpus struct {
 
 // Files of the corpus. host.js is a Node.js host: it starts its command
 // with stdin and stdout socketpairs (as Node hosts' stdio is), twice
-// with --twice, prints the first child's pid and stays. host.py is the
-// same with pipes. reaper.py becomes a subreaper (as a user's systemd or
+// with --twice, prints the first child's pid and stays (with --line once
+// the child wrote its first output). host.py is the same with pipes. reaper.py becomes a subreaper (as a user's systemd or
 // a supervisor is), runs a script whose stdin has no writer and whose
 // stdout no reader, and reaps what is reparented to it. serve.js and
 // serve.py are the body of every look-alike: they stay, do nothing, and
@@ -66,13 +66,15 @@ else process.stdout.write(first.pid + "\n");
 setInterval(() => {}, 1 << 30);
 `,
 	"host.py": `import subprocess, sys, time
-args, line = sys.argv[1:], False
+args, line, n = sys.argv[1:], False, 1
+if args[0] == "--twice":
+    args, n = args[1:], 2
 if args[0] == "--line":
     args, line = args[1:], True
-p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+ps = [subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) for _ in range(n)]
 if line:  # ready once the program wrote its first line
-    p.stdout.readline()
-print(p.pid, flush=True)
+    ps[0].stdout.readline()
+print(ps[0].pid, flush=True)
 time.sleep(1 << 20)
 `,
 	"reaper.py": `import ctypes, os, subprocess, sys, time
@@ -187,8 +189,8 @@ func (c *corpus) link(target, name string) {
 // its environment and the corpus's helpers defined: dead_node and
 // dead_py start a command under a Node or Python host and SIGKILL the
 // host (its stdin and stdout, socketpairs or pipes, are then cut off
-// and it is reparented to the reaper); live_twice has a Node host that
-// stays start it twice. $C is the corpus, $R the uid's run directory,
+// and it is reparented to the reaper); live_twice (live_twice_py) has a
+// Node (Python) host that stays start it twice. $C is the corpus, $R the uid's run directory,
 // PYTHONPATH holds the look-alike modules.
 func (c *corpus) run(uid uint32, marker, script string) {
 	c.t.Helper()
@@ -203,6 +205,7 @@ waitpid() { n=0; until [ -s "$1" ] || [ $n -gt 600 ]; do sleep 0.05; n=$((n+1));
 dead_node() { f=$(mktemp -p $R); node $C/host.js "$@" >$f 2>/dev/null & h=$!; waitpid $f; kill -9 $h; }
 dead_py() { f=$(mktemp -p $R); python3 $C/host.py "$@" >$f 2>/dev/null & h=$!; waitpid $f; kill -9 $h; }
 live_twice() { f=$(mktemp -p $R); node $C/host.js --twice "$@" >$f 2>/dev/null & waitpid $f; }
+live_twice_py() { f=$(mktemp -p $R); python3 $C/host.py --twice "$@" >$f 2>/dev/null & waitpid $f; }
 `
 	// Debian's programs, which every uid can run (root's PATH may lead
 	// to a per-user Python first).
@@ -255,14 +258,14 @@ func bystanders(port, port2 int) []bystander {
 			`dead_py --line python3 -m http.server 0 --bind 127.0.0.2`, "127.0.0.2"},
 		{"python3 -m http.server under nohup", true, `nohup python3 -m http.server 0 --bind 127.0.0.3 >/dev/null 2>&1 &`, "127.0.0.3"},
 		{"python3 -m http.server its live supervisor started twice (idle, stdio held)", true,
-			`live_twice python3 -m http.server 0 --bind 127.0.0.4`, "127.0.0.4"},
+			`live_twice_py python3 -m http.server 0 --bind 127.0.0.4`, "127.0.0.4"},
 		{"inetd-style python3 -m http.server after its TCP client hung up", true,
 			fmt.Sprintf(`busybox nc -l -p %d -e python3 -m http.server 0 --bind 127.0.0.5 2>/dev/null &`, port), "127.0.0.5"},
 		{"uvicorn main:app, socketpairs to a dead Node parent", false, `dead_node python3 -m uvicorn main:app --port 8001`, "uvicorn main:app"},
 		{"flask run, pipes to a dead parent", false, `dead_py python3 -m flask run --port 8002`, "flask run"},
 		{"celery -A proj worker started by a script that exited", false, `python3 -m celery -A proj worker 2>/dev/null &`, "celery -A proj"},
 		{"jupyter lab under nohup", false, `nohup python3 -m jupyterlab --port 8003 2>/dev/null &`, "jupyterlab"},
-		{"pylsp, an editor's stdio language server its live editor started twice", true, `live_twice pylsp`, "pylsp"},
+		{"pylsp, an editor's stdio language server its live editor started twice", true, `live_twice_py pylsp`, "pylsp"},
 		// Node.js.
 		{"nohup npx http-server", false, `nohup npx --no-install http-server -p 8004 >/dev/null 2>&1 &`, "http-server -p 8004"},
 		{"nohup node …/http-server/bin/http-server", false, `nohup node $C/node_modules/http-server/bin/http-server -p 8005 2>/dev/null &`, "-p 8005"},
