@@ -51,7 +51,7 @@ type Server struct {
 	// root, a caller's own otherwise. EndOrphans ends them with the
 	// caller's authority (see agent.EndOrphans). Optional.
 	Orphans    func(uid uint32, root bool) (orphans.Found, error)
-	EndOrphans func(ctx context.Context, uid uint32, root, certainOnly, dryRun bool) ([]orphans.Orphan, enforcer.Report, error)
+	EndOrphans func(ctx context.Context, uid uint32, root, includeLikely, dryRun bool) ([]orphans.Orphan, enforcer.Report, error)
 	Now        func() uint64 // CLOCK_BOOTTIME ns
 	Log        *slog.Logger
 	// MaxConnections and MaxConnectionsPerUID cap the open connections of

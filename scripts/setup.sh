@@ -23,7 +23,11 @@
 #                            purged in a fresh Debian 12 root, its unit
 #                            checked with systemd-analyze), wine64, wine
 #                            and gcc-mingw-w64-x86-64 (the Windows tests run
-#                            under wine, with a shim DLL built by mingw)
+#                            under wine, with a shim DLL built by mingw),
+#                            python3-pylsp, tmux and gnupg (real bystanders
+#                            `mcptrace orphans` must never list: an editor's
+#                            stdio language server, a tmux server, a
+#                            gpg-agent)
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
 #                            compares against), gcc for its workloads,
 #                            bpftool, taskset; Node.js and the MCP host's
@@ -33,7 +37,7 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
-test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd wine64 wine gcc-mingw-w64-x86-64 tmux git) ;;
+test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd wine64 wine gcc-mingw-w64-x86-64 tmux git python3-pylsp gnupg) ;;
 bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
 *) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
 esac
