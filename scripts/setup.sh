@@ -28,6 +28,10 @@
 #                            `mcptrace orphans` must never list: an editor's
 #                            stdio language server, a tmux server, a
 #                            gpg-agent)
+#   scripts/setup.sh hosts   the real agent hosts from npm alone (see
+#                            below); MCPTRACE_SETUP_HOSTS=later makes
+#                            `test` leave them out, for make check, which
+#                            installs them while vet and the build run
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
 #                            compares against), gcc for its workloads,
 #                            bpftool, taskset; Node.js and the MCP host's
@@ -37,9 +41,10 @@ set -euo pipefail
 want=()
 case "${1:-test}" in
 agent) ;;
+hosts) ;;
 test) want+=(clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd wine64 wine gcc-mingw-w64-x86-64 tmux git python3-pylsp gnupg) ;;
 bench) want+=(bpftrace forkstat gcc libc6-dev make util-linux bpftool procps) ;;
-*) echo "usage: $0 [agent|test|bench]" >&2; exit 2 ;;
+*) echo "usage: $0 [agent|test|hosts|bench]" >&2; exit 2 ;;
 esac
 
 if [ "$(id -u)" != 0 ]; then
@@ -95,7 +100,7 @@ fi
 if [ "${1:-test}" = test ]; then
 	"$(dirname "$0")/../vmtests/setup.sh"
 fi
-if [ "${1:-test}" = test ] || [ "${1:-test}" = bench ]; then
+if [ "${1:-test}" = test ] || [ "${1:-test}" = bench ] || [ "${1:-test}" = hosts ]; then
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 		echo "setup: installing nodejs npm" >&2
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
@@ -106,7 +111,7 @@ if [ "${1:-test}" = test ] || [ "${1:-test}" = bench ]; then
 		(cd "$host" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 	fi
 fi
-if [ "${1:-test}" = test ]; then
+if { [ "${1:-test}" = test ] && [ "${MCPTRACE_SETUP_HOSTS:-now}" != later ]; } || [ "${1:-test}" = hosts ]; then
 	# The real agent hosts from npm, pinned by their package-lock.json, for
 	# the end-to-end tests (e2e/hosts_linux_test.go; claude also for
 	# wrap-config): Claude Code, Codex, the Copilot CLI, the Gemini CLI,
