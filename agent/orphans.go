@@ -97,8 +97,10 @@ func (a *Agent) Orphans(uid uint32, root bool) (orphans.Found, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.lastLook.IsZero() || time.Since(o.lastLook) >= orphanLookGap {
+		prev := o.last.Orphans
 		o.last = a.look()
 		o.lastLook = time.Now()
+		a.emitOrphans(prev, o.last.Orphans)
 	}
 	if root {
 		found := o.last
@@ -342,6 +344,7 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 		kept := rep
 		kept.Records = nil
 		a.keepReportLocked(key, kept)
+		a.emitRecords(nil, records)
 		a.journal([]state.Record{jsonRecord(recReport, reportRecord{Key: key, Report: kept, Records: records})})
 		a.mu.Unlock()
 	}
