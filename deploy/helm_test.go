@@ -386,7 +386,14 @@ func TestHelmChartWithEverythingSetKeepsTheBasesPrivileges(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the agent refuses the chart's configuration: %v", err)
 	}
-	if cfg.Enforcer.Mode != "audit" {
-		t.Errorf("enforcer.mode %q, want the values' audit", cfg.Enforcer.Mode)
+	if cfg.Enforcer.Mode != "audit" || cfg.Export.File != "/var/lib/mcptrace/events.jsonl" {
+		t.Errorf("enforcer.mode %q, export.file %q: want the values'", cfg.Enforcer.Mode, cfg.Export.File)
+	}
+	// The export file is on a volume the pod mounts writable from the
+	// node: a log shipper on the node reads it there.
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return !m.ReadOnly && strings.HasPrefix(cfg.Export.File, m.MountPath+"/")
+	}) {
+		t.Errorf("export.file %s is on no writable volume of the pod", cfg.Export.File)
 	}
 }
