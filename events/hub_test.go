@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -212,5 +213,37 @@ func TestEventsLeaveRedacted(t *testing.T) {
 	}
 	if e.Argv[3] != secret {
 		t.Errorf("the published event was changed: %q", e.Argv)
+	}
+}
+
+// What the consumer pays per exec: nothing but On while nobody follows,
+// an event and an offer to each follower otherwise (docs/ARCHITECTURE.md,
+// "The event stream").
+func BenchmarkPublishExec(b *testing.B) {
+	argv := []string{"node", "/usr/lib/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/home/u"}
+	for _, followers := range []int{0, 1, 4} {
+		b.Run(fmt.Sprintf("followers=%d", followers), func(b *testing.B) {
+			h := NewHub("n", 0)
+			for i := range followers {
+				f, err := h.Follow(uint32(i), func(e *Event) bool { return *e.UID == 0 }, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				go func() {
+					for {
+						if _, ok := f.Next(context.Background()); !ok {
+							return
+						}
+					}
+				}()
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if h.On() {
+					h.Publish(&Event{Kind: Exec, Session: "s", Owner: U(0), UID: U(0), PID: uint32(i), Argv: argv})
+				}
+			}
+		})
 	}
 }
