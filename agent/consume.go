@@ -62,6 +62,7 @@ func (a *Agent) consume() error {
 		a.hold.wait()
 		a.mu.Lock()
 		var acts []sessions.Action
+		follow := a.stream.hub.On() // execs are built only for a follower
 		for _, ev := range b.Events {
 			if debug {
 				a.log.Debug("event", "kind", ev.Kind.String(), "pid", ev.Proc.PID, "start_ns", ev.Proc.Start, "comm", ev.Comm, "file", filepath.Base(ev.Filename), "argc", len(ev.Argv))
@@ -69,6 +70,9 @@ func (a *Agent) consume() error {
 			a.graph.Apply(ev)
 			a.countEvent(ev.Kind)
 			acts = append(acts, a.tracker.Observe(ev)...)
+			if follow && ev.Kind == lineage.KindExec {
+				a.emitExec(ev)
+			}
 		}
 		starts := a.markPending(acts)
 		a.journal(recs)

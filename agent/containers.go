@@ -326,10 +326,14 @@ func (j *judge) judge(c sessions.Container, listed bool) error {
 	}
 	cs.mu.Lock()
 	cs.info[r.x.ID] = info
-	v := judgeStart(cs.verdicts[k], c, r.x.ID, info)
+	old := cs.verdicts[k]
+	v := judgeStart(old, c, r.x.ID, info)
 	v.listed = listed
 	cs.verdicts[k] = v
 	cs.mu.Unlock()
+	if v.Verified && !old.Verified {
+		a.emitContainerStart(c, r.x.ID, r.x.Image)
+	}
 	if c.ID == "" && v.Final {
 		// Resolved once, when it was judged: a name the engine gives
 		// another container later changes nothing about this start.

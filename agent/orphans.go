@@ -107,8 +107,10 @@ func (a *Agent) orphansListed(uid uint32, root bool) (orphans.Found, listing) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.lastLook.IsZero() || time.Since(o.lastLook) >= orphanLookGap {
+		prev := o.last.Orphans
 		o.last, o.listed = a.look()
 		o.lastLook = time.Now()
+		a.emitOrphans(prev, o.last.Orphans)
 	}
 	return forCaller(o.last, uid, root), o.listed
 }
@@ -441,6 +443,7 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, includeLikely,
 		kept := rep
 		kept.Records = nil
 		a.keepReportLocked(key, kept)
+		a.emitRecords(nil, records)
 		a.journal([]state.Record{jsonRecord(recReport, reportRecord{Key: key, Report: kept, Records: records})})
 		a.mu.Unlock()
 	}

@@ -29,6 +29,7 @@ func (a *Agent) Status() api.Status {
 		Gaps:          gapCounts(gs),
 		Recovered:     map[string]uint64{},
 		History:       a.historyStatus(),
+		Stream:        a.eventsStatus(),
 	}
 	for _, k := range eventKinds {
 		st.Events[k.String()] = a.events[k].Load()

@@ -77,27 +77,37 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		// A missing pipe is fs.ErrNotExist on Windows, not ENOENT.
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("%w at %s: start it with `mcptrace agent` (as root), or point --api.socket at its socket: %v", ErrAgentUnreachable, c.Socket, err)
-		}
-		if errors.Is(err, syscall.EACCES) {
-			return fmt.Errorf("%w at %s: permission denied on the socket: %v", ErrAgentUnreachable, c.Socket, err)
-		}
-		return fmt.Errorf("query agent at %s: %w", c.Socket, err)
+		return c.requestErr(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e Error
-		if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
-			e.Error = resp.Status
-		}
-		return &StatusError{Code: resp.StatusCode, Message: e.Error}
+		return statusErr(resp)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decode answer to %s: %w", path, err)
 	}
 	return nil
+}
+
+// requestErr says why a request got no answer.
+func (c *Client) requestErr(err error) error {
+	// A missing pipe is fs.ErrNotExist on Windows, not ENOENT.
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%w at %s: start it with `mcptrace agent` (as root), or point --api.socket at its socket: %v", ErrAgentUnreachable, c.Socket, err)
+	}
+	if errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("%w at %s: permission denied on the socket: %v", ErrAgentUnreachable, c.Socket, err)
+	}
+	return fmt.Errorf("query agent at %s: %w", c.Socket, err)
+}
+
+// statusErr is the refusal or failure an answer other than 200 carries.
+func statusErr(resp *http.Response) error {
+	var e Error
+	if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
+		e.Error = resp.Status
+	}
+	return &StatusError{Code: resp.StatusCode, Message: e.Error}
 }
 
 // Processes returns every process the caller may see.

@@ -68,6 +68,8 @@ type Status struct {
 	Containers ContainerStatus `json:"containers"`
 	// History is the journal of sessions kept on disk.
 	History HistoryStatus `json:"history"`
+	// Stream is the event stream and its export file (events.go).
+	Stream EventsStatus `json:"event_stream"`
 }
 
 // ContainerStatus is container attribution and the engine it asks.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/events"
 	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -35,6 +36,7 @@ type Config struct {
 	Metrics    Metrics
 	Containers Containers
 	History    History
+	Export     Export
 	Log        Log
 	// Overridden lists the options the configuration file sets that a
 	// flag or the environment overrides, each as "key (by)", for the
@@ -52,6 +54,18 @@ type History struct {
 	MaxAge time.Duration
 	// MaxBytes bounds the store's file (history.max-bytes).
 	MaxBytes int
+}
+
+// Export configures the export file of the agent's event stream, for log
+// pipelines: one JSON object a line, rotated at a size bound.
+type Export struct {
+	// File is where events are written (export.file); "" writes none.
+	File string
+	// MaxBytes is the size at which the file is rotated
+	// (export.max-bytes); MaxFiles how many rotated files are kept
+	// (export.max-files).
+	MaxBytes int
+	MaxFiles int
 }
 
 // Containers configures the attribution of containers that session
@@ -250,6 +264,7 @@ func Default() Config {
 			MaxAge:   history.DefaultMaxAge,
 			MaxBytes: history.DefaultMaxBytes,
 		},
+		Export: Export{MaxBytes: events.DefaultExportMaxBytes, MaxFiles: events.DefaultExportMaxFiles},
 		State: State{
 			Dir:                state.DefaultDir,
 			CheckpointInterval: state.DefaultCheckpointInterval,
@@ -364,6 +379,17 @@ func (c *Config) options() []option {
 			func() error { return between(c.History.MaxAge, time.Minute, 366*24*time.Hour) }},
 		{"history.max-bytes", "most bytes the history's store takes on disk; past it the oldest records go first", &c.History.MaxBytes,
 			func() error { return between(c.History.MaxBytes, history.MinBytes, 1<<40) }},
+		{"export.file", "where every event (`mcptrace events --json`: sessions, markers, member execs, kills, containers, orphans, losses) is written for a log pipeline, one JSON object a line, argv redacted; its directory must be root's and writable by no one else; empty: none", &c.Export.File,
+			func() error {
+				if c.Export.File == "" {
+					return nil
+				}
+				return absPath(c.Export.File)
+			}},
+		{"export.max-bytes", "size in bytes at which the export file is rotated (FILE.1 holds the previous one); a line never spans two files", &c.Export.MaxBytes,
+			func() error { return between(c.Export.MaxBytes, events.MinExportMaxBytes, events.MaxExportMaxBytes) }},
+		{"export.max-files", "how many rotated export files are kept (FILE.1 … FILE.N); the oldest goes", &c.Export.MaxFiles,
+			func() error { return between(c.Export.MaxFiles, 1, events.MaxExportMaxFiles) }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,

@@ -78,6 +78,8 @@ type Tracker struct {
 	startsPerUID map[uint32]int
 	nStarts      int
 	st           counters
+	// began, when set, is told of every session that begins (OnBegin).
+	began func(Session)
 }
 
 // tagKey names a tag: tags are scoped by the owner's uid, so two users
@@ -184,6 +186,17 @@ func (t *Tracker) SetLogger(log *slog.Logger) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	t.log = log
+}
+
+// OnBegin has f told of every session that begins from now on (a rule,
+// a tag, Begin, Scan), with the tracker's lock held: f must not call the
+// tracker, nor block. Ends and markers are the Actions the tracker
+// returns. The agent sets it once a restored tracker has replayed its
+// journal, so a replayed begin is not told twice.
+func (t *Tracker) OnBegin(f func(Session)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.began = f
 }
 
 func (t *Tracker) now() uint64 {

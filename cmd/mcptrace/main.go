@@ -61,7 +61,7 @@ var buildCmds []*cobra.Command
 
 func newRoot() *cobra.Command {
 	cmds := []*cobra.Command{newAgentCmd(), newTreeCmd(), newStatusCmd(),
-		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newOrphansCmd(), newWrapConfigCmd(), newUninstallCmd(), newConfigCmd(), newServiceCmd()}
+		newRunCmd(), newExecCmd(), newMarkCmd(), newSessionCmd(), newSessionsCmd(), newHistoryCmd(), newOrphansCmd(), newEventsCmd(), newWrapConfigCmd(), newUninstallCmd(), newConfigCmd(), newServiceCmd()}
 	return newRootWith(append(cmds, buildCmds...)...)
 }
 
