@@ -286,7 +286,7 @@ func (c *Config) options() []option {
 			func() error { return absPath(c.BPF.BPFFS) }},
 		{"bpf.tracefs", "mount point of tracefs", &c.BPF.TraceFS,
 			func() error { return absPath(c.BPF.TraceFS) }},
-		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; `mcptrace uninstall` removes them)", &c.BPF.PinDir,
+		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; mcptrace uninstall removes them)", &c.BPF.PinDir,
 			func() error { return absPath(c.BPF.PinDir) }},
 		{"lineage.retention", fmt.Sprintf("how long exited processes of a session (and those whose lineage is unproven) stay in the lineage graph; others go once %d newer ones exited", lineage.DefaultRecentExits), &c.Lineage.Retention,
 			func() error { return between(c.Lineage.Retention, time.Millisecond, maxRetention) }},
@@ -310,7 +310,7 @@ func (c *Config) options() []option {
 			func() error { return between(c.Sessions.Retention, time.Second, maxRetention) }},
 		{"sessions.within-pid", "only this PID and the processes it created begin sessions or send destroy markers; 0: the whole node", &c.Sessions.WithinPID,
 			func() error { return pid(c.Sessions.WithinPID) }},
-		{"sessions.max-active-per-uid", "most active sessions one uid may have; a further one is refused (counted, and `mcptrace run` fails)", &c.Sessions.MaxActivePerUID,
+		{"sessions.max-active-per-uid", "most active sessions one uid may have; a further one is refused (counted, and mcptrace run fails)", &c.Sessions.MaxActivePerUID,
 			func() error { return between(c.Sessions.MaxActivePerUID, 1, maxActivePerUID) }},
 		{"sessions.max-ended-per-uid", "most ended sessions of one uid kept listed (its oldest go first; no uid's churn evicts another's)", &c.Sessions.MaxEndedPerUID,
 			func() error { return between(c.Sessions.MaxEndedPerUID, 1, sessions.DefaultMaxEnded) }},
@@ -353,7 +353,7 @@ func (c *Config) options() []option {
 				}
 				return absPath(c.Containers.EngineSocket)
 			}},
-		{"history.dir", "where the journal of every session, process and kill is kept on disk for `mcptrace history` and past sessions' trees (argv redacted); empty: no history", &c.History.Dir,
+		{"history.dir", "where the journal of every session, process and kill is kept on disk for mcptrace history and past sessions' trees (argv redacted); empty: no history", &c.History.Dir,
 			func() error {
 				if c.History.Dir == "" {
 					return nil

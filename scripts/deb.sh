@@ -32,7 +32,9 @@ trap 'rm -rf "$stage"' EXIT
 root=$stage/root
 
 echo "deb: building mcptrace $version for $arch"
-CGO_ENABLED=0 $go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$root/usr/bin/mcptrace" ./cmd/mcptrace
+# The version and commit `mcptrace version` and mcptrace_build_info show.
+stamp="-X github.com/mcptrace/mcptrace/internal/version.version=$version -X github.com/mcptrace/mcptrace/internal/version.revision=$(git rev-parse HEAD)"
+CGO_ENABLED=0 $go build -trimpath -ldflags "-s -w $stamp" -o "$root/usr/bin/mcptrace" ./cmd/mcptrace
 bin=$root/usr/bin/mcptrace
 
 install -D -m 0644 deploy/debian/mcptrace.service "$root/lib/systemd/system/mcptrace.service"
@@ -41,7 +43,7 @@ mkdir -p "$root/etc/mcptrace"
 
 man=$root/usr/share/man/man1
 mkdir -p "$man"
-CGO_ENABLED=0 $go run -tags mangen -ldflags "-X main.version=$version" ./cmd/mcptrace gen-man "$man"
+CGO_ENABLED=0 $go run -tags mangen -ldflags "$stamp" ./cmd/mcptrace gen-man "$man"
 rm "$man"/mcptrace-completion-powershell.1 # no PowerShell completion is shipped
 gzip -9n "$man"/*.1
 
