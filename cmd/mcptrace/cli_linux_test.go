@@ -274,6 +274,13 @@ func TestSessionsAndTreeShowWhatTheEnforcerDid(t *testing.T) {
 		out = o
 		return err == nil && strings.Contains(out, "cli-test") && strings.Contains(out, "active"), fmt.Sprintf("%v %s\n%s", err, errOut, out)
 	})
+	// Completion asks the agent for session IDs and PIDs.
+	if out, _, err := run(t, bin, "__complete", "tree", "--api.socket", socket, "--session", "cli-"); err != nil || !strings.Contains(out, "cli-test\tactive") {
+		t.Errorf("completing --session: %v\n%s", err, out)
+	}
+	if out, _, err := run(t, bin, "__complete", "tree", "--api.socket", socket, strconv.Itoa(host.Process.Pid)); err != nil || !strings.Contains(out, strconv.Itoa(host.Process.Pid)+"\t") {
+		t.Errorf("completing tree's PID %d: %v\n%s", host.Process.Pid, err, out)
+	}
 	host.Process.Signal(syscall.SIGKILL)
 	host.Wait()
 	eventually(t, "tree --session to show the kill", func() (bool, string) {

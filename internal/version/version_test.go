@@ -68,6 +68,8 @@ func buildMcptrace(t *testing.T, dir string, flags ...string) (string, string) {
 }
 
 // make build's way: the version and revision stamped in with -ldflags -X.
+// Like the next test it builds mcptrace (a link from the build cache,
+// ~8 s): what a binary says of itself is only known by building one.
 func TestVersionOfABuildWithLdflags(t *testing.T) {
 	const pkg = "github.com/mcptrace/mcptrace/internal/version"
 	out, v := buildMcptrace(t, "../..", "-ldflags", "-X "+pkg+".version=0.1.0~test7 -X "+pkg+".revision=0123456789abcdef")
