@@ -55,6 +55,18 @@ install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/ve
 install -D -m 0644 -t "$root/usr/share/mcptrace/prometheus" deploy/prometheus/mcptrace.rules.yml deploy/prometheus/prometheus.yml deploy/prometheus/fleet.yml deploy/prometheus/kubernetes.yml
 install -D -m 0644 -t "$root/usr/share/mcptrace/grafana" deploy/grafana/mcptrace.json
 install -D -m 0644 deploy/debian/copyright "$root/usr/share/doc/mcptrace/copyright"
+# A native package's changelog (lintian: no-changelog): this version, the
+# commits that led to it, dated as the last commit, as every builder
+# makes it.
+{
+	echo "mcptrace ($version) unstable; urgency=medium"
+	echo
+	git log -20 --no-merges --format='  * %s (%h)' | cut -c1-79
+	echo
+	echo " -- mcptrace developers <mcptrace@users.noreply.github.com>  $(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
+} | gzip -9n >"$root/usr/share/doc/mcptrace/changelog.gz"
+chmod 0644 "$root/usr/share/doc/mcptrace/changelog.gz"
+install -D -m 0644 deploy/debian/lintian-overrides "$root/usr/share/lintian/overrides/mcptrace"
 
 install -d "$root/DEBIAN"
 install -m 0755 -t "$root/DEBIAN" deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm

@@ -32,7 +32,8 @@
 #                            for the SVG timeline), debootstrap and systemd
 #                            (the Debian package is installed, upgraded and
 #                            purged in a fresh Debian 12 root, its unit
-#                            checked with systemd-analyze), wine64, wine
+#                            checked with systemd-analyze), lintian (the
+#                            package is checked with it), wine64, wine
 #                            and gcc-mingw-w64-x86-64 (the Windows tests run
 #                            under wine, with a shim DLL built by mingw)
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
@@ -170,7 +171,7 @@ esac
 want=()
 case "$mode" in
 agent | go) want+=(make git ca-certificates) ;;
-test) want+=(make git ca-certificates clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd wine64 wine gcc-mingw-w64-x86-64) ;;
+test) want+=(make git ca-certificates lintian clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd wine64 wine gcc-mingw-w64-x86-64) ;;
 bench) want+=(make git ca-certificates bpftrace forkstat gcc libc6-dev util-linux bpftool procps) ;;
 *) echo "usage: $0 [agent|go|check-go [GO]|which-go|test|bench]" >&2; exit 2 ;;
 esac
