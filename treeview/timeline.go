@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -89,7 +90,7 @@ func TimelineSVG(w io.Writer, tl Timeline) error {
 		labels[i] = fmt.Sprintf("%d %s", r.p.ID.PID, cmp.Or(printable(tl.Labels[r.p.ID]), printable(r.p.Comm)))
 		need = max(need, float64(indentOf(r.depth))+tlChar*float64(runes(labels[i])))
 	}
-	tlLabel := min(max(tlLabelMin, int(need)+2*tlMargin), tlLabelMax)
+	tlLabel := min(max(tlLabelMin, int(math.Ceil(need+tlChar))+2*tlMargin), tlLabelMax)
 	width := tlLabel + tlPlot
 	span := float64(t1 - t0)
 	plot := float64(width - tlLabel - 2*tlMargin)
