@@ -3,7 +3,7 @@
 //	mcptrace agent                 run the agent (root)
 //	mcptrace tree [PID]            show process lineage from the running agent
 //	mcptrace tree --ancestors PID  show the creator chain of PID
-//	mcptrace status                show the agent's counters
+//	mcptrace status [--json]       whether the agent runs and how it does
 //	mcptrace run [--session ID] -- CMD        run CMD as a session root
 //	mcptrace exec --session ID -- SERVER      exec SERVER as a tagged sub-session
 //	mcptrace mark destroy [--session ID]      end what a session started so far
