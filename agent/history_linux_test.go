@@ -319,7 +319,7 @@ func TestHistoryLosesNothingWhenTheAgentIsKilledInALoop(t *testing.T) {
 // recorded after a clean restart. An ended session the agent still lists
 // is recorded again by the next agent, whose samples never saw its
 // members: before, its columns then read "-". It waits for the history's
-// writer (a record every few seconds) twice, hence its ~12 s on the host.
+// writer (a record every few seconds) twice, hence its ~8 s on the host.
 func TestHistoryUsageGoesOnAcrossARestart(t *testing.T) {
 	ag := agenttest.StartProcess(t, "--metrics.sample-interval=100ms")
 	env := fmt.Sprintf("MCPTRACE_HISTORY_USAGE_TEST=%d", os.Getpid())
