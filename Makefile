@@ -2,21 +2,34 @@
 # installs it through scripts/setup.sh first. Run as root: the agent and
 # its tests load BPF programs.
 SHELL := /bin/bash
-GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+# The first Go new enough for go.mod of PATH's and /usr/local/go's
+# (scripts/setup.sh which-go); check-go says what to do when none is.
+GO ?= $(shell scripts/setup.sh which-go)
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test wine-test bench-once fuzz vmtest stress check bench deb image clean
+.PHONY: all build check-go run setup setup-test generate check-generate vet test wine-test bench-once fuzz vmtest stress check bench deb image clean
 
 all: build
 
 # Static (no cgo): one file that runs on any Linux, and no libc mapped into
-# the agent.
-build:
-	CGO_ENABLED=0 $(GO) build -o bin/mcptrace ./cmd/mcptrace
+# the agent. The version and commit are stamped in (`mcptrace version`,
+# mcptrace_build_info); outside a git checkout they are left to what Go
+# records, and read "devel". Expanded when build runs, after setup has
+# installed git.
+VERSION ?= $(shell scripts/version.sh 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+STAMP = -X github.com/mcptrace/mcptrace/internal/version.version=$(VERSION) -X github.com/mcptrace/mcptrace/internal/version.revision=$(REVISION)
+build: check-go
+	CGO_ENABLED=0 $(GO) build -ldflags "$(STAMP)" -o bin/mcptrace ./cmd/mcptrace
 
 setup:
 	scripts/setup.sh agent
+
+# Go must be at least go.mod's go line: a message that says what to do,
+# before anything is built, instead of go.mod's parse errors.
+check-go:
+	@scripts/setup.sh check-go "$(GO)"
 
 setup-test:
 	scripts/setup.sh test
@@ -94,7 +107,7 @@ VMTEST_PLAN ?= vmtests/matrix.txt
 # Where each run leaves its raw go test streams, guest consoles and the
 # whole output of every failed test (failed-<kernel>/), readable after it.
 VMMATRIX_OUT ?= $(CURDIR)/bin/vmtest-runs/$(shell date +%Y%m%d-%H%M%S)
-VMTEST_PURE = ./bench/... ./bpf/... ./hosts/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/... ./internal/daemonset/... ./windows/... ./orphans/... ./wrapconfig/... ./safefile/... ./events/...
+VMTEST_PURE = ./bench/... ./bpf/... ./internal/version/... ./hosts/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/... ./internal/daemonset/... ./windows/... ./orphans/... ./wrapconfig/... ./safefile/... ./events/...
 VMTEST_HOST_ONLY = ./e2e/... ./containers/... ./internal/dockertest/... ./vmtests/systemd/...
 VMTEST_EXCLUDE ?= $(VMTEST_HOST_ONLY) $(VMTEST_PURE)
 vmtest: setup-test build

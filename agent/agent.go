@@ -178,6 +178,9 @@ type Agent struct {
 	// (system_windows.go) until Run returns.
 	pins []io.Closer
 
+	// ops is what status tells the operator beyond counters
+	// (operator.go).
+	ops     operatorState
 	opts    Options
 	log     *slog.Logger
 	graph   *lineage.Graph
@@ -247,7 +250,9 @@ func New(opts Options) (*Agent, error) {
 	if opts.Sessions.Now == nil {
 		opts.Sessions.Now = procfs.BootTimeNow
 	}
+	ops := newOperatorState(&opts) // before anything takes the logger
 	a := &Agent{
+		ops:     ops,
 		opts:    opts,
 		log:     opts.Logger.With("component", "agent"),
 		graph:   newGraph(opts),
@@ -473,7 +478,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- exporter.Serve(ctx, ml, exporter.Handler(reg, a.opts.Logger.With("component", "exporter")))
+			errc <- exporter.Serve(ctx, ml, exporter.WithProbes(exporter.Handler(reg, a.opts.Logger.With("component", "exporter")), a.probes()))
 		}()
 		a.log.Info("serving metrics", "address", a.metricsAddr, "path", "/metrics", "sample_interval", a.opts.SampleInterval)
 	}

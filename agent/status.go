@@ -13,6 +13,10 @@ import (
 func (a *Agent) Status() api.Status {
 	gs := a.graph.Stats()
 	st := api.Status{
+		Agent:         a.agentStatus(),
+		Kernel:        a.kernelStatus(),
+		Leaks:         leakStatus(a.Picture()),
+		Problems:      a.ops.problems.list(),
 		Tracked:       gs.Tracked,
 		Alive:         gs.Alive,
 		Exited:        gs.Exited,

@@ -476,6 +476,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		// Whether there is a history, not how many session records it
 		// wrote (they move with other users' sessions).
 		st.History = HistoryStatus{Off: st.History.Off, Store: st.History.Store}
+		// Node-wide leaks and the agent's log move with other users'
+		// sessions, and may name them.
+		st.Leaks, st.Problems = LeakStatus{}, nil
+		st.Partial = true
 	}
 	st.Stream = st.Stream.forCaller(c)
 	st.Now = s.Now()

@@ -301,7 +301,7 @@ func (c *Config) options() []option {
 			func() error { return absPath(c.BPF.BPFFS) }},
 		{"bpf.tracefs", "mount point of tracefs", &c.BPF.TraceFS,
 			func() error { return absPath(c.BPF.TraceFS) }},
-		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; `mcptrace uninstall` removes them)", &c.BPF.PinDir,
+		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; mcptrace uninstall removes them)", &c.BPF.PinDir,
 			func() error { return absPath(c.BPF.PinDir) }},
 		{"lineage.retention", fmt.Sprintf("how long exited processes of a session (and those whose lineage is unproven) stay in the lineage graph; others go once %d newer ones exited", lineage.DefaultRecentExits), &c.Lineage.Retention,
 			func() error { return between(c.Lineage.Retention, time.Millisecond, maxRetention) }},
@@ -325,7 +325,7 @@ func (c *Config) options() []option {
 			func() error { return between(c.Sessions.Retention, time.Second, maxRetention) }},
 		{"sessions.within-pid", "only this PID and the processes it created begin sessions or send destroy markers; 0: the whole node", &c.Sessions.WithinPID,
 			func() error { return pid(c.Sessions.WithinPID) }},
-		{"sessions.max-active-per-uid", "most active sessions one uid may have; a further one is refused (counted, and `mcptrace run` fails)", &c.Sessions.MaxActivePerUID,
+		{"sessions.max-active-per-uid", "most active sessions one uid may have; a further one is refused (counted, and mcptrace run fails)", &c.Sessions.MaxActivePerUID,
 			func() error { return between(c.Sessions.MaxActivePerUID, 1, maxActivePerUID) }},
 		{"sessions.max-ended-per-uid", "most ended sessions of one uid kept listed (its oldest go first; no uid's churn evicts another's)", &c.Sessions.MaxEndedPerUID,
 			func() error { return between(c.Sessions.MaxEndedPerUID, 1, sessions.DefaultMaxEnded) }},
@@ -368,7 +368,7 @@ func (c *Config) options() []option {
 				}
 				return absPath(c.Containers.EngineSocket)
 			}},
-		{"history.dir", "where the journal of every session, process and kill is kept on disk for `mcptrace history` and past sessions' trees (argv redacted); empty: no history", &c.History.Dir,
+		{"history.dir", "where the journal of every session, process and kill is kept on disk for mcptrace history and past sessions' trees (argv redacted); empty: no history", &c.History.Dir,
 			func() error {
 				if c.History.Dir == "" {
 					return nil
@@ -379,7 +379,7 @@ func (c *Config) options() []option {
 			func() error { return between(c.History.MaxAge, time.Minute, 366*24*time.Hour) }},
 		{"history.max-bytes", "most bytes the history's store takes on disk; past it the oldest records go first", &c.History.MaxBytes,
 			func() error { return between(c.History.MaxBytes, history.MinBytes, 1<<40) }},
-		{"export.file", "where every event (`mcptrace events --json`: sessions, markers, member execs, kills, containers, orphans, losses) is written for a log pipeline, one JSON object a line, argv redacted; its directory must be root's and writable by no one else; empty: none", &c.Export.File,
+		{"export.file", "where every event (as mcptrace events --json prints it: sessions, markers, member execs, kills, containers, orphans, losses) is written for a log pipeline, one JSON object a line, argv redacted; its directory must be root's and writable by no one else; empty: none", &c.Export.File,
 			func() error {
 				if c.Export.File == "" {
 					return nil

@@ -2,11 +2,12 @@ package exporter
 
 import (
 	"cmp"
-	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcptrace/mcptrace/internal/version"
 )
 
 const namespace = "mcptrace"
@@ -80,16 +81,8 @@ type collector struct {
 }
 
 func newCollector(src Source) *collector {
-	c := &collector{src: src, build: [3]string{"unknown", "unknown", "unknown"}}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		c.build[0], c.build[2] = bi.Main.Version, bi.GoVersion
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				c.build[1] = s.Value
-			}
-		}
-	}
-	return c
+	b := version.Get()
+	return &collector{src: src, build: [3]string{b.Version, b.Revision, b.GoVersion}}
 }
 
 // Describe sends every descriptor.

@@ -137,6 +137,21 @@ func Remove(path string) (bool, error) {
 	return true, nil
 }
 
+// InUse reports whether another Store (an agent, running or starting)
+// holds the state directory path now: a start that would fail on it.
+// It creates nothing.
+func InUse(path string) bool {
+	if _, err := os.Lstat(path); err != nil {
+		return false
+	}
+	d, err := openDir(path)
+	if err != nil {
+		return errors.Is(err, ErrLocked)
+	}
+	d.close()
+	return false
+}
+
 // Open opens (creating when missing) the state directory, validates and
 // repairs what it holds, and returns what a restarted agent must replay.
 //

@@ -82,7 +82,7 @@ func (r *renderer) line(p *lineage.Process, lead string) {
 		}
 	}
 	head = append(head, st)
-	if a := age(p, r.opts.Now); a != "" {
+	if a := ageOf(p, r.opts); a != "" {
 		head = append(head, segment{a, ""})
 	}
 	if !p.Kernel && !r.opts.NoUID {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
 )
@@ -17,6 +18,10 @@ type Options struct {
 	// Now is the current CLOCK_BOOTTIME in ns, to compute the age of live
 	// processes. 0 leaves ages out.
 	Now uint64
+	// Wall, when set, turns a boot-clock time into the wall clock: a
+	// tree from the history says since when a live process ran (a time)
+	// instead of for how long until it was recorded.
+	Wall func(boot uint64) time.Time
 	// Width is the line width, in runes, that command lines are shortened to
 	// fit (0 means DefaultWidth). Very deep trees may exceed it: a command
 	// line keeps a minimum of room.

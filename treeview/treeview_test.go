@@ -547,3 +547,26 @@ func TestTreeFoldsShortCommandsIntoOneLinePerParent(t *testing.T) {
 		t.Errorf("without Fold: %d lines, want one per process, %d", n, len(nodes)-3)
 	}
 }
+
+// A tree from the history (Options.Wall) says since when a live process
+// ran, a time, not how long before a recording that may be days old.
+func TestTreeFromTheHistoryStatesTimes(t *testing.T) {
+	const sec = uint64(time.Second)
+	root := proc(10, 100*sec, lineage.ID{}, 1000, []string{"claude"})
+	child := proc(11, 160*sec, root.ID, 1000, []string{"node", "server.js"})
+	recorded := time.Date(2026, 11, 26, 9, 30, 0, 0, time.UTC)
+	now := 400 * sec // the recording's boot time
+	wall := func(boot uint64) time.Time { return recorded.Add(-time.Duration(now - boot)) }
+	var b strings.Builder
+	if err := Tree(&b, []lineage.Process{root, child}, Options{Now: now, Wall: wall}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"10 alive since 09:25:00", "11 alive since 09:26:00"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("tree lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "5m00s") {
+		t.Errorf("tree says how long before the recording:\n%s", b.String())
+	}
+}

@@ -28,14 +28,13 @@ start time, uid). Command lines are redacted, for root too.
 Root sees every event; anyone else the events of sessions they own and,
 in them, their own uid's processes, their own orphans, and losses.
 
-  mcptrace events                   the last events the agent kept (not execs)
-  mcptrace events --follow          those, then every event as it happens
-  mcptrace events --follow --json   one JSON object a line, for a pipeline
-
 A follower that reads too slowly misses events rather than slow the agent
 down: a "dropped" line says how many, where. For a log pipeline on the
 node, the agent can write the same lines to a file itself (export.file,
 rotated at export.max-bytes).`,
+		Example: `  mcptrace events                   # the last events the agent kept (not execs)
+  mcptrace events --follow          # those, then every event as it happens
+  mcptrace events --follow --json   # one JSON object a line, for a pipeline`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd)

@@ -85,7 +85,7 @@ that changed since it was listed (another uid, another program) is refused.`,
 				// A stdin just seen cut off counts once it stays so:
 				// wait for that and look again, rather than list less.
 				if l.Pending > 0 && l.ConfirmIn > 0 {
-					fmt.Fprintf(cmd.ErrOrStderr(), "confirming %d more servers whose stdin was just cut off (%s)…\n", l.Pending, l.ConfirmIn)
+					fmt.Fprintf(cmd.ErrOrStderr(), "confirming %s whose stdin was just cut off (%s)…\n", plural(l.Pending, "more server", "more servers"), treeview.Duration(l.ConfirmIn.Round(100*time.Millisecond)))
 					select {
 					case <-cmd.Context().Done():
 						return cmd.Context().Err()

@@ -200,6 +200,14 @@ Pictures for incident reports:
 			}
 			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel, Notes: notes,
 				Labels: labels, FullArgv: verbose, NoUID: local != nil, Fold: fold}
+			// From the history: times as times, not "ago" from the
+			// recording (which may be days old).
+			switch {
+			case detail != nil && !detail.Recorded.IsZero():
+				opts.Wall = wallClock(detail.Recorded, list.Now)
+			case at != "":
+				opts.Wall = wallClock(when, list.Now)
+			}
 			if cmd.Flags().Changed("ancestors") && format == "text" {
 				return treeview.Chain(out, list.Processes, opts)
 			}
@@ -221,7 +229,7 @@ Pictures for incident reports:
 			}
 			if detail != nil {
 				printContainers(out, *detail)
-				printEndings(out, *detail)
+				printEndings(out, *detail, opts.Wall)
 				if n := detail.MembersDropped; n > 0 {
 					fmt.Fprintf(out, "(%d older exited members were not kept: a record keeps %d)\n", n, api.MaxRecordMembers)
 				}
@@ -396,14 +404,24 @@ func printContainers(w io.Writer, d api.SessionDetail) {
 }
 
 // printEndings lists the markers of a session and what each ended, and
-// the end of the session.
-func printEndings(w io.Writer, d api.SessionDetail) {
+// the end of the session. With wall (a session from the history), when
+// is a time; else how long ago.
+func printEndings(w io.Writer, d api.SessionDetail, wall func(uint64) time.Time) {
 	s := d.Session
+	when := func(t uint64) string {
+		if wall != nil {
+			return "at " + wall(t).Local().Format(timeLayout)
+		}
+		return ago(d.Now, t)
+	}
 	for _, e := range d.Endings {
 		what := fmt.Sprintf("session %s ended (%s)", s.ID, s.EndReason)
+		if s.EndedAt != 0 {
+			what = fmt.Sprintf("session %s ended (%s, %s)", s.ID, s.EndReason, when(s.EndedAt))
+		}
 		if e.Marker != nil {
 			m := e.Marker
-			what = fmt.Sprintf("marker (%s, from pid %d uid %d, %s) ended generation %d", m.Via, m.Sender.PID, m.SenderUID, ago(d.Now, m.At), m.Ended)
+			what = fmt.Sprintf("marker (%s, from pid %d uid %d, %s) ended generation %d", m.Via, m.Sender.PID, m.SenderUID, when(m.At), m.Ended)
 		}
 		result := "enforcement under way"
 		if en := e.Enforcement; en != nil {
@@ -473,4 +491,15 @@ func timeline(d api.SessionDetail, labels map[lineage.ID]string) treeview.Timeli
 		tl.Markers = append(tl.Markers, treeview.TimelineMark{At: m.At, What: fmt.Sprintf("marker: generation %d ended", m.Ended)})
 	}
 	return tl
+}
+
+// wallClock turns boot-clock times of an answer made at boot time now
+// and wall time at into wall times.
+func wallClock(at time.Time, now uint64) func(uint64) time.Time {
+	return func(boot uint64) time.Time {
+		if boot > now {
+			return at
+		}
+		return at.Add(-time.Duration(now - boot))
+	}
 }
