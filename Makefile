@@ -4,7 +4,9 @@
 SHELL := /bin/bash
 # The first Go new enough for go.mod of PATH's and /usr/local/go's
 # (scripts/setup.sh which-go); check-go says what to do when none is.
-GO ?= $(shell scripts/setup.sh which-go)
+ifndef GO
+GO := $(shell scripts/setup.sh which-go)
+endif
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
