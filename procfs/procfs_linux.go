@@ -506,22 +506,25 @@ func ReadUIDs(root string, pid uint32) (UIDs, error) {
 	return ss.uids, nil
 }
 
+// statusLine cuts the first line off /proc/PID/status content b: its key
+// and its value (nil for a line without a colon), and the rest of b.
+func statusLine(b []byte) (key, val, rest []byte) {
+	line := b
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		line, rest = b[:i], b[i+1:]
+	}
+	key, val, _ = bytes.Cut(line, []byte(":"))
+	return key, val, rest
+}
+
 // parseStatus takes the UIDs, the thread group and the thread count from
 // /proc/PID/status.
 func parseStatus(b []byte) (status, error) {
 	var ss status
 	haveUID := false
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		key, val, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
+		var key, val []byte
+		key, val, b = statusLine(b)
 		first, rest := nextField(val)
 		if first == nil {
 			continue
@@ -630,16 +633,8 @@ func parseGroups(b []byte) ([]uint32, error) {
 	var out []uint32
 	haveGid := false
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		key, val, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
+		var key, val []byte
+		key, val, b = statusLine(b)
 		switch string(key) {
 		case "Gid":
 			_, rest := nextField(val)
