@@ -324,14 +324,30 @@ func TestHistoryUsageGoesOnAcrossARestart(t *testing.T) {
 	ag := agenttest.StartProcess(t, "--metrics.sample-interval=100ms")
 	env := fmt.Sprintf("MCPTRACE_HISTORY_USAGE_TEST=%d", os.Getpid())
 	// A member (not the root: the host's own usage is not the
-	// session's) that burns some CPU, then waits.
+	// session's) that burns some CPU, then waits. It is a server: started
+	// on the host's stdin and stdout, pipes (roles: a process on
+	// /dev/null is no server, and sh gives a background job /dev/null
+	// before its own redirections: the pipe is kept as fd 3 for it).
 	root := exec.Command(ag.Bin, "run", "--session", "hist-use", "--", "sh", "-c",
-		`(i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exec sleep 1000) & exec sleep 1001`)
+		`exec 3<&0; (i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exec sleep 1000 3<&-) <&3 & exec sleep 1001 3<&-`)
 	root.Env = append(os.Environ(), env)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root.Stdin, root.Stdout = inR, outW
 	if err := root.Start(); err != nil {
 		t.Fatal(err)
 	}
+	inR.Close()
+	outW.Close()
 	t.Cleanup(func() {
+		inW.Close()
+		outR.Close()
 		for _, p := range agenttest.WithEnv(env) {
 			p.Kill()
 		}
@@ -401,7 +417,11 @@ func TestHistoryUsageGoesOnAcrossARestart(t *testing.T) {
 			after.PeakRSS, after.CPUSeconds, after.KilledRSS, before.PeakRSS, before.CPUSeconds, before.KilledRSS)
 	}
 	out, err := ag.CLI("history", "--id", "hist-use")
-	if err != nil || !strings.Contains(out, "KILLED RSS") || strings.Contains(out, "LEAKED") || strings.Contains(out, " -  ") {
+	// The usage columns follow ENDED BY: none of them reads "-" (SERVERS
+	// does: sleep names no server).
+	_, usage, _ := strings.Cut(out, "root-exit")
+	usage, _, _ = strings.Cut(usage, "\n")
+	if err != nil || !strings.Contains(out, "KILLED RSS") || strings.Contains(out, "LEAKED") || usage == "" || strings.Contains(usage+" ", " - ") {
 		t.Errorf("history --id hist-use: %v\n%s", err, out)
 	}
 	t.Logf("history --id hist-use after a restart:\n%s", out)

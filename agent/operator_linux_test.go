@@ -24,7 +24,20 @@ func TestAgentSaysWhoItIsAndAnswersItsProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Agent.Build != version.Get() || st.Agent.PID == 0 || st.Agent.Started.IsZero() || !st.Agent.Ready || st.Agent.Install.Kind == "" {
+	// The agent's binary says its own build (a go test binary has no VCS
+	// stamp, a go build in a clean clone does: compare with the binary).
+	code, out := agenttest.CLIAs(t, ag.Socket, 0, "version", "--json")
+	var vs struct {
+		Client version.Info  `json:"client"`
+		Agent  *version.Info `json:"agent"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &vs) != nil || vs.Agent == nil || vs.Client.Revision == "" {
+		t.Fatalf("version --json: exit %d\n%s", code, out)
+	}
+	if *vs.Agent != vs.Client {
+		t.Errorf("version --json: the agent says %+v, its own binary %+v", *vs.Agent, vs.Client)
+	}
+	if st.Agent.Build != vs.Client || st.Agent.PID == 0 || st.Agent.Started.IsZero() || !st.Agent.Ready || st.Agent.Install.Kind == "" {
 		t.Errorf("status' agent: %+v", st.Agent)
 	}
 	if !st.Kernel.Attached || st.Kernel.Release == "" || st.Kernel.PinDir != ag.PinDir || st.Kernel.DoomedMax == 0 {
@@ -37,7 +50,7 @@ func TestAgentSaysWhoItIsAndAnswersItsProbes(t *testing.T) {
 	if !warned || st.Partial {
 		t.Errorf("root's status lacks the warning the agent logged (partial %v): %+v", st.Partial, st.Problems)
 	}
-	code, out := agenttest.CLIAs(t, ag.Socket, 65534, "status", "--json")
+	code, out = agenttest.CLIAs(t, ag.Socket, 65534, "status", "--json")
 	var theirs api.Status
 	if code != 0 || json.Unmarshal([]byte(out), &theirs) != nil {
 		t.Fatalf("status --json as nobody: exit %d\n%s", code, out)
