@@ -2,21 +2,36 @@
 # installs it through scripts/setup.sh first. Run as root: the agent and
 # its tests load BPF programs.
 SHELL := /bin/bash
-GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+# The first Go new enough for go.mod of PATH's and /usr/local/go's
+# (scripts/setup.sh which-go); check-go says what to do when none is.
+ifndef GO
+GO := $(shell scripts/setup.sh which-go)
+endif
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build run setup setup-test generate check-generate vet test wine-test bench-once fuzz vmtest check bench deb image clean
+.PHONY: all build check-go run setup setup-test generate check-generate vet test wine-test bench-once fuzz vmtest stress check bench deb image clean
 
 all: build
 
 # Static (no cgo): one file that runs on any Linux, and no libc mapped into
-# the agent.
-build:
-	CGO_ENABLED=0 $(GO) build -o bin/mcptrace ./cmd/mcptrace
+# the agent. The version and commit are stamped in (`mcptrace version`,
+# mcptrace_build_info); outside a git checkout they are left to what Go
+# records, and read "devel". Expanded when build runs, after setup has
+# installed git.
+VERSION ?= $(shell scripts/version.sh 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+STAMP = -X github.com/mcptrace/mcptrace/internal/version.version=$(VERSION) -X github.com/mcptrace/mcptrace/internal/version.revision=$(REVISION)
+build: check-go
+	CGO_ENABLED=0 $(GO) build -ldflags "$(STAMP)" -o bin/mcptrace ./cmd/mcptrace
 
 setup:
 	scripts/setup.sh agent
+
+# Go must be at least go.mod's go line: a message that says what to do,
+# before anything is built, instead of go.mod's parse errors.
+check-go:
+	@scripts/setup.sh check-go "$(GO)"
 
 setup-test:
 	scripts/setup.sh test
@@ -35,11 +50,12 @@ check-generate: generate
 
 # Formatting and vet, on Linux and for Windows, and a build for a system
 # neither supports (darwin): what a system does differently is split by
-# file name, and elsewhere a stub says it is not supported.
+# file name, and elsewhere a stub says it is not supported. (go vet
+# compiles every package it checks, tests included, so a separate
+# GOOS=windows build would only compile the same packages again.)
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
-	GOOS=windows $(GO) build ./...
 	GOOS=windows $(GO) vet ./...
 	GOOS=darwin $(GO) build ./...
 
@@ -67,12 +83,16 @@ fuzz:
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
 # Everything CI runs: formatting, vet, generated code, host tests, every
-# benchmark once, fuzzing, the VM kernel matrix.
-check: setup-test vet check-generate test wine-test bench-once fuzz vmtest
+# benchmark once, fuzzing, the VM kernel matrix; one stage after another,
+# each under a time budget, with a table of the stages' times at the end
+# (scripts/check.sh; docs/ci.md says what each stage runs and why).
+check:
+	MAKE="$(MAKE)" scripts/check.sh
 
-# VM kernel matrix: every package's tests in QEMU guests booted with real
-# Debian kernels (vmtests/README.md). `make vmtest KERNELS=6.1`,
-# `make vmtest PKGS=./sensor/`. e2e needs Node.js and runs on the host only,
+# VM kernel matrix: the packages' tests in QEMU guests booted with real
+# Debian kernels (vmtests/README.md), as vmtests/matrix.txt plans them:
+# what depends on the kernel on every kernel, everything on 5.10.
+# `make vmtest KERNELS=6.1`, `make vmtest PKGS=./sensor/`. e2e needs Node.js and runs on the host only,
 # and so do the packages whose tests need a Docker engine (containers/, a
 # private dockerd from internal/dockertest): the guests have none; and
 # vmtests/systemd, which boots its own QEMU guest (systemd as PID 1).
@@ -83,7 +103,13 @@ check: setup-test vet check-generate test wine-test bench-once fuzz vmtest
 # everything.
 KERNELS ?= 5.10 6.1 6.12 7
 PKGS ?= ./...
-VMTEST_PURE = ./bench/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/... ./internal/daemonset/... ./windows/... ./orphans/... ./wrapconfig/...
+# Which tests run on which kernel (vmtests/matrix.txt says why);
+# `make vmtest VMTEST_PLAN=` runs every package whole on every kernel.
+VMTEST_PLAN ?= vmtests/matrix.txt
+# Where each run leaves its raw go test streams, guest consoles and the
+# whole output of every failed test (failed-<kernel>/), readable after it.
+VMMATRIX_OUT ?= $(CURDIR)/bin/vmtest-runs/$(shell date +%Y%m%d-%H%M%S)
+VMTEST_PURE = ./bench/... ./bpf/... ./internal/version/... ./hosts/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/... ./internal/daemonset/... ./windows/... ./orphans/... ./wrapconfig/... ./safefile/... ./events/...
 VMTEST_HOST_ONLY = ./e2e/... ./containers/... ./internal/dockertest/... ./vmtests/systemd/...
 VMTEST_EXCLUDE ?= $(VMTEST_HOST_ONLY) $(VMTEST_PURE)
 vmtest: setup-test build
@@ -91,7 +117,15 @@ vmtest: setup-test build
 	CGO_ENABLED=0 $(GO) build -o bin/vmmatrix ./vmtests/cmd/vmmatrix
 	MCPTRACE_BIN=$(CURDIR)/bin/mcptrace bin/vmmatrix -vmexec bin/vmexec \
 		-kernels "$(KERNELS)" -pkgs "$(PKGS)" -exclude "$(VMTEST_EXCLUDE)" \
-		-vmexec-flags "-file $(CURDIR)/bin/mcptrace"
+		-plan "$(VMTEST_PLAN)" -out "$(VMMATRIX_OUT)" \
+		-vmexec-flags "-file $(CURDIR)/bin/mcptrace" $$VMMATRIX_ARGS
+
+# The tests that failed once and passed on a rerun, many times under load
+# (two busy loops): -count=20 on the host, -count=5 in the 5.10 and 7
+# guests (scripts/stress.sh; docs/ci.md). Not part of check.
+stress: build
+	GO=$(GO) scripts/stress.sh host 20
+	GO=$(GO) scripts/stress.sh vm "5.10 7" 5
 
 # Benchmarks on this machine, written into docs/benchmarks.md (between its
 # make bench markers) and docs/bench-ratios.svg: the agent against no

@@ -16,6 +16,7 @@ import (
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/containers"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/events"
 	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/internal/quota"
@@ -98,7 +99,15 @@ type Options struct {
 	HistoryDir      string
 	HistoryMaxAge   time.Duration
 	HistoryMaxBytes int64
-	Logger          *slog.Logger
+	// ExportFile, when not "", is the file every event is written to, one
+	// JSON object a line (events.Export), rotated at ExportMaxBytes with
+	// ExportMaxFiles rotated files kept (zero: the events package's
+	// defaults). Node names this node in events ("": the host name).
+	ExportFile     string
+	ExportMaxBytes int64
+	ExportMaxFiles int
+	Node           string
+	Logger         *slog.Logger
 	// ETW stands in for the ETW session on Windows (sensor.Options.ETW):
 	// tests under wine, whose ETW delivers nothing, deliver the events.
 	// nil, the default, is the real session. Not configurable.
@@ -173,6 +182,9 @@ type Agent struct {
 	// (system_windows.go) until Run returns.
 	pins []io.Closer
 
+	// ops is what status tells the operator beyond counters
+	// (operator.go).
+	ops     operatorState
 	opts    Options
 	log     *slog.Logger
 	graph   *lineage.Graph
@@ -223,6 +235,8 @@ type Agent struct {
 	hist historyState
 	// orphans remembers what Orphans read last (orphans_linux.go).
 	orphans orphanState
+	// stream is the event stream and its export file (events.go).
+	stream eventStream
 
 	// endCtx bounds enforcement; the agent cancels it when it stops,
 	// and what was under way resumes at the next start.
@@ -242,7 +256,9 @@ func New(opts Options) (*Agent, error) {
 	if opts.Sessions.Now == nil {
 		opts.Sessions.Now = procfs.BootTimeNow
 	}
+	ops := newOperatorState(&opts) // before anything takes the logger
 	a := &Agent{
+		ops:     ops,
 		opts:    opts,
 		log:     opts.Logger.With("component", "agent"),
 		graph:   newGraph(opts),
@@ -254,6 +270,7 @@ func New(opts Options) (*Agent, error) {
 
 		containers: newContainerState(opts.engineSocket()),
 	}
+	a.stream.hub = events.NewHub(opts.nodeName(), procfs.BootTimeNow())
 	var err error
 	a.tracker, err = sessions.NewTracker(a.graph, opts.Sessions, opts.Logger.With("component", "sessions"))
 	if err != nil {
@@ -337,6 +354,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.store.Close()
+	// Events from here on: the replay above published nothing again.
+	a.openEvents()
+	defer a.closeEvents()
 	sopts := sensor.Options{
 		RingBufferSize: a.opts.RingBufferSize,
 		TraceFS:        a.opts.TraceFS,
@@ -440,6 +460,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		History:    a.History,
 		Orphans:    a.Orphans,
 		EndOrphans: a.EndOrphans,
+		Events:     a.stream.hub,
 		Now:        procfs.BootTimeNow,
 		Log:        a.opts.Logger.With("component", "api"),
 

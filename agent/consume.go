@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/sessions"
 	"github.com/mcptrace/mcptrace/state"
@@ -46,6 +47,9 @@ func (a *Agent) consume() error {
 		// nothing but the event. Store.Append copies what it writes, so
 		// enc is reused for the next batch.
 		recs, enc = recs[:0], enc[:0]
+		for i := range b.Events {
+			a.senderGroups(&b.Events[i])
+		}
 		for _, ev := range b.Events {
 			var rec state.Record
 			rec, enc = eventRecord(enc, ev)
@@ -58,6 +62,7 @@ func (a *Agent) consume() error {
 		a.hold.wait()
 		a.mu.Lock()
 		var acts []sessions.Action
+		follow := a.stream.hub.On() // execs are built only for a follower
 		for _, ev := range b.Events {
 			if debug {
 				a.log.Debug("event", "kind", ev.Kind.String(), "pid", ev.Proc.PID, "start_ns", ev.Proc.Start, "comm", ev.Comm, "file", filepath.Base(ev.Filename), "argc", len(ev.Argv))
@@ -65,6 +70,9 @@ func (a *Agent) consume() error {
 			a.graph.Apply(ev)
 			a.countEvent(ev.Kind)
 			acts = append(acts, a.tracker.Observe(ev)...)
+			if follow && ev.Kind == lineage.KindExec {
+				a.emitExec(ev)
+			}
 		}
 		starts := a.markPending(acts)
 		a.journal(recs)
@@ -80,6 +88,19 @@ func (a *Agent) consume() error {
 		if b.Barrier != 0 {
 			a.barrier.reach(b.Barrier)
 		}
+	}
+}
+
+// senderGroups reads the groups of a container start's sender while it
+// waits for the engine's answer, before the event is journaled, so that
+// who may use the engine is decided on the kernel's groups even after
+// the client exited (docker run -d), and across a restart.
+func (a *Agent) senderGroups(ev *lineage.Event) {
+	if ev.Kind != lineage.KindRequest || ev.Request == "" || ev.Groups != nil {
+		return
+	}
+	if g, err := procfs.ReadGroups(a.opts.ProcRoot, ev.Proc); err == nil && len(g) > 0 {
+		ev.Groups = g
 	}
 }
 

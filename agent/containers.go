@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +34,8 @@ const containerCheckInterval = time.Second
 // first process may start and still count as started by that request.
 const verifyWindow = 10 * time.Second
 
-// containerInfo is what the engine said about a claimed container.
+// containerInfo is what the engine said about a container, by its full
+// ID.
 type containerInfo struct {
 	Image string
 	Name  string
@@ -40,14 +44,29 @@ type containerInfo struct {
 	// running.
 	Init    lineage.ID
 	Running bool
-	// Verified: the engine has it and its first process started within
-	// verifyWindow after the client's start request; Init is that process
-	// (a container restarted since is not the one the request started).
-	// Why says why not; Final: it never will be, so the engine is not
-	// asked again.
+}
+
+// verdict is the judgement of one claim (one start request): whether
+// that start started the instance of the container that ran when the
+// engine was asked. It belongs to that start alone: another start of the
+// same container, by the same client or anyone, is judged for itself.
+type verdict struct {
+	// ID is the container the request named, as the engine answered (a
+	// name resolved when the start was judged).
+	ID string
+	// Init is the instance the start was judged against: the first
+	// process that ran then; zero until judged.
+	Init lineage.ID
+	// Verified: Init started within verifyWindow after the request.
+	// Final: judged for good (it was running when asked), so the engine
+	// is not asked again but when its running state changes. Why says
+	// why not verified.
 	Verified bool
 	Final    bool
 	Why      string
+	// listed is whether the engine's list showed the container running
+	// when it was last asked about it.
+	listed bool
 }
 
 // containerState is the engine and what it said.
@@ -63,11 +82,12 @@ type containerState struct {
 	// a change of class is logged, a new message of the same class (a
 	// timeout that took 5.01 s instead of 5.02 s) is not.
 	offClass string
-	info     map[string]containerInfo
+	info     map[string]containerInfo      // by full container ID
+	verdicts map[sessions.ClaimKey]verdict // by claim
 }
 
 func newContainerState(socket string) *containerState {
-	cs := &containerState{socket: socket, info: map[string]containerInfo{}}
+	cs := &containerState{socket: socket, info: map[string]containerInfo{}, verdicts: map[sessions.ClaimKey]verdict{}}
 	if socket != "" {
 		cs.engine = containers.NewEngine(socket)
 	}
@@ -87,8 +107,9 @@ func (a *Agent) containerStatus() api.ContainerStatus {
 	if cs.up {
 		st.Engine, st.API = cs.version.Engine, cs.version.Using
 	}
+	at := cs.attributionLocked(claims)
 	for _, c := range claims {
-		if i := cs.info[c.ID]; c.Contested || !i.Verified {
+		if why, _ := at.decide(c, nil); why != "" {
 			st.Unattributed++
 		}
 	}
@@ -177,9 +198,10 @@ func (a *Agent) checkContainers(ctx context.Context) {
 	if len(claims) == 0 && !a.tracker.HasStarts() {
 		return
 	}
-	// One list of the running containers a round; a claim is inspected
-	// only when it is undecided or its running state changed, and the
-	// starts no session sent are kept for running containers only.
+	// One list of the running containers a round; a claim is asked about
+	// only when it is not judged for good or its container's running
+	// state changed, and the starts no session sent are kept for running
+	// containers only.
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	list, err := cs.engine.List(lctx)
 	cancel()
@@ -194,78 +216,161 @@ func (a *Agent) checkContainers(ctx context.Context) {
 		running[x.ID] = true
 	}
 	a.pruneStarts(running)
-	live := map[string]bool{}
-	for _, c := range claims {
-		live[c.ID] = true
-		cs.mu.Lock()
-		old, known := cs.info[c.ID]
-		cs.mu.Unlock()
-		if known && (old.Final || old.Running == running[c.ID]) {
-			continue // decided for good, or nothing changed since asked
+	listed := func(c sessions.Container) bool {
+		if c.ID != "" {
+			return running[c.ID]
 		}
-		info, err := a.inspectClaim(ctx, c, old)
-		switch {
-		case errors.Is(err, containers.ErrNotFound):
-			// Removed (--rm, docker rm): nothing is left to end.
-			a.tracker.ForgetContainer(c.ID)
-			delete(live, c.ID)
-			continue
-		case errors.Is(err, containers.ErrUnreachable):
+		for _, x := range list {
+			if slices.Contains(x.Names, c.Ref) || strings.HasPrefix(x.ID, c.Ref) {
+				return true
+			}
+		}
+		return false
+	}
+	j := a.newJudge(ctx)
+	for _, c := range claims {
+		now := listed(c)
+		cs.mu.Lock()
+		v, judged := cs.verdicts[c.Key()]
+		cs.mu.Unlock()
+		if judged && v.listed == now && (v.Final || !now) {
+			continue // judged for good, or not running: nothing changed since asked
+		}
+		if err := j.judge(c, now); errors.Is(err, containers.ErrUnreachable) {
 			if ctx.Err() == nil {
 				cs.setOff(a, offEngine, err.Error())
 			}
 			return
-		case err != nil:
-			// This claim's answer was unusable; the others are asked.
-			info = old
-			info.Why = err.Error()
 		}
-		cs.mu.Lock()
-		cs.info[c.ID] = info
-		cs.mu.Unlock()
+	}
+	// What no claim names any more is forgotten.
+	claims = a.tracker.Containers()
+	keys, ids := map[sessions.ClaimKey]bool{}, map[string]bool{}
+	for _, c := range claims {
+		keys[c.Key()] = true
+		ids[c.ID] = true
 	}
 	cs.mu.Lock()
+	for k, v := range cs.verdicts {
+		if !keys[k] {
+			delete(cs.verdicts, k)
+		} else {
+			ids[v.ID] = true
+		}
+	}
 	for id := range cs.info {
-		if !live[id] {
+		if !ids[id] {
 			delete(cs.info, id)
 		}
 	}
 	cs.mu.Unlock()
 }
 
-// inspectClaim asks the engine about a claimed container and verifies it
-// against what was known (old): a container counts as the claim's only
-// if its first process started within verifyWindow after the client's
-// start request, both on the kernel's boot clock; one that restarted
-// since is not the one the request started.
-func (a *Agent) inspectClaim(ctx context.Context, c sessions.Container, old containerInfo) (containerInfo, error) {
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	x, err := a.containers.engine.Inspect(ictx, c.ID)
-	if err != nil {
-		return containerInfo{}, err
-	}
-	info := old
-	info.Image, info.Name, info.Running, info.Init = x.Image, x.Name, x.Running, lineage.ID{}
-	if x.Running && x.Pid > 0 {
-		info.Init = a.initOf(uint32(x.Pid))
-	}
-	switch {
-	case old.Verified && !info.Init.IsZero() && (info.Init.PID != old.Init.PID || info.Init.Tick() != old.Init.Tick()):
-		info.Verified, info.Final = false, true
-		info.Why = "it restarted since its client started it"
-	case old.Verified:
-		if info.Init.IsZero() {
-			info.Init = old.Init // stopped: the cgroup fallback has nothing to do anyway
-		}
-	case info.Init.IsZero():
-		info.Why = "not running"
-	default:
-		why := startedBy(info.Init, c.Client, c.At)
-		info.Verified, info.Final, info.Why = why == "", why != "", why
-	}
-	return info, nil
+// judge asks the engine about claims and judges each start for itself,
+// asking about each container at most once.
+type judge struct {
+	a     *Agent
+	ctx   context.Context
+	asked map[string]askResult // by what the claim's request named
 }
+
+type askResult struct {
+	x   containers.Container
+	err error
+}
+
+func (a *Agent) newJudge(ctx context.Context) *judge {
+	return &judge{a: a, ctx: ctx, asked: map[string]askResult{}}
+}
+
+// judge asks the engine about the container claim c names (its full ID,
+// or, while unresolved, the name or ID prefix its request sent) and
+// judges c's start against the instance that runs: c's verdict only,
+// never another claim's. A container the engine does not have is
+// forgotten (every claim on it, or this claim when its name names
+// none). It returns the engine's error, nil when c was judged or
+// forgotten.
+func (j *judge) judge(c sessions.Container, listed bool) error {
+	a, cs := j.a, j.a.containers
+	ref := cmp.Or(c.ID, c.Ref)
+	r, ok := j.asked[ref]
+	if !ok {
+		ictx, cancel := context.WithTimeout(j.ctx, 5*time.Second)
+		r.x, r.err = cs.engine.Inspect(ictx, ref)
+		cancel()
+		j.asked[ref] = r
+	}
+	k := c.Key()
+	switch {
+	case errors.Is(r.err, containers.ErrNotFound) && c.ID != "":
+		// Removed (--rm, docker rm): nothing is left to end.
+		a.tracker.ForgetContainer(c.ID)
+		return nil
+	case errors.Is(r.err, containers.ErrNotFound):
+		a.tracker.ForgetClaim(k) // a name that names no container
+		return nil
+	case errors.Is(r.err, containers.ErrUnreachable):
+		return r.err
+	case r.err != nil:
+		// This claim's answer was unusable; the others are asked.
+		cs.mu.Lock()
+		v := cs.verdicts[k]
+		v.Why = r.err.Error()
+		cs.verdicts[k] = v
+		cs.mu.Unlock()
+		return r.err
+	}
+	info := containerInfo{Image: r.x.Image, Name: r.x.Name, Running: r.x.Running}
+	if r.x.Running && r.x.Pid > 0 {
+		info.Init = a.initOf(uint32(r.x.Pid))
+	}
+	cs.mu.Lock()
+	cs.info[r.x.ID] = info
+	old := cs.verdicts[k]
+	v := judgeStart(old, c, r.x.ID, info)
+	v.listed = listed
+	cs.verdicts[k] = v
+	cs.mu.Unlock()
+	if v.Verified && !old.Verified {
+		a.emitContainerStart(c, r.x.ID, r.x.Image)
+	}
+	if c.ID == "" && v.Final {
+		// Resolved once, when it was judged: a name the engine gives
+		// another container later changes nothing about this start.
+		a.tracker.ResolveClaim(k, r.x.ID)
+	}
+	return nil
+}
+
+// judgeStart judges claim c's start against container id as the engine
+// now runs it (x), given what was judged of that start before (v): a
+// start counts only for the instance whose first process started within
+// verifyWindow after the request, both on the kernel's boot clock. A
+// start for a container already running (the engine answers 304 and
+// starts nothing) never counts, whoever sent it and whatever an earlier
+// start of it was judged; one that counted stops counting once the
+// container restarted.
+func judgeStart(v verdict, c sessions.Container, id string, x containerInfo) verdict {
+	switch {
+	case v.Final && v.ID != id:
+		// Judged for another container (a claim restored from before
+		// it was resolved): that judgement stands.
+	case v.Final && v.Verified && !x.Init.IsZero() && !sameInstance(x.Init, v.Init):
+		v.Verified = false
+		v.Why = "it restarted since its client started it"
+	case v.Final:
+	case x.Init.IsZero():
+		v.ID, v.Why = id, "not running"
+	default:
+		why := startedBy(x.Init, c.Client, c.At)
+		v.ID, v.Init, v.Verified, v.Final, v.Why = id, x.Init, why == "", true, why
+	}
+	return v
+}
+
+// sameInstance reports whether two identities of a container's first
+// process are the same process (to the clock tick /proc knows).
+func sameInstance(a, b lineage.ID) bool { return a.PID == b.PID && a.Tick() == b.Tick() }
 
 // initOf is the identity of a container's first process, pid in this
 // PID namespace: the graph's when it knows that process, else /proc's (to
@@ -298,46 +403,128 @@ func startedBy(init, client lineage.ID, at uint64) string {
 	return ""
 }
 
-// containerInfoOf returns what the engine said about a claimed container.
-func (a *Agent) containerInfoOf(id string) (containerInfo, bool) {
-	a.containers.mu.Lock()
-	defer a.containers.mu.Unlock()
-	i, ok := a.containers.info[id]
-	return i, ok
+// attribution is, at one moment, which claims' starts started what the
+// engine runs: per container, the claims verified for its current
+// instance.
+type attribution struct {
+	verdicts map[sessions.ClaimKey]verdict
+	info     map[string]containerInfo
+	started  map[string][]sessions.ClaimKey // by full container ID
 }
 
-// endingContainers turns claims into what the enforcer ends: verified
-// ones to stop, the rest recorded unattributed with the reason. A claim
-// the engine was not asked about yet is asked now.
-func (a *Agent) endingContainers(ctx context.Context, claims []sessions.Container) []enforcer.Container {
-	var out []enforcer.Container
-	ask := a.containers.engine != nil // until the engine fails to answer once
+// attribution judges claims with what the engine said so far.
+func (a *Agent) attribution(claims []sessions.Container) attribution {
+	cs := a.containers
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.attributionLocked(claims)
+}
+
+// attributionLocked is attribution; cs.mu is held.
+func (cs *containerState) attributionLocked(claims []sessions.Container) attribution {
+	at := attribution{verdicts: map[sessions.ClaimKey]verdict{}, info: map[string]containerInfo{}, started: map[string][]sessions.ClaimKey{}}
 	for _, c := range claims {
-		ec := enforcer.Container{ID: c.ID, UID: c.ClientUID}
-		// Asked again now: a container that restarted since it was
-		// verified is not the one its client's request started.
-		info, ok := a.containerInfoOf(c.ID)
-		if !info.Final && ask {
-			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			i, err := a.inspectClaim(ictx, c, info)
-			cancel()
-			switch {
-			case errors.Is(err, containers.ErrNotFound):
-				a.tracker.ForgetContainer(c.ID)
+		k := c.Key()
+		v, ok := cs.verdicts[k]
+		if !ok {
+			continue
+		}
+		at.verdicts[k] = v
+		info, known := cs.info[v.ID]
+		if known {
+			at.info[v.ID] = info
+		}
+		// A start counts for the instance it started, while that one
+		// runs (or nothing runs: a stopped container has no other).
+		if v.Verified && (info.Init.IsZero() || sameInstance(info.Init, v.Init)) {
+			at.started[v.ID] = append(at.started[v.ID], k)
+		}
+	}
+	return at
+}
+
+// decide says why claim c does not make its container one that an
+// ending of the claims within ends ("" when it does): its start must
+// have started the instance that runs, and every other start that may
+// have started it must be within too (nil within: c's own session's
+// claims only; a start from elsewhere that may have started it makes the
+// container no one's). pending: the engine was not asked about c yet.
+func (at attribution) decide(c sessions.Container, within map[sessions.ClaimKey]bool) (why string, pending bool) {
+	k := c.Key()
+	v, ok := at.verdicts[k]
+	switch {
+	case !ok:
+		return "unattributed: the container engine was not asked about it yet", true
+	case !v.Verified:
+		return "unattributed: " + v.Why, !v.Final
+	case !slices.Contains(at.started[v.ID], k):
+		return "unattributed: it restarted since its client started it", false
+	}
+	for _, o := range at.started[v.ID] {
+		if o != k && (within == nil || !within[o]) {
+			return "unattributed: started from two sessions", false
+		}
+	}
+	return "", false
+}
+
+// endingContainers turns the claims an ending ends into what the
+// enforcer ends, one per container: stopped when a claim's start started
+// the instance that runs and no start from outside the ending may have,
+// else recorded unattributed with the reason. A claim not judged for good
+// is asked about now.
+func (a *Agent) endingContainers(ctx context.Context, claims []sessions.Container) []enforcer.Container {
+	if a.containers.engine != nil {
+		j := a.newJudge(ctx)
+		for _, c := range claims {
+			a.containers.mu.Lock()
+			v := a.containers.verdicts[c.Key()]
+			a.containers.mu.Unlock()
+			if v.Final {
 				continue
-			case err == nil:
-				info, ok = i, true
-			case errors.Is(err, containers.ErrUnreachable):
-				ask = false
+			}
+			// Asked now: a container that restarted since it was
+			// verified is not the one its client's request started.
+			if err := j.judge(c, v.listed); errors.Is(err, containers.ErrUnreachable) {
+				break // the rest are not asked: each would wait as long
 			}
 		}
-		ec.Image, ec.Init = info.Image, info.Init
-		if !ok {
-			ec.Unattributed = "unattributed: the container engine was never reached to verify it"
-		} else {
-			ec.Unattributed = unattributed(c, info)
+	}
+	all := a.tracker.Containers()
+	at := a.attribution(all)
+	within := make(map[sessions.ClaimKey]bool, len(claims))
+	for _, c := range claims {
+		within[c.Key()] = true
+	}
+	live := make(map[sessions.ClaimKey]bool, len(all))
+	for _, c := range all {
+		live[c.Key()] = true
+	}
+	var out []enforcer.Container
+	index := map[string]int{} // container → its entry in out
+	for _, c := range claims {
+		k := c.Key()
+		if !live[k] {
+			continue // forgotten since: the engine does not have it
 		}
-		out = append(out, ec)
+		v := at.verdicts[k]
+		id := cmp.Or(v.ID, c.ID, c.Ref)
+		why, _ := at.decide(c, within)
+		ec := enforcer.Container{ID: id, Image: at.info[id].Image, Init: v.Init, UID: c.ClientUID, Groups: c.ClientGroups, Unattributed: why}
+		if c.ClientUID == c.Owner {
+			ec.OwnerGroups = c.ClientGroups
+		}
+		if ec.Init.IsZero() {
+			ec.Init = at.info[id].Init
+		}
+		i, seen := index[id]
+		switch {
+		case !seen:
+			index[id] = len(out)
+			out = append(out, ec)
+		case out[i].Unattributed != "":
+			out[i] = ec // a later start of it: the one that counts, if any does
+		}
 	}
 	return out
 }
@@ -406,38 +593,43 @@ func (s engineStopper) KillCgroup(ctx context.Context, c enforcer.Container) (in
 	return containers.CgroupKill(dir)
 }
 
-func (s engineStopper) MayStop(uid uint32) (bool, string) {
-	return mayUseEngine(s.a.containers.socket, uid, userGroups)
+func (s engineStopper) MayStop(uid uint32, groups []uint32) (bool, string) {
+	return mayUseEngine(s.a.containers.socket, uid, groups, userGroups)
 }
 
 // sessionContainers is what the API shows of the containers a session's
-// members started.
+// members started: one entry per container, its start that counts when
+// one does, else its latest.
 func (a *Agent) sessionContainers(s sessions.Session) []api.Container {
+	claims := a.tracker.ContainersIn(s)
+	at := a.attribution(a.tracker.Containers())
+	within := make(map[sessions.ClaimKey]bool, len(claims))
+	for _, c := range claims {
+		within[c.Key()] = true
+	}
 	var out []api.Container
-	for _, c := range a.tracker.ContainersIn(s) {
-		info, ok := a.containerInfoOf(c.ID)
-		v := api.Container{ID: c.ID, Client: c.Client, ClientUID: c.ClientUID, Name: info.Name, Image: info.Image, Init: info.Init, Running: info.Running}
-		switch why := unattributed(c, info); {
-		case !ok && !c.Contested:
-			v.Attribution = "pending"
+	index := map[string]int{}
+	for _, c := range claims {
+		v := at.verdicts[c.Key()]
+		id := cmp.Or(v.ID, c.ID, c.Ref)
+		info := at.info[id]
+		x := api.Container{ID: id, Client: c.Client, ClientUID: c.ClientUID, Name: cmp.Or(info.Name, c.Ref), Image: info.Image, Init: info.Init, Running: info.Running}
+		switch why, pending := at.decide(c, within); {
+		case pending:
+			x.Attribution = "pending"
 		case why != "":
-			v.Attribution = why
+			x.Attribution = why
 		default:
-			v.Attribution = "attributed"
+			x.Attribution = "attributed"
 		}
-		out = append(out, v)
+		i, seen := index[id]
+		switch {
+		case !seen:
+			index[id] = len(out)
+			out = append(out, x)
+		case out[i].Attribution != "attributed":
+			out[i] = x
+		}
 	}
 	return out
-}
-
-// unattributed says why a claim the engine was asked about is not ended
-// with its session ("" when it is).
-func unattributed(c sessions.Container, info containerInfo) string {
-	switch {
-	case c.Contested:
-		return "unattributed: started from two sessions"
-	case !info.Verified:
-		return "unattributed: " + info.Why
-	}
-	return ""
 }

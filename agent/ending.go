@@ -22,6 +22,7 @@ import (
 // returns the actions to hand to the enforcer (startAll) once what decided
 // them is journaled.
 func (a *Agent) markPending(acts []sessions.Action) []sessions.Action {
+	a.emitActions(acts)
 	starts := uncovered(acts)
 	for _, act := range starts {
 		a.pending[act.Key()] = act
@@ -99,6 +100,7 @@ func (a *Agent) start(act sessions.Action) {
 		}
 		records := rep.Records
 		rep.Records = nil
+		a.emitRecords(&s, records)
 		// A container this ending stopped is not the session's any more:
 		// started again, it is whoever starts it's.
 		for _, r := range records {

@@ -13,8 +13,13 @@ import (
 
 // mayUseEngine reports whether uid could reach the engine at socket
 // itself: root, the socket's owner (a rootless engine), or a member of
-// the socket's group (groupsOf) when the group may write to it.
-func mayUseEngine(socket string, uid uint32, groupsOf func(uid uint32) []string) (bool, string) {
+// the socket's group when the group may write to it. Membership is what
+// the kernel gave a process of uid (kernel: its effective and
+// supplementary groups, /proc/PID/status, as LDAP, SSSD, newgrp or a
+// setgroups before an exec make them), or what the user and group
+// databases say (groupsOf: /etc/group, read by Go's os/user, which does
+// not ask NSS).
+func mayUseEngine(socket string, uid uint32, kernel []uint32, groupsOf func(uid uint32) []string) (bool, string) {
 	if uid == 0 {
 		return true, ""
 	}
@@ -33,7 +38,7 @@ func mayUseEngine(socket string, uid uint32, groupsOf func(uid uint32) []string)
 		return false, fmt.Sprintf("uid %d may not use the container engine (%s is not writable by its group)", uid, socket)
 	}
 	gid := strconv.FormatUint(uint64(st.Gid), 10)
-	if slices.Contains(groupsOf(uid), gid) {
+	if slices.Contains(kernel, st.Gid) || slices.Contains(groupsOf(uid), gid) {
 		return true, ""
 	}
 	return false, fmt.Sprintf("uid %d may not use the container engine (not in group %s of %s)", uid, gid, socket)

@@ -17,6 +17,7 @@ import (
 	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/roles"
 	"github.com/mcptrace/mcptrace/sessions"
+	"github.com/mcptrace/mcptrace/state"
 )
 
 // historyState is the agent's side of the history journal: kernel events
@@ -63,6 +64,23 @@ type sessionUsage struct {
 	peak uint64
 	last map[lineage.ID]uint64
 	cpu  map[lineage.ID]float64 // CPU seconds each used, as last sampled
+	// based: an earlier agent recorded the session (this one restarted),
+	// and base is what it recorded of its usage, which the columns go on
+	// from. cpuBefore is the CPU of each member that ran before this
+	// agent started, as this one first sampled it: base counts it.
+	based     bool
+	base      usageBase
+	cpuBefore map[lineage.ID]float64
+}
+
+// usageBase is a session's usage as a record holds it.
+type usageBase struct {
+	peak, killed uint64
+	cpu          float64
+}
+
+func newSessionUsage() *sessionUsage {
+	return &sessionUsage{last: map[lineage.ID]uint64{}, cpu: map[lineage.ID]float64{}, cpuBefore: map[lineage.ID]float64{}}
 }
 
 // historyEvery is how often changed sessions are recorded. Every exited
@@ -99,6 +117,12 @@ func (a *Agent) openHistory() {
 		Logger: a.opts.Logger.With("component", "history")})
 	if err != nil {
 		a.hist.off = err.Error()
+		if state.InUse(a.opts.StateDir) {
+			// Another agent holds the state too: this start fails on
+			// it next, and that is the reason to say first.
+			a.log.Debug("no history is kept: its store cannot be opened", "history_dir", dir, "err", err)
+			return
+		}
 		a.log.Error("no history is kept: its store cannot be opened; fix history.dir or set it empty", "history_dir", dir, "err", err)
 		return
 	}
@@ -212,6 +236,9 @@ func (a *Agent) recordSession(s sessions.Session) {
 		a.log.Error("history: encoding a session record", "session", s.ID, "err", err)
 		return
 	}
+	// The usage columns change the record too: a peak that grew, CPU
+	// by whole seconds.
+	b = fmt.Appendf(b, "\x00%s", a.usageMark(k))
 	sum := sha256.Sum256(b)
 	_, ended := rec.Reports[0]
 	final := s.State == sessions.Ended && ended
@@ -223,7 +250,7 @@ func (a *Agent) recordSession(s sessions.Session) {
 	}
 	// What was written before (by this agent, or by an earlier one
 	// before a restart) holds the members that have left the graph since.
-	old, ok, err := a.storedRecord(s, e.put)
+	old, oldSum, ok, err := a.storedRecord(s, e.put)
 	if err != nil {
 		// Its last record is not written yet: merging with the one
 		// before would drop the members only that one holds. The next
@@ -233,6 +260,10 @@ func (a *Agent) recordSession(s sessions.Session) {
 	}
 	if ok {
 		rec = api.MergeRecords(old, rec)
+		if e.put == 0 {
+			// Recorded by an earlier agent: its usage columns go on.
+			a.baseUsage(k, oldSum)
+		}
 	}
 	// Parents from /proc only for a record that is written: a session
 	// that did not change costs no /proc read.
@@ -254,25 +285,41 @@ func (a *Agent) recordSession(s sessions.Session) {
 // earlier one, once the journal has written this agent's last record of
 // it (put, its place in the queue; 0 for none). The error says the
 // journal has not within recordWait.
-func (a *Agent) storedRecord(s sessions.Session, put uint64) (api.SessionRecord, bool, error) {
+func (a *Agent) storedRecord(s sessions.Session, put uint64) (api.SessionRecord, history.Session, bool, error) {
 	if put != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), recordWait)
 		err := a.hist.j.FlushTo(ctx, put)
 		cancel()
 		if err != nil {
-			return api.SessionRecord{}, false, err
+			return api.SessionRecord{}, history.Session{}, false, err
 		}
 	}
 	hs, ok, err := a.hist.j.SessionAt(s.Owner, s.ID, a.hist.j.Wall(s.Began))
 	if err != nil || !ok {
-		return api.SessionRecord{}, false, nil
+		return api.SessionRecord{}, history.Session{}, false, nil
 	}
 	var rec api.SessionRecord
 	if err := json.Unmarshal(hs.Detail, &rec); err != nil {
 		a.log.Warn("history: an earlier record of a session cannot be read; it is replaced", "session", s.ID, "err", err)
-		return api.SessionRecord{}, false, nil
+		return api.SessionRecord{}, history.Session{}, false, nil
 	}
-	return rec, true, nil
+	return rec, hs, true, nil
+}
+
+// baseUsage takes what an earlier agent recorded of a session's usage
+// (hs, its record's summary) as where this agent's columns go on from.
+func (a *Agent) baseUsage(k historyKey, hs history.Session) {
+	a.hist.mu.Lock()
+	defer a.hist.mu.Unlock()
+	u := a.hist.usage[k]
+	if u == nil {
+		u = newSessionUsage()
+		a.hist.usage[k] = u
+	}
+	if !u.based {
+		u.based = true
+		u.base = usageBase{peak: hs.PeakRSS, killed: hs.KilledRSSBytes(), cpu: hs.CPUSeconds}
+	}
 }
 
 // summary is the listing of a session in the history, as its owner sees
@@ -308,17 +355,41 @@ func (a *Agent) summary(s sessions.Session, rec api.SessionRecord) history.Sessi
 	a.hist.mu.Lock()
 	if u := a.hist.usage[keyOf(s)]; u != nil {
 		hs.PeakRSS = u.peak
-		for _, c := range u.cpu {
+		for id, c := range u.cpu {
 			hs.CPUSeconds += c
+			if u.based {
+				hs.CPUSeconds -= u.cpuBefore[id] // the earlier agent's base has it
+			}
 		}
 		for id, rss := range u.last {
 			if killed[id] {
-				hs.LeakedRSS += rss
+				hs.KilledRSS += rss
 			}
+		}
+		if u.based {
+			hs.PeakRSS = max(hs.PeakRSS, u.base.peak)
+			hs.KilledRSS += u.base.killed
+			hs.CPUSeconds += u.base.cpu
 		}
 	}
 	a.hist.mu.Unlock()
 	return hs
+}
+
+// usageMark is what of a session's usage changes its record: its peak,
+// and its CPU in whole seconds.
+func (a *Agent) usageMark(k historyKey) string {
+	a.hist.mu.Lock()
+	defer a.hist.mu.Unlock()
+	u := a.hist.usage[k]
+	if u == nil {
+		return ""
+	}
+	var cpu float64
+	for _, c := range u.cpu {
+		cpu += c
+	}
+	return fmt.Sprintf("%d/%d", u.peak, int64(cpu))
 }
 
 // noteUsage keeps what a sample saw of a session's servers and what ran
@@ -333,7 +404,7 @@ func (a *Agent) noteUsage(s sessions.Session, members []lineage.ID, rss []uint64
 	k := keyOf(s)
 	u := a.hist.usage[k]
 	if u == nil {
-		u = &sessionUsage{last: map[lineage.ID]uint64{}, cpu: map[lineage.ID]float64{}}
+		u = newSessionUsage()
 		a.hist.usage[k] = u
 	}
 	for i, id := range members {
@@ -342,6 +413,11 @@ func (a *Agent) noteUsage(s sessions.Session, members []lineage.ID, rss []uint64
 			sum += rss[i]
 		}
 		if cpu[i] > 0 {
+			if _, seen := u.cpu[id]; !seen && id.Start < a.ops.startedBoot {
+				// Ran before this agent: the CPU it used until now is
+				// in an earlier agent's record, if there is one.
+				u.cpuBefore[id] = cpu[i]
+			}
 			u.cpu[id] = cpu[i]
 		}
 	}

@@ -225,10 +225,7 @@ func ptr[T any](v T) *T { return &v }
 // from the state journal's replay, what happened while the agent was
 // down from the kernel's buffer.
 func TestHistoryLosesNothingWhenTheAgentIsKilledInALoop(t *testing.T) {
-	rounds := 20
-	if testenv.Emulated() {
-		rounds = 5
-	}
+	rounds := testenv.Sized(10, 5)
 	ag := agenttest.StartProcess(t)
 	stop := filepath.Join(t.TempDir(), "stop")
 	storm := exec.Command("bash", "-c", `i=0; while [ ! -e "$1" ]; do /bin/true "storm-$i"; i=$((i+1)); done; echo $i`, "bash", stop)
@@ -315,4 +312,97 @@ func TestHistoryLosesNothingWhenTheAgentIsKilledInALoop(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("the history lacks %d of the storm's %d execs (first: %v)", len(missing), n, missing[:min(len(missing), 10)])
 	}
+}
+
+// TestHistoryUsageGoesOnAcrossARestart: the usage columns of a session's
+// record (PEAK RSS, CPU, KILLED RSS) go on from what an earlier agent
+// recorded after a clean restart. An ended session the agent still lists
+// is recorded again by the next agent, whose samples never saw its
+// members: before, its columns then read "-". It waits for the history's
+// writer (a record every few seconds) twice, hence its ~8 s on the host.
+func TestHistoryUsageGoesOnAcrossARestart(t *testing.T) {
+	ag := agenttest.StartProcess(t, "--metrics.sample-interval=100ms")
+	env := fmt.Sprintf("MCPTRACE_HISTORY_USAGE_TEST=%d", os.Getpid())
+	// A member (not the root: the host's own usage is not the
+	// session's) that burns some CPU, then waits.
+	root := exec.Command(ag.Bin, "run", "--session", "hist-use", "--", "sh", "-c",
+		`(i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exec sleep 1000) & exec sleep 1001`)
+	root.Env = append(os.Environ(), env)
+	if err := root.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, p := range agenttest.WithEnv(env) {
+			p.Kill()
+		}
+		root.Process.Kill()
+		root.Wait()
+	})
+	c := ag.Client()
+	testenv.Eventually(t, "the session's member done with its CPU, sleeping", func() (bool, string) {
+		d, err := c.Session(context.Background(), "hist-use", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, p := range d.Processes {
+			if p.Comm == "sleep" && !p.Exited {
+				n++
+			}
+		}
+		return n == 2, fmt.Sprint(n, " sleeping")
+	})
+	seen := time.Now()
+	testenv.Eventually(t, "a metrics sample of the sleeping member", func() (bool, string) {
+		st, err := c.Status(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		age := time.Duration(st.Metrics.SampleAgeSeconds * float64(time.Second))
+		return st.Metrics.SampleAgeSeconds > 0 && age < time.Since(seen), fmt.Sprint("last sample ", age, " ago")
+	})
+	root.Process.Kill()
+	root.Wait()
+	record := func() (history.Session, error) {
+		list, err := c.History(context.Background(), api.HistoryQuery{ID: "hist-use", From: time.Now().Add(-time.Hour)})
+		if err != nil {
+			return history.Session{}, err
+		}
+		if len(list.Sessions) != 1 {
+			return history.Session{}, fmt.Errorf("%d records", len(list.Sessions))
+		}
+		return list.Sessions[0], nil
+	}
+	var before history.Session
+	testenv.Eventually(t, "the record of the session's end, with its usage", func() (bool, string) {
+		var err error
+		before, err = record()
+		if err != nil {
+			return false, err.Error()
+		}
+		return !before.Ended.IsZero() && before.PeakRSS > 0 && before.CPUSeconds > 0 && before.KilledRSS > 0,
+			fmt.Sprintf("ended %v, peak %d, cpu %v, killed rss %d", before.Ended, before.PeakRSS, before.CPUSeconds, before.KilledRSS)
+	})
+
+	ag.Stop(syscall.SIGTERM)
+	restarted := time.Now()
+	ag.Start()
+	var after history.Session
+	testenv.Eventually(t, "the ended session recorded again by the restarted agent", func() (bool, string) {
+		var err error
+		after, err = record()
+		if err != nil {
+			return false, err.Error()
+		}
+		return after.Written.After(restarted), fmt.Sprintf("written %v, restarted %v", after.Written, restarted)
+	})
+	if after.PeakRSS != before.PeakRSS || after.CPUSeconds != before.CPUSeconds || after.KilledRSS != before.KilledRSS {
+		t.Errorf("after the restart: peak %d, cpu %v, killed rss %d; before: peak %d, cpu %v, killed rss %d",
+			after.PeakRSS, after.CPUSeconds, after.KilledRSS, before.PeakRSS, before.CPUSeconds, before.KilledRSS)
+	}
+	out, err := ag.CLI("history", "--id", "hist-use")
+	if err != nil || !strings.Contains(out, "KILLED RSS") || strings.Contains(out, "LEAKED") || strings.Contains(out, " -  ") {
+		t.Errorf("history --id hist-use: %v\n%s", err, out)
+	}
+	t.Logf("history --id hist-use after a restart:\n%s", out)
 }

@@ -55,7 +55,18 @@ func startAsUIDReadLine(t, keep *testing.T, uid uint32, argv ...string) (*exec.C
 // `mcptrace mark destroy` without --session, a child of the root, ends
 // nothing — through the API or seen as an exec — while root's does.
 func TestMarkerWithoutSessionFromAnotherUIDUnderARootHostIsRefused(t *testing.T) {
-	a := enforcingAgent(t, enforcer.ModeEnforce)
+	// Root's marker is the host's child: it belongs to the generation it
+	// ends, and the enforcer kills it last, once the grace is over, if it
+	// has not exited by then (Ending.Last). The grace is the default's
+	// (2 s), scaled as every wait in a guest: with enforcingAgent's
+	// 500 ms the marker (a Go program that starts, asks the agent and
+	// prints) was killed before it exited in 5.10 and 6.1 guests of a
+	// busy host (exit 137). Nothing here ignores SIGTERM, so the longer
+	// grace costs no time.
+	a := startAgent(t, agent.Options{
+		Sessions: sessions.Config{},
+		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyGraceful, Grace: testenv.Bound(enforcer.DefaultGrace)},
+	})
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	h := startHost(t, "gw", fmt.Sprintf(`sleep 300 </dev/null & echo server $!

@@ -128,6 +128,7 @@ func (a *Agent) checkLost() error {
 	need := a.kernel.RepairPending
 	a.mu.Unlock()
 	if len(grew) > 0 {
+		a.emitLosses(grew)
 		a.log.Warn("kernel lost events; repairing the graph from "+processSource, grew...)
 		a.historyNote("the kernel lost events (the graph is repaired from "+processSource+"): "+pairs(grew), 0)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -118,7 +119,7 @@ func (a *Agent) Sample() exporter.Picture {
 		if active && s.Generation > 1 && s.SparesRoot() {
 			gens = a.tracker.Generations(s.Ref(), procs)
 		}
-		ms := roles.Classify(s.Root, s.SparesRoot(), procs)
+		ms := api.Classify(s, procs)
 		v := exporter.SessionView{Active: active, HostKind: HostKind(s.Origin), Owner: s.Owner, Members: make([]exporter.MemberView, len(procs))}
 		for i, p := range procs {
 			m := exporter.MemberView{ID: p.ID, Role: ms[i].Role, Server: ms[i].Server, Alive: !p.Exited}
@@ -169,11 +170,20 @@ func (a *Agent) Sample() exporter.Picture {
 // the session ended (a container that outlived its session is a leak).
 func (a *Agent) containerMembers(s sessions.Session, active bool, sm *sampler) []exporter.MemberView {
 	var out []exporter.MemberView
-	for _, c := range a.tracker.ContainersIn(s) {
-		info, ok := a.containerInfoOf(c.ID)
-		if !ok || !info.Verified || c.Contested || info.Init.IsZero() {
-			continue // only what the session is proven to have started
+	claims := a.tracker.ContainersIn(s)
+	at := a.attribution(a.tracker.Containers())
+	within := make(map[sessions.ClaimKey]bool, len(claims))
+	for _, c := range claims {
+		within[c.Key()] = true
+	}
+	counted := map[string]bool{}
+	for _, c := range claims {
+		v := at.verdicts[c.Key()]
+		info := at.info[v.ID]
+		if why, _ := at.decide(c, within); why != "" || info.Init.IsZero() || counted[v.ID] {
+			continue // only what the session is proven to have started, once
 		}
+		counted[v.ID] = true
 		for _, p := range a.graph.Descendants(info.Init) {
 			m := exporter.MemberView{ID: p.ID, Role: roles.Container, Server: roles.ImageName(info.Image), Alive: !p.Exited}
 			m.Orphaned = m.Alive && !active

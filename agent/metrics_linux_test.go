@@ -32,7 +32,8 @@ const copiesVar = "MCPTRACE_TEST_COPIES"
 
 // chainHelper is one link of a process chain whose argv the test chose
 // (npx …, node …/index.js …): it prints its pid, starts the rest of the
-// chain (copies times at the top) and waits to be killed.
+// chain (copies times at the top) on a stdin pipe it holds, as a host
+// starts a server it speaks MCP with, and waits to be killed.
 func chainHelper() {
 	fmt.Println(os.Getpid())
 	var rest [][]string
@@ -46,6 +47,10 @@ func chainHelper() {
 		self, _ := os.Executable()
 		cmd := &exec.Cmd{Path: self, Args: rest[0], Stdout: os.Stdout, Stderr: os.Stderr,
 			Env: append(testenv.HelperEnv("chain"), chainVar+"="+string(next), copiesVar+"=1")}
+		if _, err := cmd.StdinPipe(); err != nil { // held until this link is killed
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		if err := cmd.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -57,7 +57,7 @@ func (a *Agent) metricsRetry() time.Duration {
 // and the address tried again: the metrics never stop the agent.
 func (a *Agent) serveMetrics(ctx context.Context, l net.Listener) {
 	reg := exporter.NewRegistry(func() (exporter.Picture, exporter.Health) { return a.Picture(), a.Health() })
-	h := exporter.Handler(reg, a.opts.Logger.With("component", "exporter"))
+	h := exporter.WithProbes(exporter.Handler(reg, a.opts.Logger.With("component", "exporter")), a.probes())
 	for ctx.Err() == nil {
 		if l == nil {
 			select {

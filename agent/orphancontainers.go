@@ -19,12 +19,15 @@ import (
 )
 
 // Orphaned containers: a running container no session claims, created to
-// read its client's stdin once (docker run -i), whose stdin the engine
-// closed because that client went; package orphans decides. Here the
-// agent asks the engine which containers run and how they were created,
-// reads their first processes' stdin, and tells orphans.Find what the
-// kernel saw of their start (sessions.Start): which client started
-// them, and whether it is gone.
+// read its client's stdin once (docker run -i), whose client the kernel
+// saw start it and then exit; package orphans decides. A closed stdin is
+// not a gone client: the engine closes the container's stdin when the
+// client's own stdin reaches EOF, while the client still runs and waits
+// for the output. Here the agent asks the engine which containers run
+// and how they were created, reads their first processes' stdin, and
+// tells orphans.Find what the kernel saw of their start (sessions.Start):
+// which client started this very instance, and whether that process
+// exited (the graph saw its exit, or /proc no longer has it).
 
 // maxInspectsPerLook bounds the engine inspections of one look: each
 // running container is inspected once while its first process lives, so
@@ -75,13 +78,15 @@ func (a *Agent) lookContainers(now time.Time, seen map[lineage.ID]bool) (out []o
 		running[x.ID] = true
 	}
 	a.pruneStarts(running)
-	// A container a session's claim verified is that session's: it ends
-	// with it. One a claim did not verify (started from two sessions,
-	// or a start that did not start it) is no session's.
+	// A container a session's start started is that session's: it ends
+	// with it. One no claim's start started (a start of what already ran)
+	// is no session's, nor is one two sessions' starts may have started.
 	claimed := map[string]bool{}
-	for _, c := range a.tracker.Containers() {
-		if info, ok := a.containerInfoOf(c.ID); ok && info.Verified && !c.Contested {
-			claimed[c.ID] = true
+	all := a.tracker.Containers()
+	at := a.attribution(all)
+	for _, c := range all {
+		if why, _ := at.decide(c, nil); why == "" {
+			claimed[at.verdicts[c.Key()].ID] = true
 		}
 	}
 	if o.containers == nil {

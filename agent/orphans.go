@@ -39,14 +39,17 @@ type orphanState struct {
 	mu sync.Mutex // one look at a time; guards what follows
 	// io remembers I/O counters from look to look (idleness); cut when
 	// each stdin was first seen cut off (a cut-off must last).
-	io  ioWatch
-	cut map[lineage.ID]time.Time
-	rd  procfs.UsageReader
+	io     ioWatch
+	cut    map[lineage.ID]time.Time
+	outCut map[lineage.ID]time.Time
+	rd     procfs.UsageReader
 	// containers is what the engine said of each running container,
 	// kept while its first process lives (lookContainers).
 	containers map[string]seenContainer
-	// last is the last look (every uid's), reused for orphanLookGap.
+	// last is the last look (every uid's), reused for orphanLookGap;
+	// listed what it read of each process an ending of it would end.
 	last     orphans.Found
+	listed   listing
 	lastLook time.Time
 	// looked and picture are the metrics' last look and what it found.
 	looked  time.Time
@@ -93,31 +96,71 @@ func (a *Agent) unownedPicture(now time.Time) map[exporter.UnownedKey]exporter.U
 // root, a caller's own (by real uid) for anyone else. Every caller is
 // answered from one look, taken again when the last is orphanLookGap old.
 func (a *Agent) Orphans(uid uint32, root bool) (orphans.Found, error) {
+	found, _ := a.orphansListed(uid, root)
+	return found, nil
+}
+
+// orphansListed is Orphans with what the same look read of the
+// processes an ending of them would end.
+func (a *Agent) orphansListed(uid uint32, root bool) (orphans.Found, listing) {
 	o := &a.orphans
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.lastLook.IsZero() || time.Since(o.lastLook) >= orphanLookGap {
-		o.last = a.look()
+		prev := o.last.Orphans
+		o.last, o.listed = a.look()
 		o.lastLook = time.Now()
+		a.emitOrphans(prev, o.last.Orphans)
 	}
+	return forCaller(o.last, uid, root), o.listed
+}
+
+// For is what caller uid (root: every uid's) may see of found.
+func forCaller(found orphans.Found, uid uint32, root bool) orphans.Found {
 	if root {
-		found := o.last
 		found.Orphans = slices.Clone(found.Orphans)
-		return found, nil
+		found.Candidates = slices.Clone(found.Candidates)
+		return found
 	}
-	// What was not checked is every user's containers: root's to know.
+	// What was not checked is every user's containers, and what is
+	// pending every user's servers: root's to know.
 	var mine orphans.Found
-	for _, x := range o.last.Orphans {
+	for _, x := range found.Orphans {
 		if x.UID == uid {
 			mine.Orphans = append(mine.Orphans, x)
 		}
 	}
-	return mine, nil
+	for _, x := range found.Candidates {
+		if x.UID == uid {
+			mine.Candidates = append(mine.Candidates, x)
+		}
+	}
+	return mine
+}
+
+// listing is what a look read of every process an ending of what it
+// listed would end, by identity: an ending signals none that changed
+// since (EndOrphans).
+type listing struct {
+	// at is when the look began (CLOCK_BOOTTIME ns): a process started
+	// later was created since, by a listed one or not at all.
+	at    uint64
+	procs map[lineage.ID]listed
+}
+
+// listed is one process as a look read it.
+type listed struct {
+	uid      uint32 // real, effective and saved
+	exe      string // /proc/PID/exe
+	execTime uint64 // its current image's exec time, as the graph had it
+	execs    int    // its images, as the graph had them
 }
 
 // look reads what package orphans needs of every unowned wrapper and
-// server and finds the orphans; o.mu is held.
-func (a *Agent) look() orphans.Found {
+// server and finds the orphans, with what it read of every process an
+// ending of them would end; o.mu is held.
+func (a *Agent) look() (orphans.Found, listing) {
+	lst := listing{at: procfs.BootTimeNow(), procs: map[lineage.ID]listed{}}
 	o := &a.orphans
 	in := orphans.Input{
 		Ancestors: a.graph.Ancestors,
@@ -127,12 +170,13 @@ func (a *Agent) look() orphans.Found {
 			name, _ := a.tracker.MatchRule(sessions.Image{Filename: img.Filename, Comm: p.Comm, Argv: img.Argv})
 			return name
 		},
+		HoldsStdio:   a.holdsStdio,
 		IdleAfter:    a.opts.IdleAfter,
 		ConfirmAfter: a.opts.OrphansConfirmAfter,
 	}
 	o.io.begin()
 	if o.cut == nil {
-		o.cut = map[lineage.ID]time.Time{}
+		o.cut, o.outCut = map[lineage.ID]time.Time{}, map[lineage.ID]time.Time{}
 	}
 	o.rd.Root = a.opts.ProcRoot
 	now := time.Now()
@@ -149,8 +193,12 @@ func (a *Agent) look() orphans.Found {
 		if ferr == nil {
 			pr.Facts, pr.FactsOK, pr.PPID = f, true, f.Stat.PPID
 		}
-		if pr.FactsOK && (f.Stdin == procfs.StdinPipe || f.Stdin == procfs.StdinSocket) {
-			pr.CutFor = a.cutFor(p.ID, now, seen)
+		if pr.FactsOK && (stdio(f.Stdin) || stdio(f.Stdout)) {
+			if st, err := procfs.ReadStdio(a.opts.ProcRoot, p.ID); err == nil {
+				pr.Stdio = st
+				pr.CutFor = cutFor(o.cut, p.ID, st.InCut, now, seen)
+				pr.OutCutFor = cutFor(o.outCut, p.ID, st.OutCut, now, seen)
+			}
 		}
 		if u, err := o.rd.Read(p.ID); err == nil {
 			pr.Usage, pr.IdleFor = u, o.io.idleFor(p.ID, u.IOBytes, now)
@@ -161,9 +209,11 @@ func (a *Agent) look() orphans.Found {
 	var why string
 	in.Containers, unchecked, why = a.lookContainers(now, seen)
 	o.io.forgetUnseen()
-	for id := range o.cut {
-		if !seen[id] {
-			delete(o.cut, id)
+	for _, m := range []map[lineage.ID]time.Time{o.cut, o.outCut} {
+		for id := range m {
+			if !seen[id] {
+				delete(m, id)
+			}
 		}
 	}
 	found := orphans.Find(in)
@@ -181,32 +231,81 @@ func (a *Agent) look() orphans.Found {
 				x.RSSBytes += u.RSSBytes
 				x.CPUSeconds += u.CPUSeconds()
 			}
+			if f, err := procfs.ReadFacts(a.opts.ProcRoot, m.ID); err == nil {
+				lst.procs[m.ID] = listed{uid: x.UID, exe: f.Exe, execTime: m.Current().Time, execs: len(m.Images)}
+			}
 		}
 	}
-	return found
+	return found, lst
 }
 
-// cutFor is how long id's stdin has been seen cut off, across looks (0:
-// not cut off now, or it could not be told), counted from before this
-// look, so that a cut-off seen now for the first time is not yet
-// evidence; seen collects it. o.mu is held.
+// stdio: a pipe or a socket, what a host's stdio is.
+func stdio(k procfs.StdinKind) bool { return k == procfs.StdinPipe || k == procfs.StdinSocket }
+
+// holdsStdio reports whether holder holds the other end of both p's
+// stdin and stdout (orphans.Input.HoldsStdio): for a unix socket, holder
+// made its peer (a socketpair: the host that spawned the chain); for a
+// pipe, holder has it open.
+func (a *Agent) holdsStdio(holder lineage.Process, p *orphans.Proc) bool {
+	if holder.Exited {
+		return false
+	}
+	var pipes []uint64
+	for _, end := range []struct {
+		kind procfs.StdinKind
+		ino  uint64
+		peer uint32
+	}{{p.Facts.Stdin, p.Facts.StdinInode, p.Stdio.InPeer}, {p.Facts.Stdout, p.Facts.StdoutInode, p.Stdio.OutPeer}} {
+		switch {
+		case end.kind == procfs.StdinPipe:
+			pipes = append(pipes, end.ino)
+		case end.kind == procfs.StdinSocket && end.peer != 0:
+			if end.peer != holder.ID.PID {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	if len(pipes) == 0 {
+		// Both are sockets made by a process of holder's PID: holder, if
+		// it lives (it cannot share its PID with another live process).
+		st, err := procfs.Read(a.opts.ProcRoot, holder.ID.PID)
+		return err == nil && st.ID.SameTick(holder.ID)
+	}
+	held, err := procfs.HoldsPipes(a.opts.ProcRoot, holder.ID, pipes...)
+	return err == nil && held
+}
+
+// cutFor (the method) is cutFor of id's stdin alone (a container's first
+// process). o.mu is held.
 func (a *Agent) cutFor(id lineage.ID, now time.Time, seen map[lineage.ID]bool) time.Duration {
 	cut, err := procfs.StdinCutOff(a.opts.ProcRoot, id)
-	if err != nil || !cut {
+	return cutFor(a.orphans.cut, id, err == nil && cut, now, seen)
+}
+
+// cutFor is how long an fd of id has been seen cut off (cut now),
+// across looks, by first (when each was first seen so): 0 when it is not
+// cut off now, counted from before this look so that a cut-off seen now
+// for the first time is not yet evidence; seen collects id. o.mu is
+// held.
+func cutFor(first map[lineage.ID]time.Time, id lineage.ID, cut bool, now time.Time, seen map[lineage.ID]bool) time.Duration {
+	if !cut {
+		delete(first, id)
 		return 0
 	}
-	o := &a.orphans
-	first, ok := o.cut[id]
+	at, ok := first[id]
 	if !ok {
-		first = now
-		o.cut[id] = now
+		at = now
+		first[id] = now
 	}
 	seen[id] = true
-	return max(now.Sub(first), time.Nanosecond)
+	return max(now.Sub(at), time.Nanosecond)
 }
 
 // mayLeak: p is a wrapper, was started by one, or names its package.
 func (a *Agent) mayLeak(p lineage.Process) bool {
+	p = orphans.Untitled(p)
 	if _, wrapper := roles.Identity(p.Current()); wrapper || roles.Packaged(p) {
 		return true
 	}
@@ -229,14 +328,16 @@ func (a *Agent) orphanMembers(x orphans.Orphan) []lineage.Process {
 	// keep reads p (by identity) and says whether it may be ended, and
 	// its session ID.
 	keep := func(p lineage.Process) (uint32, bool) {
-		if p.Exited || p.UID != x.UID {
+		if p.Exited {
 			return 0, false
 		}
 		if _, owned := a.tracker.SessionOf(p.ID); owned {
 			return 0, false
 		}
+		// Its uids as /proc says now, not the graph's of its last exec.
 		f, err := procfs.ReadFacts(a.opts.ProcRoot, p.ID)
-		return f.Stat.Session, err == nil && !orphans.Daemon(f.Cgroup)
+		u := f.UIDs
+		return f.Stat.Session, err == nil && !orphans.Daemon(f.Cgroup) && u.Real == x.UID && u.Effective == x.UID && u.Saved == x.UID
 	}
 	var out []lineage.Process
 	// The chain, server first, up to Top.
@@ -267,23 +368,23 @@ func (a *Agent) orphanMembers(x orphans.Orphan) []lineage.Process {
 	return out
 }
 
-// EndOrphans ends what Orphans lists now for the caller (only the
-// certain ones with certainOnly), each what orphanMembers says, through
-// the enforcer with the caller's own authority: root ends any uid's,
-// anyone else only what they could signal themselves, whatever
-// enforcer.cross-uid says (Ending.OwnerOnly). With dryRun an enforcer in
+// EndOrphans ends what Orphans lists now for the caller (the certain
+// ones, and the likely ones too with includeLikely), each what
+// orphanMembers says, through the enforcer with the caller's own
+// authority: root ends any uid's, anyone else only what they could
+// signal themselves, whatever enforcer.cross-uid says
+// (Ending.OwnerOnly). Before it is admitted and before every signal,
+// each process is read again through its pidfd and refused when it is
+// not what the look listed (verifyListed). With dryRun an enforcer in
 // audit mode runs the same checks and ends nothing. The members are read
 // again at every sweep round. One ending of orphans runs at a time.
-func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, dryRun bool) ([]orphans.Orphan, enforcer.Report, error) {
+func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, includeLikely, dryRun bool) ([]orphans.Orphan, enforcer.Report, error) {
 	o := &a.orphans
 	o.endMu.Lock()
 	defer o.endMu.Unlock()
-	found, err := a.Orphans(uid, root)
-	if err != nil {
-		return nil, enforcer.Report{}, err
-	}
+	found, lst := a.orphansListed(uid, root)
 	list := found.Orphans
-	if certainOnly {
+	if !includeLikely {
 		list = slices.DeleteFunc(list, func(x orphans.Orphan) bool { return x.Confidence != orphans.Certain })
 	}
 	owner := uid
@@ -305,7 +406,7 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 			}
 		}
 		return out
-	}}
+	}, Verify: verifyListed(lst)}
 	// Containers are confirmed once, within the ending's bound, before
 	// the first sweep: the engine stops each with its own grace.
 	var stop []enforcer.Container
@@ -333,7 +434,7 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 	var cancel context.CancelFunc
 	ectx, cancel = context.WithTimeout(ctx, orphanEndTimeout)
 	defer cancel()
-	a.log.Info("ending orphans", "caller_uid", uid, "orphans", len(list), "certain_only", certainOnly, "dry_run", dryRun)
+	a.log.Info("ending orphans", "caller_uid", uid, "orphans", len(list), "include_likely", includeLikely, "dry_run", dryRun)
 	rep := e.End(ectx, en)
 	if !dryRun && len(rep.Records) > 0 {
 		key := fmt.Sprintf("%d/%s@%d", owner, OrphansSession, time.Now().UnixNano())
@@ -342,6 +443,7 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 		kept := rep
 		kept.Records = nil
 		a.keepReportLocked(key, kept)
+		a.emitRecords(nil, records)
 		a.journal([]state.Record{jsonRecord(recReport, reportRecord{Key: key, Report: kept, Records: records})})
 		a.mu.Unlock()
 	}
@@ -350,4 +452,46 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, certainOnly, d
 	o.lastLook = time.Time{}
 	o.mu.Unlock()
 	return list, rep, nil
+}
+
+// verifyListed is the check an ending of orphans makes of each process
+// before it is admitted and before every signal (enforcer.Ending.Verify):
+// it must be what the look listed, as its pidfd shows it now: the same
+// uid (real, effective and saved: a process that became root since is
+// never ended as its old uid's), the same program (/proc/PID/exe), and
+// no exec since (the graph's current image). A process the look did not
+// read must have been created since the look by one it listed (or one
+// so accepted), and run as that one's uid: a server's worker forked
+// during the grace.
+func verifyListed(lst listing) func(lineage.Process, lineage.Snapshot, procfs.UIDs) string {
+	var mu sync.Mutex
+	accepted := map[lineage.ID]uint32{}
+	return func(p lineage.Process, now lineage.Snapshot, u procfs.UIDs) string {
+		mu.Lock()
+		defer mu.Unlock()
+		want, ok := lst.procs[p.ID]
+		if !ok {
+			uid, byListed := accepted[p.Creator]
+			if c, ok := lst.procs[p.Creator]; ok {
+				uid, byListed = c.uid, true
+			}
+			switch {
+			case !byListed || p.ID.Start <= lst.at:
+				return "changed since it was listed: not a process the listing read, nor one a listed process created since"
+			case u.Real != uid || u.Effective != uid || u.Saved != uid:
+				return fmt.Sprintf("changed since it was listed: its uids (real %d, effective %d, saved %d) are not its creator's, %d", u.Real, u.Effective, u.Saved, uid)
+			}
+			accepted[p.ID] = uid
+			return ""
+		}
+		switch {
+		case u.Real != want.uid || u.Effective != want.uid || u.Saved != want.uid:
+			return fmt.Sprintf("changed since it was listed: its uids are now real %d, effective %d, saved %d, not %d", u.Real, u.Effective, u.Saved, want.uid)
+		case now.Filename != want.exe:
+			return "changed since it was listed: it runs another program (an exec)"
+		case len(p.Images) != want.execs || p.Current().Time != want.execTime:
+			return "changed since it was listed: it executed a program since"
+		}
+		return ""
+	}
 }

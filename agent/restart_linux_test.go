@@ -251,10 +251,7 @@ func chainReaches(anc []lineage.Process, root uint32, viaExited bool) bool {
 // (TestLostEventsAreCountedAndRepaired owns overflow), so it gives the
 // ring room for the storm and for what runs beside it.
 func TestEventsWhileTheAgentIsDownAreDrained(t *testing.T) {
-	n := 1000
-	if testenv.Emulated() {
-		n = 200
-	}
+	n := testenv.Sized(500, 100)
 	for _, sig := range stopSignals {
 		t.Run(sig.String(), func(t *testing.T) {
 			ag := agenttest.StartProcess(t, "--bpf.ring-buffer-size=67108864")

@@ -330,10 +330,7 @@ func TestDestroyMarkerEndsOnlyTheNamedSubSession(t *testing.T) {
 
 func TestForkingMemberLeavesNoSurvivor(t *testing.T) {
 	a := enforcingAgent(t, enforcer.ModeEnforce)
-	trials := 50
-	if testing.Short() {
-		trials = 10
-	}
+	trials := testenv.Sized(20, 6)
 	killed := 0
 	for i := 0; i < trials; i++ {
 		session := fmt.Sprintf("fork-%d", i)

@@ -13,6 +13,10 @@ import (
 func (a *Agent) Status() api.Status {
 	gs := a.graph.Stats()
 	st := api.Status{
+		Agent:         a.agentStatus(),
+		Kernel:        a.kernelStatus(),
+		Leaks:         leakStatus(a.Picture()),
+		Problems:      a.ops.problems.list(),
 		Tracked:       gs.Tracked,
 		Alive:         gs.Alive,
 		Exited:        gs.Exited,
@@ -29,6 +33,7 @@ func (a *Agent) Status() api.Status {
 		Gaps:          gapCounts(gs),
 		Recovered:     map[string]uint64{},
 		History:       a.historyStatus(),
+		Stream:        a.eventsStatus(),
 	}
 	for _, k := range eventKinds {
 		st.Events[k.String()] = a.events[k].Load()

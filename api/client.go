@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,8 +45,47 @@ func NewClient(socket string) *Client {
 	}
 }
 
-// ErrAgentUnreachable: no agent answers on the socket.
+// ErrAgentUnreachable: no agent answers on the socket. Every
+// *UnreachableError is one.
 var ErrAgentUnreachable = errors.New("mcptrace agent is not reachable")
+
+// UnreachableError says that no agent answers on Socket, why, and the
+// one command that fixes it for the way the agent was installed: its
+// Error is the message for people, the connection's error only behind
+// Unwrap.
+type UnreachableError struct {
+	Socket string
+	Why    string
+	// Denied: the socket is there, and its mode keeps the caller out
+	// (api.socket-mode).
+	Denied bool
+	// Install is how the agent was installed (ReadInstall), for the
+	// command that starts it.
+	Install Install
+	// Command is the command that was refused (mcptrace status), for
+	// the fix of Denied: the same as root. The CLI sets it.
+	Command string
+	Err     error
+}
+
+func (e *UnreachableError) Error() string {
+	if e.Denied {
+		return fmt.Sprintf("cannot reach the mcptrace agent at %s (%s; api.socket-mode may let only root in): run it as root: sudo %s", e.Socket, e.Why, cmp.Or(e.Command, "mcptrace …"))
+	}
+	msg := fmt.Sprintf("no mcptrace agent is running at %s (%s): start it with: %s", e.Socket, e.Why, e.Install.Start())
+	if l := e.Install.Logs(); l != "" {
+		msg += fmt.Sprintf(" (why it stopped: %s)", l)
+	}
+	if e.Socket != DefaultSocket {
+		msg += fmt.Sprintf("; or point --api.socket at its socket (the default is %s)", DefaultSocket)
+	}
+	return msg
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Is makes every UnreachableError an ErrAgentUnreachable.
+func (e *UnreachableError) Is(target error) bool { return target == ErrAgentUnreachable }
 
 // StatusError is a refusal or failure the agent answered with.
 type StatusError struct {
@@ -77,27 +117,39 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		// A missing pipe is fs.ErrNotExist on Windows, not ENOENT.
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("%w at %s: start it with `mcptrace agent` (as root), or point --api.socket at its socket: %v", ErrAgentUnreachable, c.Socket, err)
-		}
-		if errors.Is(err, syscall.EACCES) {
-			return fmt.Errorf("%w at %s: permission denied on the socket: %v", ErrAgentUnreachable, c.Socket, err)
-		}
-		return fmt.Errorf("query agent at %s: %w", c.Socket, err)
+		return c.requestErr(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e Error
-		if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
-			e.Error = resp.Status
-		}
-		return &StatusError{Code: resp.StatusCode, Message: e.Error}
+		return statusErr(resp)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decode answer to %s: %w", path, err)
 	}
 	return nil
+}
+
+// requestErr says why a request got no answer.
+func (c *Client) requestErr(err error) error {
+	// A missing pipe is fs.ErrNotExist on Windows, not ENOENT.
+	switch {
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, fs.ErrNotExist):
+		return &UnreachableError{Socket: c.Socket, Why: "there is no socket there", Install: ReadInstall(c.Socket), Err: err}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &UnreachableError{Socket: c.Socket, Why: "nothing listens there: the agent stopped or crashed", Install: ReadInstall(c.Socket), Err: err}
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, fs.ErrPermission):
+		return &UnreachableError{Socket: c.Socket, Why: "permission denied on the socket or its directory", Denied: true, Err: err}
+	}
+	return fmt.Errorf("query agent at %s: %w", c.Socket, err)
+}
+
+// statusErr is the refusal or failure an answer other than 200 carries.
+func statusErr(resp *http.Response) error {
+	var e Error
+	if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
+		e.Error = resp.Status
+	}
+	return &StatusError{Code: resp.StatusCode, Message: e.Error}
 }
 
 // Processes returns every process the caller may see.

@@ -54,13 +54,22 @@ func newWorld(t testing.TB) *world {
 		Now: func() uint64 { return w.clock },
 	}
 	// Orphans as the agent finds them, on synthetic facts: every process
-	// no session owns reads a stdin pipe nobody writes, reparented to
-	// init.
+	// no session owns reads a stdin pipe nobody writes and writes a
+	// stdout pipe nobody reads, reparented to init; a claude or codex
+	// process is a recognised host.
 	w.s.Orphans = func(uid uint32, root bool) (orphans.Found, error) {
 		var in orphans.Input
 		for i, p := range tr.Unowned(func(p lineage.Process) bool { return root || p.UID == uid }) {
-			in.Procs = append(in.Procs, orphans.Proc{Process: p, PPID: 1, FactsOK: true, CutFor: time.Hour,
-				Facts: procfs.Facts{Stdin: procfs.StdinPipe, StdinInode: uint64(i + 1), Cgroup: "/user.slice"}})
+			in.Procs = append(in.Procs, orphans.Proc{Process: p, PPID: 1, FactsOK: true, CutFor: time.Hour, OutCutFor: time.Hour,
+				Stdio: procfs.Stdio{InCut: true, OutCut: true, InLocal: true, OutLocal: true},
+				Facts: procfs.Facts{Stdin: procfs.StdinPipe, StdinInode: uint64(i + 1), Stdout: procfs.StdinPipe, StdoutInode: uint64(i + 1<<20),
+					UIDs: procfs.UIDs{Real: p.UID, Effective: p.UID, Saved: p.UID}, Cgroup: "/user.slice"}})
+		}
+		in.HostKind = func(p lineage.Process) string {
+			if p.Comm == "claude" || p.Comm == "codex" {
+				return p.Comm
+			}
+			return ""
 		}
 		in.Ancestors = g.Ancestors
 		return orphans.Find(in), nil

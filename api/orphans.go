@@ -18,6 +18,10 @@ type OrphanList struct {
 	Now     uint64           `json:"now_ns"`
 	Orphans []orphans.Orphan `json:"orphans"`
 	Totals  OrphanTotals     `json:"totals"`
+	// Candidates are MCP servers whose evidence of a leak is still being
+	// gathered (orphans.Found.Candidates): shown, never ended, and not
+	// in Totals.
+	Candidates []orphans.Orphan `json:"candidates,omitempty"`
 	// Pending counts servers whose stdin was seen cut off too recently
 	// to count (root only: others get 0); ConfirmIn is when they can be
 	// confirmed at the soonest.
@@ -63,7 +67,12 @@ func TotalsOf(list []orphans.Orphan) OrphanTotals {
 
 // EndOrphansRequest is the body of POST /v1/orphans/end.
 type EndOrphansRequest struct {
-	// CertainOnly ends only the orphans listed as certain.
+	// IncludeLikely ends the orphans listed as likely too; without it
+	// only the certain ones are ended.
+	IncludeLikely bool `json:"include_likely,omitempty"`
+	// CertainOnly is what every request without IncludeLikely does now;
+	// it is accepted for clients that still send it, and refused
+	// together with IncludeLikely.
 	CertainOnly bool `json:"certain_only,omitempty"`
 	// DryRun runs every check of the enforcer in audit mode and ends
 	// nothing: the records say what would be ended.
@@ -113,7 +122,8 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.presentOrphans(c, wantsRaw(c, r), found.Orphans)
-	l := OrphanList{Now: s.Now(), Orphans: found.Orphans, Totals: TotalsOf(found.Orphans),
+	s.presentOrphans(c, wantsRaw(c, r), found.Candidates)
+	l := OrphanList{Now: s.Now(), Orphans: found.Orphans, Totals: TotalsOf(found.Orphans), Candidates: found.Candidates,
 		ContainersUnchecked: found.ContainersUnchecked, ContainersWhy: found.ContainersWhy}
 	if c.Root() && found.Pending > 0 {
 		l.Pending, l.ConfirmIn = found.Pending, found.ConfirmIn
@@ -127,14 +137,18 @@ func (s *Server) handleEndOrphans(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req EndOrphansRequest
-	if !s.decode(w, r, &req, `{"certain_only":bool,"dry_run":bool}`) {
+	if !s.decode(w, r, &req, `{"include_likely":bool,"certain_only":bool,"dry_run":bool}`) {
+		return
+	}
+	if req.IncludeLikely && req.CertainOnly {
+		writeError(w, http.StatusBadRequest, "include_likely and certain_only contradict each other (certain only is the default)")
 		return
 	}
 	if s.EndOrphans == nil {
 		writeError(w, http.StatusNotImplemented, "this agent does not look for orphans")
 		return
 	}
-	list, rep, err := s.EndOrphans(r.Context(), c.UID, c.Root(), req.CertainOnly, req.DryRun)
+	list, rep, err := s.EndOrphans(r.Context(), c.UID, c.Root(), req.IncludeLikely, req.DryRun)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

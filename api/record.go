@@ -3,8 +3,10 @@ package api
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/hosts"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/roles"
 	"github.com/mcptrace/mcptrace/sessions"
@@ -135,7 +137,7 @@ func Detail(c Caller, rec SessionRecord, raw bool) SessionDetail {
 		}
 	}
 	present(c, raw, procs)
-	rs := roles.Classify(rec.Session.Root, rec.Session.SparesRoot(), procs[:members])
+	rs := Classify(rec.Session, procs[:members])
 	clientGen := map[lineage.ID]uint32{}
 	for i, p := range procs[:members] {
 		clientGen[p.ID] = gens[i]
@@ -297,4 +299,22 @@ func boundMembers(rec SessionRecord, keep int) ([]lineage.Process, []uint32, []C
 
 func cmpExit(a, b lineage.Process) int {
 	return cmp.Or(cmp.Compare(a.ExitTime, b.ExitTime), cmp.Compare(a.ID.Start, b.ID.Start))
+}
+
+// Classify gives each of procs, members of session sess, its role in it
+// (roles.ClassifyHost), with what package hosts knows of the host that
+// began it: by the rule that did, else by the root's own image. The
+// metrics, the live answers and the history's all read roles this way.
+func Classify(sess sessions.Session, procs []lineage.Process) []roles.Member {
+	if !sess.SparesRoot() {
+		return roles.Classify(sess.Root, false, procs)
+	}
+	var root *lineage.Process
+	for i := range procs {
+		if procs[i].ID == sess.Root {
+			root = &procs[i]
+			break
+		}
+	}
+	return roles.ClassifyHost(sess.Root, hosts.Table(strings.TrimPrefix(sess.Origin, sessions.OriginRule), root), procs)
 }

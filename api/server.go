@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/events"
 	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/internal/ratelog"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -51,9 +52,11 @@ type Server struct {
 	// root, a caller's own otherwise. EndOrphans ends them with the
 	// caller's authority (see agent.EndOrphans). Optional.
 	Orphans    func(uid uint32, root bool) (orphans.Found, error)
-	EndOrphans func(ctx context.Context, uid uint32, root, certainOnly, dryRun bool) ([]orphans.Orphan, enforcer.Report, error)
-	Now        func() uint64 // CLOCK_BOOTTIME ns
-	Log        *slog.Logger
+	EndOrphans func(ctx context.Context, uid uint32, root, includeLikely, dryRun bool) ([]orphans.Orphan, enforcer.Report, error)
+	// Events is the agent's event stream (GET /v1/events). Optional.
+	Events *events.Hub
+	Now    func() uint64 // CLOCK_BOOTTIME ns
+	Log    *slog.Logger
 	// MaxConnections and MaxConnectionsPerUID cap the open connections of
 	// non-root users, together and per uid; 0 takes the defaults
 	// (DefaultMaxConnections, DefaultMaxConnectionsPerUID).
@@ -84,6 +87,7 @@ type Server struct {
 	requestsOnce sync.Once
 	// started is set once Serve has set up what APIStatus reads.
 	started atomic.Bool
+	events  eventsState // events.go
 }
 
 // ErrServing: another agent holds the socket or pipe (it serves there,
@@ -135,6 +139,7 @@ func (s *Server) handler() http.Handler {
 		{"GET /v1/history", s.handleHistory},
 		{"GET /v1/orphans", s.handleOrphans},
 		{"POST /v1/orphans/end", s.handleEndOrphans},
+		{"GET /v1/events", s.handleEvents},
 	}
 	s.requestsOnce.Do(func() {
 		s.requests = make(map[string]*atomic.Uint64, len(routes)+1)
@@ -476,7 +481,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		// Whether there is a history, not how many session records it
 		// wrote (they move with other users' sessions).
 		st.History = HistoryStatus{Off: st.History.Off, Store: st.History.Store}
+		// Node-wide leaks and the agent's log move with other users'
+		// sessions, and may name them.
+		st.Leaks, st.Problems = LeakStatus{}, nil
+		st.Partial = true
 	}
+	st.Stream = st.Stream.forCaller(c)
 	st.Now = s.Now()
 	st.API = s.apiStatus()
 	writeJSON(w, http.StatusOK, st)

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"time"
+
+	"github.com/mcptrace/mcptrace/internal/version"
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/sessions"
 )
@@ -14,7 +17,23 @@ type ProcessList struct {
 
 // Status describes the agent's health: what it tracks and what it lost.
 type Status struct {
-	Now     uint64 `json:"now_ns"`
+	Now uint64 `json:"now_ns"`
+	// Partial: the caller is not root, and what moves with other users'
+	// sessions is left out (sessions, enforcer, endings, leaks, problems,
+	// the history's and the containers' counts).
+	Partial bool `json:"partial,omitempty"`
+	// Agent is the agent itself: its build, process, start and install.
+	Agent AgentStatus `json:"agent"`
+	// Kernel is the kernel side: the kernel, where the programs are
+	// pinned, what it can do.
+	Kernel KernelStatus `json:"kernel"`
+	// Leaks are what the last metrics sample found leaked: zero for
+	// anyone but root (they move with other users' sessions).
+	Leaks LeakStatus `json:"leaks"`
+	// Problems are the last warnings and errors the agent logged, oldest
+	// first (root only: they may name other users' sessions).
+	Problems []Problem `json:"problems,omitempty"`
+
 	Tracked int    `json:"tracked_processes"`
 	Alive   int    `json:"alive_processes"`
 	Exited  int    `json:"exited_processes"`
@@ -68,6 +87,71 @@ type Status struct {
 	Containers ContainerStatus `json:"containers"`
 	// History is the journal of sessions kept on disk.
 	History HistoryStatus `json:"history"`
+	// Stream is the event stream and its export file (events.go).
+	Stream EventsStatus `json:"event_stream"`
+}
+
+// AgentStatus is the agent process.
+type AgentStatus struct {
+	Build version.Info `json:"build"`
+	PID   int          `json:"pid"`
+	// Started is when the agent started (wall clock).
+	Started time.Time `json:"started"`
+	// Install is how it was started, and so how it is started again.
+	Install Install `json:"install"`
+	// Ready: it serves (the API and, when on, the metrics).
+	Ready bool `json:"ready"`
+}
+
+// KernelStatus is the kernel side of the agent.
+type KernelStatus struct {
+	// Release is the running kernel (uname -r).
+	Release string `json:"release"`
+	// PinDir is where the programs and maps stay pinned between agents
+	// (bpf.pin-dir); "" on Windows (ETW).
+	PinDir string `json:"pin_dir,omitempty"`
+	// Attached: the programs are attached and events flow.
+	Attached bool `json:"attached"`
+	// SignalAtFork: the kernel can signal a doomed process's new child
+	// at fork (bpf_send_signal_task, 6.13+); before, at its first exec.
+	SignalAtFork bool `json:"signal_at_fork,omitempty"`
+	// Requests says why container engine requests are not read, "" when
+	// they are (or attribution is off).
+	RequestsOff string `json:"requests_off,omitempty"`
+	// Doomed counts the entries of the kernel's map of processes of
+	// ended sessions it kills at fork and exec, and its capacity.
+	Doomed    int `json:"doomed"`
+	DoomedMax int `json:"doomed_max"`
+}
+
+// LeakStatus are the leaks the last metrics sample found (the metrics'
+// mcptrace_orphaned_*, mcptrace_unowned_*, mcptrace_duplicate_servers,
+// mcptrace_idle_servers), summed over the node.
+type LeakStatus struct {
+	// SampledAgoSeconds is how long ago the sample was taken; 0: none
+	// yet, nothing below is known.
+	SampledAgoSeconds float64 `json:"sampled_ago_seconds,omitempty"`
+	// Orphaned are live members of ended sessions and generations;
+	// OrphanedRSS their memory.
+	Orphaned    int    `json:"orphaned_processes"`
+	OrphanedRSS uint64 `json:"orphaned_rss_bytes"`
+	// Unowned are leaked MCP servers no session owns (mcptrace orphans).
+	Unowned    int    `json:"unowned_servers"`
+	UnownedRSS uint64 `json:"unowned_rss_bytes"`
+	// Duplicates are servers a live host started again while the old one
+	// lives; Idle servers did no I/O for metrics.idle-after.
+	Duplicates int `json:"duplicate_servers"`
+	Idle       int `json:"idle_servers"`
+}
+
+// Problem is one warning or error the agent logged.
+type Problem struct {
+	At    time.Time `json:"at"`
+	Level string    `json:"level"`
+	// What is the log message with its attributes as key=value.
+	What string `json:"what"`
+	// Repeats counts the same message logged again since (the last At).
+	Repeats int `json:"repeats,omitempty"`
 }
 
 // ContainerStatus is container attribution and the engine it asks.

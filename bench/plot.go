@@ -8,8 +8,11 @@ import (
 )
 
 // plotColors are the bar colors of the tracers, in config order after the
-// baseline.
-var plotColors = []string{"#2563eb", "#ea580c", "#6b7280", "#16a34a"}
+// baseline: as many as there are configurations (five today: the agent,
+// its two variants, bpftrace, forkstat), each of its own hue, so that no
+// two tracers share a color (with four, the fifth took the first's blue).
+// Okabe and Ito's palette, told apart with any color vision.
+var plotColors = []string{"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00", "#56b4e9", "#f0e442", "#000000"}
 
 // plotRatios draws the storm ratios as grouped bars: one group per
 // workload, one bar per tracer, with lines at 1.0 (the baseline) and at

@@ -87,7 +87,18 @@ struct event {
  * layout changing too: sets of programs pinned by another build are read
  * only when layout and format agree (sensor.recordLayout). */
 enum record_format {
-	RECORD_FORMAT = 3,
+	RECORD_FORMAT = 4,
+};
+
+/* What an exec record says of each of the process's fd 0 and fd 1
+ * (struct exec_event, stdin_mode and stdout_mode): the file's type as
+ * (inode->i_mode & S_IFMT) >> 12 (1 a pipe, 2 a character device such
+ * as /dev/null or a terminal, 8 a regular file, 12 a socket, ...), or
+ * one of these. A host talks to the MCP servers it starts over pipes or
+ * sockets on both. */
+enum stdio_mode {
+	STDIO_UNREAD = 0, /* the file table could not be read */
+	STDIO_CLOSED = 255, /* no file at that descriptor */
 };
 
 struct exec_event {
@@ -95,7 +106,9 @@ struct exec_event {
 	__u32 filename_len;        /* bytes in filename, NUL excluded */
 	__u32 args_len;            /* bytes captured in args */
 	__u32 args_size;           /* full size of argv in the new image */
-	__u32 _pad;
+	__u8 stdin_mode;           /* fd 0 at exec: enum stdio_mode */
+	__u8 stdout_mode;          /* fd 1 at exec: enum stdio_mode */
+	__u16 _pad;
 	char filename[FILENAME_LEN];
 	char args[ARGS_LEN];       /* cut: args_len bytes are in the record */
 };

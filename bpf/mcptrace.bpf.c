@@ -41,6 +41,7 @@ const struct barrier_event *unused_barrier_event __attribute__((unused));
 const enum record_format *unused_record_format __attribute__((unused));
 const struct request_event *unused_request_event __attribute__((unused));
 const enum request_drop *unused_request_drop __attribute__((unused));
+const enum stdio_mode *unused_stdio_mode __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -376,6 +377,26 @@ static __always_inline void doom_exec(struct task_struct *p)
 		count(&doom_kills, DOOM_KILL_EXEC);
 }
 
+/* stdio_mode returns what fd of task is (enum stdio_mode in events.h):
+ * its file's type, or STDIO_CLOSED, or STDIO_UNREAD. */
+static __always_inline __u8 stdio_mode(struct task_struct *task, unsigned int fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt)
+		return STDIO_UNREAD;
+	if (fd >= BPF_CORE_READ(fdt, max_fds))
+		return STDIO_CLOSED;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) < 0)
+		return STDIO_UNREAD;
+	if (!f)
+		return STDIO_CLOSED;
+	umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
+	__u8 t = (mode & MCPTRACE_S_IFMT) >> 12;
+	return t ? t : STDIO_UNREAD;
+}
+
 static __always_inline int on_exec(enum run run, struct task_struct *p, struct linux_binprm *bprm)
 {
 	/* self_exec_id counts the task's execs: one claim per exec. */
@@ -422,6 +443,11 @@ static __always_inline int on_exec(enum run run, struct task_struct *p, struct l
 		e->base.flags |= EVENT_FLAG_ARGS_UNREADABLE;
 	}
 	e->args_len = len;
+	/* The descriptors the new image starts with: the exec'ing task's
+	 * own file table (shared with its threads, never with its creator
+	 * after a fork). */
+	e->stdin_mode = stdio_mode(p, 0);
+	e->stdout_mode = stdio_mode(p, 1);
 	if (bpf_ringbuf_output(&events, e, offsetof(struct exec_event, args) + (len & (ARGS_LEN - 1)), 0) < 0)
 		count_lost(EVENT_EXEC);
 	doom_exec(p);

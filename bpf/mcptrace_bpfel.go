@@ -99,7 +99,9 @@ type McptraceExecEvent struct {
 	FilenameLen uint32
 	ArgsLen     uint32
 	ArgsSize    uint32
-	Pad         uint32
+	StdinMode   uint8
+	StdoutMode  uint8
+	Pad         uint16
 	Filename    [256]int8
 	Args        [4096]int8
 }
@@ -107,7 +109,7 @@ type McptraceExecEvent struct {
 type McptraceRecordFormat uint32
 
 const (
-	McptraceRecordFormatRECORD_FORMAT McptraceRecordFormat = 3
+	McptraceRecordFormatRECORD_FORMAT McptraceRecordFormat = 4
 )
 
 type McptraceRequestDrop uint32
@@ -138,6 +140,13 @@ type McptraceSockId struct {
 	Dev uint32
 	Pad uint32
 }
+
+type McptraceStdioMode uint32
+
+const (
+	McptraceStdioModeSTDIO_UNREAD McptraceStdioMode = 0
+	McptraceStdioModeSTDIO_CLOSED McptraceStdioMode = 255
+)
 
 // Names of all BPF objects in the ELF.
 //
@@ -174,6 +183,7 @@ const (
 	McptraceVarUnusedRecordFormat      = "unused_record_format"
 	McptraceVarUnusedRequestDrop       = "unused_request_drop"
 	McptraceVarUnusedRequestEvent      = "unused_request_event"
+	McptraceVarUnusedStdioMode         = "unused_stdio_mode"
 )
 
 // LoadMcptrace returns the embedded CollectionSpec for Mcptrace.
@@ -261,6 +271,7 @@ type McptraceVariableSpecs struct {
 	UnusedRecordFormat *ebpf.VariableSpec `ebpf:"unused_record_format"`
 	UnusedRequestDrop  *ebpf.VariableSpec `ebpf:"unused_request_drop"`
 	UnusedRequestEvent *ebpf.VariableSpec `ebpf:"unused_request_event"`
+	UnusedStdioMode    *ebpf.VariableSpec `ebpf:"unused_stdio_mode"`
 }
 
 // McptraceObjects contains all objects after they have been loaded into the kernel.
@@ -330,6 +341,7 @@ type McptraceVariables struct {
 	UnusedRecordFormat *ebpf.Variable `ebpf:"unused_record_format"`
 	UnusedRequestDrop  *ebpf.Variable `ebpf:"unused_request_drop"`
 	UnusedRequestEvent *ebpf.Variable `ebpf:"unused_request_event"`
+	UnusedStdioMode    *ebpf.Variable `ebpf:"unused_stdio_mode"`
 }
 
 // McptracePrograms contains all programs after they have been loaded into the kernel.

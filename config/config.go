@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/events"
 	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/history"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -35,6 +36,7 @@ type Config struct {
 	Metrics    Metrics
 	Containers Containers
 	History    History
+	Export     Export
 	Log        Log
 	// Overridden lists the options the configuration file sets that a
 	// flag or the environment overrides, each as "key (by)", for the
@@ -52,6 +54,18 @@ type History struct {
 	MaxAge time.Duration
 	// MaxBytes bounds the store's file (history.max-bytes).
 	MaxBytes int
+}
+
+// Export configures the export file of the agent's event stream, for log
+// pipelines: one JSON object a line, rotated at a size bound.
+type Export struct {
+	// File is where events are written (export.file); "" writes none.
+	File string
+	// MaxBytes is the size at which the file is rotated
+	// (export.max-bytes); MaxFiles how many rotated files are kept
+	// (export.max-files).
+	MaxBytes int
+	MaxFiles int
 }
 
 // Containers configures the attribution of containers that session
@@ -250,6 +264,7 @@ func Default() Config {
 			MaxAge:   history.DefaultMaxAge,
 			MaxBytes: history.DefaultMaxBytes,
 		},
+		Export: Export{MaxBytes: events.DefaultExportMaxBytes, MaxFiles: events.DefaultExportMaxFiles},
 		State: State{
 			Dir:                state.DefaultDir,
 			CheckpointInterval: state.DefaultCheckpointInterval,
@@ -286,7 +301,7 @@ func (c *Config) options() []option {
 			func() error { return absPath(c.BPF.BPFFS) }},
 		{"bpf.tracefs", "mount point of tracefs", &c.BPF.TraceFS,
 			func() error { return absPath(c.BPF.TraceFS) }},
-		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; `mcptrace uninstall` removes them)", &c.BPF.PinDir,
+		{"bpf.pin-dir", "where the kernel programs and maps are pinned so they keep running between agents (on bpffs; mcptrace uninstall removes them)", &c.BPF.PinDir,
 			func() error { return absPath(c.BPF.PinDir) }},
 		{"lineage.retention", fmt.Sprintf("how long exited processes of a session (and those whose lineage is unproven) stay in the lineage graph; others go once %d newer ones exited", lineage.DefaultRecentExits), &c.Lineage.Retention,
 			func() error { return between(c.Lineage.Retention, time.Millisecond, maxRetention) }},
@@ -302,7 +317,7 @@ func (c *Config) options() []option {
 			func() error {
 				return between(c.Lineage.MaxImageBytes, lineage.MinMaxImageBytes, lineage.MaxMaxImageBytes)
 			}},
-		{"sessions.default-rules", "recognise the real agent hosts (Claude Code, Codex, Copilot, Cursor, goose, OpenClaw, VS Code) as session roots", &c.Sessions.DefaultRules,
+		{"sessions.default-rules", "recognise the real agent hosts (Claude Code, Codex, Copilot, Gemini, Qwen, MCP Inspector, opencode, Amp, crush, Cline, Kiro, Cursor, goose, OpenClaw, VS Code) as session roots", &c.Sessions.DefaultRules,
 			func() error { return nil }},
 		{"sessions.rules", "extra host rules: a list of {name, comm, exe, argv, not} (configuration file only)", &c.Sessions.Rules,
 			func() error { return sessions.CompileRules(c.Sessions.Rules) }},
@@ -310,7 +325,7 @@ func (c *Config) options() []option {
 			func() error { return between(c.Sessions.Retention, time.Second, maxRetention) }},
 		{"sessions.within-pid", "only this PID and the processes it created begin sessions or send destroy markers; 0: the whole node", &c.Sessions.WithinPID,
 			func() error { return pid(c.Sessions.WithinPID) }},
-		{"sessions.max-active-per-uid", "most active sessions one uid may have; a further one is refused (counted, and `mcptrace run` fails)", &c.Sessions.MaxActivePerUID,
+		{"sessions.max-active-per-uid", "most active sessions one uid may have; a further one is refused (counted, and mcptrace run fails)", &c.Sessions.MaxActivePerUID,
 			func() error { return between(c.Sessions.MaxActivePerUID, 1, maxActivePerUID) }},
 		{"sessions.max-ended-per-uid", "most ended sessions of one uid kept listed (its oldest go first; no uid's churn evicts another's)", &c.Sessions.MaxEndedPerUID,
 			func() error { return between(c.Sessions.MaxEndedPerUID, 1, sessions.DefaultMaxEnded) }},
@@ -353,7 +368,7 @@ func (c *Config) options() []option {
 				}
 				return absPath(c.Containers.EngineSocket)
 			}},
-		{"history.dir", "where the journal of every session, process and kill is kept on disk for `mcptrace history` and past sessions' trees (argv redacted); empty: no history", &c.History.Dir,
+		{"history.dir", "where the journal of every session, process and kill is kept on disk for mcptrace history and past sessions' trees (argv redacted); empty: no history", &c.History.Dir,
 			func() error {
 				if c.History.Dir == "" {
 					return nil
@@ -364,6 +379,17 @@ func (c *Config) options() []option {
 			func() error { return between(c.History.MaxAge, time.Minute, 366*24*time.Hour) }},
 		{"history.max-bytes", "most bytes the history's store takes on disk; past it the oldest records go first", &c.History.MaxBytes,
 			func() error { return between(c.History.MaxBytes, history.MinBytes, 1<<40) }},
+		{"export.file", "where every event (as mcptrace events --json prints it: sessions, markers, member execs, kills, containers, orphans, losses) is written for a log pipeline, one JSON object a line, argv redacted; its directory must be root's and writable by no one else; empty: none", &c.Export.File,
+			func() error {
+				if c.Export.File == "" {
+					return nil
+				}
+				return absPath(c.Export.File)
+			}},
+		{"export.max-bytes", "size in bytes at which the export file is rotated (FILE.1 holds the previous one); a line never spans two files", &c.Export.MaxBytes,
+			func() error { return between(c.Export.MaxBytes, events.MinExportMaxBytes, events.MaxExportMaxBytes) }},
+		{"export.max-files", "how many rotated export files are kept (FILE.1 … FILE.N); the oldest goes", &c.Export.MaxFiles,
+			func() error { return between(c.Export.MaxFiles, 1, events.MaxExportMaxFiles) }},
 		{"log.level", "log level: debug, info, warn or error", &c.Log.Level,
 			func() error { return logLevel(c.Log.Level) }},
 		{"log.format", "log format: text or json", &c.Log.Format,

@@ -287,6 +287,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 			"metrics.listen-address",           // "" (no metrics) is valid
 			"containers.engine-socket",         // "" (attribution off) is valid
 			"history.dir",                      // "" (no history) is valid
+			"export.file",                      // "" (no export) is valid
 			"enforcer.reap-superseded-after",   // 0 (never) is valid
 			"sessions.rules", "enforcer.spare": // no rules is valid
 			continue
@@ -336,6 +337,9 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"metrics.idle-after":             "30m0s",
 		"metrics.orphans-every":          "1m0s",
 		"containers.engine-socket":       "/var/run/docker.sock",
+		"export.file":                    "",
+		"export.max-bytes":               "67108864",
+		"export.max-files":               "4",
 	}
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {

@@ -23,11 +23,24 @@ import (
 // defaultFile is DefaultFile; tests point it elsewhere.
 var defaultFile = DefaultFile
 
-// BindFlags registers every option on fs as a flag named by its key, with
-// its default and help text.
-func BindFlags(fs *pflag.FlagSet) {
+// BindFlags registers options on fs as flags named by their keys, with
+// their defaults and help texts: the options keys names, or every one
+// when keys is empty (the agent's). A key that is no option panics.
+func BindFlags(fs *pflag.FlagSet, keys ...string) {
 	d := Default()
-	for _, o := range d.options() {
+	opts := d.options()
+	if len(keys) > 0 {
+		var some []option
+		for _, k := range keys {
+			i := slices.IndexFunc(opts, func(o option) bool { return o.key == k })
+			if i < 0 {
+				panic("config: BindFlags: no option " + k)
+			}
+			some = append(some, opts[i])
+		}
+		opts = some
+	}
+	for _, o := range opts {
 		switch v := o.value.(type) {
 		case *string:
 			fs.String(o.key, *v, o.usage)
@@ -66,10 +79,7 @@ func Load(file string, flags *pflag.FlagSet) (Config, error) {
 		return Config{}, err
 	}
 	if path != "" {
-		if err := checkTrusted(path); err != nil {
-			return Config{}, fmt.Errorf("config %s: %w", path, err)
-		}
-		data, err := os.ReadFile(path)
+		data, err := readTrusted(path)
 		if err != nil {
 			return Config{}, fmt.Errorf("read config %s: %w", path, err)
 		}
@@ -98,7 +108,7 @@ func Load(file string, flags *pflag.FlagSet) (Config, error) {
 				return " (flag --" + key + ")"
 			}
 		}
-		if name := envName(key); os.Getenv(name) != "" {
+		if name := EnvName(key); os.Getenv(name) != "" {
 			return " (" + name + ")"
 		}
 		if path != "" && v.InConfig(key) {
@@ -147,8 +157,9 @@ func findFile(file string) (string, error) {
 	return "", fmt.Errorf("stat config %s: %w", defaultFile, err)
 }
 
-// envName is the environment variable for key.
-func envName(key string) string {
+// EnvName is the environment variable that sets option key:
+// MCPTRACE_API_SOCKET for api.socket.
+func EnvName(key string) string {
 	return EnvPrefix + "_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
 }
 
@@ -179,7 +190,7 @@ func checkKeys(v *viper.Viper, opts []option) error {
 			errs = append(errs, fmt.Errorf("%s is a section (%s), not a value", k, strings.Join(section, ", ")))
 		default:
 			msg := fmt.Sprintf("unknown key %s", k)
-			if s := closest(k, known); s != "" {
+			if s := Closest(k, known); s != "" {
 				msg += fmt.Sprintf(" (did you mean %s?)", s)
 			}
 			errs = append(errs, errors.New(msg))
@@ -188,9 +199,10 @@ func checkKeys(v *viper.Viper, opts []option) error {
 	return errors.Join(errs...)
 }
 
-// closest returns the known key nearest to k by edit distance, if it is
-// near enough to be a typo.
-func closest(k string, known []string) string {
+// Closest returns the word of known nearest to k by edit distance, if it
+// is near enough to be a typo: configuration keys here, flag names in
+// the command line's "did you mean".
+func Closest(k string, known []string) string {
 	best, bestDist := "", 4
 	for _, o := range known {
 		if d := editDistance(k, o); d < bestDist {
@@ -338,4 +350,15 @@ func decodeList(raw, dst any) error {
 		return fmt.Errorf("want a list of objects: %w", err)
 	}
 	return nil
+}
+
+// Keys are the keys of every option, in the order the agent's flags and
+// the example file list them.
+func Keys() []string {
+	d := Default()
+	var keys []string
+	for _, o := range d.options() {
+		keys = append(keys, o.key)
+	}
+	return keys
 }

@@ -42,16 +42,20 @@ type Container struct {
 	AttachedStdin bool
 }
 
-// Inspect returns the container with full ID id (GET
-// /containers/{id}/json). An error wrapping ErrNotFound means there is
-// none: a container already gone is not an error for callers that want it
+// Inspect returns the container ref names (GET /containers/{ref}/json):
+// a full ID, which the answer must carry, or a name or ID prefix
+// (ValidRef), which the engine resolves now: a name can be given to
+// another container at any time, so the answer is only what it names at
+// this moment. An error wrapping ErrNotFound means there is none: a
+// container already gone is not an error for callers that want it
 // ended.
-func (e *Engine) Inspect(ctx context.Context, id string) (Container, error) {
-	op := "inspect " + short(id)
-	if err := e.checkID(op, id); err != nil {
-		return Container{}, err
+func (e *Engine) Inspect(ctx context.Context, ref string) (Container, error) {
+	op := "inspect " + short(ref)
+	if !ValidRef(ref) {
+		return Container{}, &Error{Socket: e.socket, Op: op, Err: fmt.Errorf("%q names no container (a full ID, a name or an ID prefix)", truncate(ref, 80))}
 	}
-	r, err := e.call(ctx, op, http.MethodGet, "/containers/"+id+"/json", nil, maxBody, 0)
+	id := ref
+	r, err := e.call(ctx, op, http.MethodGet, "/containers/"+ref+"/json", nil, maxBody, 0)
 	if err != nil {
 		return Container{}, err
 	}
@@ -66,7 +70,7 @@ func (e *Engine) Inspect(ctx context.Context, id string) (Container, error) {
 	if err != nil {
 		return Container{}, &Error{Socket: e.socket, Op: op, Status: r.status, Err: err}
 	}
-	if c.ID != id {
+	if ValidID(id) && c.ID != id {
 		return Container{}, &Error{Socket: e.socket, Op: op, Status: r.status,
 			Err: fmt.Errorf("engine answered about container %s", short(c.ID))}
 	}

@@ -27,9 +27,10 @@
 // Every request is bounded in time by its context and by Engine.Timeout
 // (Stop adds its grace), and every response body is read through a limit
 // (1 MiB; 32 MiB and 10,000 entries for List). Container IDs go into URL
-// paths only after ValidID accepted them: callers capture IDs from bytes
-// other users control, and a path such as "../../v1.41/containers/create"
-// must never reach the engine.
+// paths only after ValidID accepted them, and names only after ValidRef
+// did (Inspect alone takes a name or ID prefix): callers capture them
+// from bytes other users control, and a path such as
+// "../../v1.41/containers/create" must never reach the engine.
 //
 // Errors are *Error values that say which engine, what was asked and,
 // where it helps, what to do; callers print them as they are, e.g.
@@ -57,16 +58,18 @@
 //
 // ParseRequest reads an engine API request line that the kernel captured
 // from a container client (Clients) and returns the container a start
-// request names; Request is the canonical form the agent keeps instead of
-// the bytes.
+// request names, as it names it: a full ID (docker run), or a name or ID
+// prefix (docker start NAME); Request is the canonical form the agent
+// keeps instead of the bytes.
 //
 // # What it does not do
 //
 // It does not start, create, pull or remove containers, does not attach
 // to their streams, does not follow events, and does not speak TCP or TLS
 // to remote engines: the agent acts on the engine of its own node. It
-// does not decide whether a container may be stopped; callers do. It
-// does not look a container up by name: only full IDs are accepted.
+// does not decide whether a container may be stopped; callers do. Only
+// Inspect resolves a name (and says which container it names now); Stop
+// and Kill take full IDs only.
 //
 // An Engine is safe for concurrent use.
 package containers

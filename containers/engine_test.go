@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,12 +179,15 @@ func TestEngineUpgradedUnderTheClientIsNegotiatedWithAgain(t *testing.T) {
 	}
 }
 
+// Stop and Kill take full IDs only; Inspect also a name or an ID prefix
+// (what `docker start NAME` sends), and nothing that could leave its
+// path segment.
 func TestIDsThatAreNotFullIDsNeverReachTheEngine(t *testing.T) {
 	f := newFakeEngine(t, versionHandler("1.41", "1.12", inspectAnswer(testID)))
 	e := NewEngine(f.socket)
 	ctx := context.Background()
-	for _, id := range []string{"", testShort, strings.ToUpper(testID), "../../v1.41/containers/create", testID + "/../../x", "%2e%2e"} {
-		if _, err := e.Inspect(ctx, id); err == nil || !strings.Contains(err.Error(), "is not a full container ID") {
+	for _, id := range []string{"", testShort, strings.ToUpper(testID), "../../v1.41/containers/create", testID + "/../../x", "%2e%2e", "svc?x=1", ".svc"} {
+		if _, err := e.Inspect(ctx, id); ValidRef(id) != (err == nil) || err != nil && !strings.Contains(err.Error(), "names no container") {
 			t.Errorf("Inspect(%q) = %v", id, err)
 		}
 		if err := e.Stop(ctx, id, time.Second); err == nil {
@@ -198,8 +202,14 @@ func TestIDsThatAreNotFullIDsNeverReachTheEngine(t *testing.T) {
 			t.Errorf("Kill(signal %q) = %v", sig, err)
 		}
 	}
-	if got := f.requests(); len(got) != 0 {
-		t.Errorf("requests reached the engine: %v", got)
+	want := []string{"GET /version", "GET /v1.41/containers/" + testShort + "/json", "GET /v1.41/containers/" + strings.ToUpper(testID) + "/json"}
+	if got := f.requests(); !slices.Equal(got, want) {
+		t.Errorf("requests reached the engine: %v, want only the inspections of a short ID and a name: %v", got, want)
+	}
+	// A full ID must be what the engine answers about; a name or prefix
+	// is whatever the engine resolves it to now.
+	if c, err := e.Inspect(ctx, testShort); err != nil || c.ID != testID {
+		t.Errorf("Inspect(%q) = %+v, %v; want %s", testShort, c, err, testID)
 	}
 }
 

@@ -45,9 +45,16 @@ func TestDebianPackageInstallsUpgradesAndPurgesInAFreshRoot(t *testing.T) {
 		return m[0]
 	}
 	v1, v2 := build("0.1.0~test1"), build("0.1.0~test2")
+	// Debian's own checks of a package: no error or warning but the
+	// override the package carries (a static binary, on purpose).
+	if lintian, err := exec.LookPath("lintian"); err != nil {
+		testenv.Missing(t, "lintian", "scripts/setup.sh test installs it")
+	} else if out, err := exec.Command(lintian, "--fail-on", "error,warning", v1).CombinedOutput(); err != nil {
+		t.Errorf("lintian %s: %v\n%s", filepath.Base(v1), err, out)
+	}
 
 	root := filepath.Join(t.TempDir(), "root")
-	if err := debian.Bootstrap(context.Background(), "bookworm", root, "systemd"); err != nil {
+	if err := debian.Bootstrap(context.Background(), "bookworm", root, debian.SystemdRoot...); err != nil {
 		t.Fatal(err)
 	}
 	in := func(args ...string) string {

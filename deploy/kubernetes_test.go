@@ -210,13 +210,14 @@ func TestREADMEDockerRunIsTheDaemonSetsPod(t *testing.T) {
 }
 
 // The unit does not restart an agent that exited because the kernel
-// cannot run it (sensor.ExitUnsupported): it fails once, saying why.
+// cannot run it (sensor.ExitUnsupported) or it lacks the privilege
+// (sensor.ExitNoPrivilege): it fails once, saying why.
 func TestSystemdUnitDoesNotRestartAnAgentTheKernelCannotRun(t *testing.T) {
 	unit, err := os.ReadFile(unitFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("\nRestartPreventExitStatus=%d\n", sensor.ExitUnsupported)
+	want := fmt.Sprintf("\nRestartPreventExitStatus=%d %d\n", sensor.ExitUnsupported, sensor.ExitNoPrivilege)
 	if !strings.Contains(string(unit), want) {
 		t.Errorf("%s lacks %q", unitFile, strings.TrimSpace(want))
 	}

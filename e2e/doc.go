@@ -12,6 +12,12 @@
 // evaluating deploy/prometheus/mcptrace.rules.yml, with every `for:` cut to
 // seconds, and wait for the alerts to fire and resolve.
 //
+// The real agent hosts live in testdata/<host> (claude, codex, copilot,
+// gemini, inspector), each pinned by its package-lock.json and installed
+// by `make setup-test`: hosts_linux_test.go runs each offline, in a
+// throwaway HOME, first with no agent (the control) and then under one
+// agent with the default host rules, narrowed to the test's own subtree.
+//
 // These tests run on the host machine only: the VM kernel matrix has no
 // Node.js in its guests.
 package e2e

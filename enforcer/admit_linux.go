@@ -142,6 +142,19 @@ func (s *sweep) check(t *target) {
 		s.decide(t, ResultSpared, false, "rule", rule.Name())
 		return
 	}
+	if why, err := s.verify(p, snap); why != "" || err != nil {
+		unix.Close(fd)
+		switch {
+		case err != nil && errors.Is(err, fs.ErrNotExist):
+			s.decide(t, ResultExitedBeforeSignal, true)
+		case err != nil:
+			t.state = stRetry
+			t.rec.Result = fmt.Sprintf("%s: %v", ResultFailed, err)
+		default:
+			s.decide(t, ResultRefused+": "+why, false)
+		}
+		return
+	}
 	why, err := s.boundary(p.ID.PID)
 	switch {
 	case pidfdDead(fd):
@@ -209,6 +222,11 @@ func (s *sweep) recheck(t *target, now lineage.Snapshot) bool {
 	}
 	why, err := "", error(nil)
 	if rule == nil {
+		if why, err = s.verify(t.p, now); why != "" {
+			why = ResultRefused + ": " + why
+		}
+	}
+	if rule == nil && why == "" && err == nil {
 		why, err = s.boundary(pid)
 	}
 	switch {
@@ -229,4 +247,18 @@ func (s *sweep) recheck(t *target, now lineage.Snapshot) bool {
 		s.decide(t, why, false, "when", "at signal time")
 	}
 	return false
+}
+
+// verify asks Ending.Verify about p as /proc shows it now (""/nil when
+// the ending sets none). The caller holds p's pidfd and checks it is
+// alive afterwards: /proc/PID is that process.
+func (s *sweep) verify(p lineage.Process, now lineage.Snapshot) (string, error) {
+	if s.en.Verify == nil {
+		return "", nil
+	}
+	u, err := procfs.ReadUIDs("", p.ID.PID)
+	if err != nil {
+		return "", fmt.Errorf("reading uids: %w", err)
+	}
+	return s.en.Verify(p, now, u), nil
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/procmatch"
 	"github.com/mcptrace/mcptrace/sensor"
@@ -438,5 +439,66 @@ func TestInterruptedEndingDoomsItsLiveMembers(t *testing.T) {
 	}
 	if !stubborn.alive() {
 		t.Error("the member was killed before its grace ended")
+	}
+}
+
+// Ending.Verify is asked before a member is admitted and before every
+// signal and doom, with /proc read through the held pidfd: a member it
+// refuses from the start is never signalled; one that execs another
+// program on SIGTERM is refused at the SIGKILL phase and never doomed;
+// one it accepts is ended.
+func TestVerifyRefusesAMemberBeforeAdmissionAndBeforeEverySignal(t *testing.T) {
+	r := newRig(t)
+	refused := r.start("sleep", "301")
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `trap 'exec "$0" 302' TERM; echo ready; exec >/dev/null; while :; do sleep 0.05; done`, sleep)
+	out, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout = w
+	swapped := r.startCmd(cmd)
+	w.Close()
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("member said %q", line)
+	}
+	ended := r.start("sleep", "303")
+	shell, err := procfs.Read("", swapped.id.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked int
+	verify := func(p lineage.Process, now lineage.Snapshot, uids procfs.UIDs) string {
+		asked++
+		switch {
+		case p.ID == refused.id:
+			return "not listed"
+		case p.ID == swapped.id && now.Filename != shell.Filename:
+			return "another program now"
+		}
+		return ""
+	}
+	seq := 0
+	doom := newFakeDoomer(&seq)
+	e := New(Config{Policy: PolicyGraceful, Grace: testenv.Bound(time.Second)}, doom, testLogger(t))
+	rep := e.End(t.Context(), Ending{Session: "s1", Reason: "orphan", Owner: 0, Verify: verify, Members: r.tree(refused.id, swapped.id, ended.id)})
+	if rec := recordOf(t, rep, refused.id); rec.Result != ResultRefused+": not listed" || rec.Signal != "" || !refused.alive() {
+		t.Errorf("the member refused from the start: %+v (alive %v)", rec, refused.alive())
+	}
+	if rec := recordOf(t, rep, swapped.id); rec.Result != ResultRefused+": another program now" || rec.Signal != "SIGTERM" || !swapped.alive() {
+		t.Errorf("the member that exec'd another program on SIGTERM: %+v (alive %v)", rec, swapped.alive())
+	}
+	if _, ok := doom.doom[swapped.id]; ok {
+		t.Error("the member refused at the SIGKILL phase was doomed")
+	}
+	if rec := recordOf(t, rep, ended.id); rec.Result != ResultKilled {
+		t.Errorf("the member verified: %+v", rec)
+	}
+	if asked < 4 {
+		t.Errorf("Verify asked %d times, want at admission and before each signal", asked)
 	}
 }

@@ -22,8 +22,13 @@ type Container struct {
 	// when not known (then only the engine can stop it).
 	Init lineage.ID
 	// UID is the uid of the client that started it: who else may see the
-	// record.
-	UID uint32
+	// record. Groups are that client's groups as the kernel held them
+	// when it sent the start (nil: not known); OwnerGroups the groups of
+	// a process of the ending's owner, where one was read (the client's,
+	// when it ran as the owner). MayStop decides on them.
+	UID         uint32
+	Groups      []uint32
+	OwnerGroups []uint32
 	// Unattributed, when not "", says why the container is not proven to
 	// be the session's (started from two sessions, or not started after
 	// its client began): it is recorded refused and never stopped.
@@ -44,8 +49,9 @@ type ContainerEngine interface {
 	KillCgroup(ctx context.Context, c Container) (killed int, err error)
 	// MayStop reports whether uid could stop the engine's containers
 	// itself (root, a member of the socket's group, the owner of a
-	// rootless engine's socket); why says why not.
-	MayStop(uid uint32) (ok bool, why string)
+	// rootless engine's socket), given groups a process of uid held as
+	// the kernel kept them (nil: none read); why says why not.
+	MayStop(uid uint32, groups []uint32) (ok bool, why string)
 }
 
 // ErrEngineUnreachable is what a ContainerEngine's Stop wraps when the
@@ -114,15 +120,19 @@ func (e *Enforcer) endContainer(ctx context.Context, en *Ending, c Container, re
 		// The session's owner, and the client that started it, must
 		// each be able to use the engine themselves; what a user asks
 		// to end directly (OwnerOnly) needs that user's authority alone.
-		uids := []uint32{en.Owner, c.UID}
-		if en.OwnerOnly {
-			uids = uids[:1]
+		type who struct {
+			uid    uint32
+			groups []uint32
 		}
-		for _, uid := range uids {
-			if uid == 0 {
+		whos := []who{{en.Owner, c.OwnerGroups}, {c.UID, c.Groups}}
+		if en.OwnerOnly {
+			whos = whos[:1]
+		}
+		for _, w := range whos {
+			if w.uid == 0 {
 				continue
 			}
-			if ok, why := e.cfg.Containers.MayStop(uid); !ok {
+			if ok, why := e.cfg.Containers.MayStop(w.uid, w.groups); !ok {
 				rec.Result = ResultSparedPrivilege + ": " + why
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,8 +48,11 @@ func (s *scriptedEngine) KillCgroup(_ context.Context, c Container) (int, error)
 	return s.cgroupN, s.cgroupE
 }
 
-func (s *scriptedEngine) MayStop(uint32) (bool, string) {
-	if s.mayStop {
+// engineGroup is the group of the scripted engine's socket.
+const engineGroup = 999
+
+func (s *scriptedEngine) MayStop(_ uint32, groups []uint32) (bool, string) {
+	if s.mayStop || slices.Contains(groups, engineGroup) {
 		return true, ""
 	}
 	return false, "uid 1000 may not use the container engine"
@@ -79,6 +83,17 @@ func TestContainerEndingsFollowPolicyAuthorityAndAttribution(t *testing.T) {
 		{name: "audit mode stops nothing", cfg: Config{Mode: ModeAudit}, c: Container{ID: id}, eng: script{mayStop: true},
 			result: ResultWouldKill, signal: SignalContainerStop},
 		{name: "an owner who could not use the engine has nothing stopped", owner: 1000, c: Container{ID: id},
+			eng: script{}, result: ResultSparedPrivilege},
+		// The groups the kernel gave the processes (LDAP, setgroups at
+		// exec), each checked for its own uid.
+		{name: "an owner and a client whose groups hold the engine's may", owner: 1000,
+			c:   Container{ID: id, UID: 1000, Groups: []uint32{1000, engineGroup}, OwnerGroups: []uint32{1000, engineGroup}},
+			eng: script{}, result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},
+		{name: "a client's groups say nothing of another owner's", owner: 1000,
+			c:   Container{ID: id, UID: 1001, Groups: []uint32{1001, engineGroup}},
+			eng: script{}, result: ResultSparedPrivilege},
+		{name: "an owner's groups say nothing of another client's", owner: 1000,
+			c:   Container{ID: id, UID: 1001, OwnerGroups: []uint32{engineGroup}},
 			eng: script{}, result: ResultSparedPrivilege},
 		{name: "cross-uid stops a session's container for an owner who could not", cfg: Config{CrossUID: true}, owner: 1000,
 			c: Container{ID: id}, eng: script{}, result: ResultKilled, signal: SignalContainerStop, stops: 1, grace: DefaultGrace},

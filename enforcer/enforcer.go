@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/procmatch"
 	"github.com/mcptrace/mcptrace/redact"
 	"github.com/mcptrace/mcptrace/windows/owners"
@@ -263,6 +264,16 @@ type Ending struct {
 	// sweep found no member left: a container a member started in the
 	// meantime is ended too.
 	Containers func() []Container
+	// Verify, when set, judges every member again as it is now, before
+	// it is admitted and before every signal (and before it is doomed):
+	// now is /proc's view of it and uids its user IDs, both read while
+	// its pidfd is held and checked alive afterwards, so about that very
+	// process. A non-empty answer refuses it ("refused: " and the
+	// answer) and undooms it. `mcptrace orphans --end` refuses a process
+	// that changed since it was listed (a setuid exec, an exec into
+	// another program). Not supported on Windows, where an ending that
+	// sets it refuses every member.
+	Verify func(p lineage.Process, now lineage.Snapshot, uids procfs.UIDs) string
 }
 
 // KillRecord is the outcome for one member of one session.

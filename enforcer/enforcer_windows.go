@@ -237,6 +237,8 @@ func (e *Enforcer) admitWindows(en *Ending, t *wtarget) string {
 		return ResultRefused + ": start time unknown"
 	case id.PID == e.os.self && id.Tick() == e.os.selfTick:
 		return ResultRefused + ": the enforcer itself"
+	case en.Verify != nil:
+		return ResultRefused + ": the ending asks to verify each member, which this OS does not support"
 	}
 	h, err := winproc.Open(id.PID, 0)
 	if err != nil {

@@ -140,6 +140,16 @@ func (s *sweep) kill(ts []*target) {
 		}
 		if why, err := s.boundary(t.p.ID.PID); err == nil && why != "" && !pidfdDead(t.fd) {
 			s.decide(t, why, false, "when", "at signal time")
+			continue
+		}
+		// What the ending's own check refuses now is never doomed.
+		if s.en.Verify == nil {
+			continue
+		}
+		if now, err := procfs.Read("", t.p.ID.PID); err == nil && now.ID.Tick() == t.key.tick {
+			if why, err := s.verify(t.p, now); err == nil && why != "" && !pidfdDead(t.fd) {
+				s.decide(t, ResultRefused+": "+why, false, "when", "at signal time")
+			}
 		}
 	}
 	s.doomAll(ts)

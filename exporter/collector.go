@@ -2,11 +2,12 @@ package exporter
 
 import (
 	"cmp"
-	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcptrace/mcptrace/internal/version"
 )
 
 const namespace = "mcptrace"
@@ -33,7 +34,7 @@ func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	descSessions        = desc("", "sessions", "Sessions the agent tracks, by state (ended ones while they stay listed) and the kind of host they run under.", "state", "host_kind")
-	descMembers         = desc("session", "members", "Live members of active sessions by role (host, wrapper, server, container, other).", "host_kind", "role")
+	descMembers         = desc("session", "members", "Live members of active sessions by role (host, wrapper, server, container, tool, other).", "host_kind", "role")
 	descServers         = desc("", "servers", "Live MCP server processes of active sessions, by host kind and server.", "host_kind", "server")
 	descServerRSS       = desc("server", "resident_memory_bytes", "Resident memory of live MCP servers of active sessions and of every live member running for them (wrappers, what the server started).", "host_kind", "server")
 	descServerCPU       = desc("server", "cpu_seconds", "CPU time (user and system) used so far by the live MCP servers of active sessions and the members running for them; it drops when they exit.", "host_kind", "server")
@@ -80,16 +81,8 @@ type collector struct {
 }
 
 func newCollector(src Source) *collector {
-	c := &collector{src: src, build: [3]string{"unknown", "unknown", "unknown"}}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		c.build[0], c.build[2] = bi.Main.Version, bi.GoVersion
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				c.build[1] = s.Value
-			}
-		}
-	}
-	return c
+	b := version.Get()
+	return &collector{src: src, build: [3]string{b.Version, b.Revision, b.GoVersion}}
 }
 
 // Describe sends every descriptor.

@@ -157,6 +157,9 @@ func Open(opts Options) (*Journal, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("history: creating %s: %w", opts.Dir, err)
 	}
+	if err := checkDir(opts.Dir); err != nil {
+		return nil, err
+	}
 	j := &Journal{
 		path:     filepath.Join(opts.Dir, FileName),
 		opts:     opts,

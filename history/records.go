@@ -41,9 +41,14 @@ type Session struct {
 	Survivors  int `json:"survivors,omitempty"`
 	Containers int `json:"containers,omitempty"`
 	// PeakRSS is the most resident memory the session's servers (and
-	// what ran for them) held together in one sample; LeakedRSS what the
-	// processes the enforcer had to kill held in their last sample.
+	// what ran for them) held together in one sample; KilledRSS what the
+	// processes the enforcer killed held, each in its last sample (they
+	// need not have lived at once: it can exceed PeakRSS). Both go on
+	// across the agent's restarts, as CPUSeconds does.
 	PeakRSS   uint64 `json:"peak_rss_bytes,omitempty"`
+	KilledRSS uint64 `json:"killed_rss_bytes,omitempty"`
+	// LeakedRSS is KilledRSS as records of an older agent named it; read,
+	// never written (KilledRSSBytes).
 	LeakedRSS uint64 `json:"leaked_rss_bytes,omitempty"`
 	// CPUSeconds is the CPU time the servers (and what ran for them)
 	// used, as last sampled.
@@ -54,6 +59,9 @@ type Session struct {
 	// stored apart, and Sessions lists without it.
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
+
+// KilledRSSBytes is KilledRSS, or an older record's LeakedRSS.
+func (s Session) KilledRSSBytes() uint64 { return max(s.KilledRSS, s.LeakedRSS) }
 
 // Note is something the journal says about itself: records it dropped
 // or lost, a store moved aside.

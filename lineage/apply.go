@@ -155,6 +155,7 @@ func (g *Graph) applyExec(ev *Event) {
 		ArgvTruncated: ev.ArgvTruncated,
 		Source:        SourceKernel,
 		UID:           ev.UID,
+		Stdio:         ev.Stdio,
 	}
 	n.p.Images = g.addExecImage(n, img)
 	g.capImages(n)

@@ -70,6 +70,9 @@ type Event struct {
 	Filename      string
 	Argv          []string
 	ArgvTruncated bool
+	// Stdio is what fd 0 and fd 1 were at the exec; zero when the
+	// sensor does not say.
+	Stdio Stdio
 
 	// KindExit only: exit status and terminating signal (0 when none).
 	ExitCode int
@@ -78,6 +81,13 @@ type Event struct {
 	// KindRequest only: the first bytes (at most 128) of the request the
 	// process sent to a container engine, as the kernel read them.
 	Request string
+	// Groups, KindRequest only: the sender's effective gid and
+	// supplementary groups as the kernel held them when the agent took the
+	// event (/proc/PID/status, the process checked by its start time);
+	// nil when they could not be read (the sender was gone). Who may use
+	// the engine is decided on them (a docker group from LDAP or given at
+	// exec is in no /etc/group).
+	Groups []uint32
 }
 
 // Snapshot is what /proc says about one live process at ReadAt. A graph is
@@ -92,4 +102,7 @@ type Snapshot struct {
 	Argv     []string
 	// Kernel marks kernel threads, which have no argv and never exec.
 	Kernel bool
+	// Stdio is what fd 0 and fd 1 are now (not necessarily what they
+	// were at the exec); zero when unreadable.
+	Stdio Stdio
 }

@@ -41,6 +41,10 @@ type Image struct {
 	// what it ran before. State saved before this field existed reads 0
 	// (root's), which hides those images from other users.
 	UID uint32 `json:"uid"`
+	// Stdio is what the process's fd 0 and fd 1 were when it executed
+	// this image; an inherited image keeps its creator's. Zero when not
+	// recorded.
+	Stdio Stdio `json:"stdio,omitzero"`
 }
 
 // Gap flags record what the graph had to fill in because an event was lost,

@@ -158,7 +158,7 @@ func (g *Graph) setProcImage(n *node, s *Snapshot, readAt uint64) {
 	if s.Filename == "" && len(s.Argv) == 0 {
 		return
 	}
-	n.p.Images = []Image{{Filename: s.Filename, Argv: cloneStrings(s.Argv), Source: SourceProc, UID: s.UID}}
+	n.p.Images = []Image{{Filename: s.Filename, Argv: cloneStrings(s.Argv), Source: SourceProc, UID: s.UID, Stdio: s.Stdio}}
 	g.account(n)
 	n.procRead = true
 	n.procReadAt = readAt

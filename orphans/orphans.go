@@ -3,6 +3,7 @@ package orphans
 import (
 	"cmp"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -16,9 +17,11 @@ import (
 type Confidence string
 
 const (
-	// Certain: the evidence proves the server leaked (see the package doc).
+	// Certain: it is an MCP server and nothing can ever use it again
+	// (see the package doc).
 	Certain Confidence = "certain"
-	// Likely: the evidence points to a leak without proving it.
+	// Likely: it is an MCP server and the evidence points to a leak
+	// without proving that nothing can use it.
 	Likely Confidence = "likely"
 )
 
@@ -31,8 +34,24 @@ const (
 	// Superseded: its live starter started the same server again.
 	Superseded Kind = "superseded"
 	// ClientGone: a container started attached to its client's stdin
-	// (docker run -i) whose stdin has no writer left.
+	// (docker run -i) whose client the kernel saw exit.
 	ClientGone Kind = "client-gone"
+)
+
+// Proof is what shows a process is an MCP server (see the package doc).
+type Proof string
+
+const (
+	// ProofLineage: the agent saw a recognised host (a host rule) or
+	// `mcptrace run|exec` start its chain.
+	ProofLineage Proof = "lineage"
+	// ProofNameAndStdio: a name of the MCP ecosystem (MCPName), and its
+	// stdin and stdout both connected to one host that vanished or that
+	// superseded it.
+	ProofNameAndStdio Proof = "name-and-stdio"
+	// ProofContainer: a container its client attached to its stdin
+	// (docker run -i), by a client the kernel saw.
+	ProofContainer Proof = "docker-run-i"
 )
 
 // DefaultConfirmAfter is how long a stdin must stay cut off before it
@@ -48,19 +67,34 @@ type Proc struct {
 	lineage.Process // with its images
 	// PPID is its parent now, from /proc.
 	PPID uint32
-	// Facts are its stdin and cgroup; FactsOK is false when they could
-	// not be read (it is then never listed).
+	// Facts are its stdin, stdout, uids and cgroup; FactsOK is false
+	// when they could not be read (it is then never listed).
 	Facts   procfs.Facts
 	FactsOK bool
+	// Stdio is what the kernel says of its stdin and stdout now
+	// (procfs.ReadStdio): zero when they are no pipe or socket, or could
+	// not be read.
+	Stdio procfs.Stdio
 	// CutFor is how long its stdin (a pipe or a socket) has been seen cut
 	// off, across looks: no writer left, as the kernel counts them
-	// (procfs.StdinCutOff). 0 when it is not cut off now, or that could
-	// not be told.
-	CutFor time.Duration
+	// (procfs.ReadStdio). 0 when it is not cut off now, or that could
+	// not be told. OutCutFor is the same of its stdout: no reader left.
+	CutFor, OutCutFor time.Duration
 	// IdleFor is how long its I/O counters have stood still (0: they
 	// moved since the last look, or there was none).
 	IdleFor time.Duration
 	Usage   procfs.Usage
+}
+
+// owner is the uid p runs as now, from /proc (the graph keeps the uid
+// of its last exec or fork): ok only when its real, effective and saved
+// uids are one, so that ending it under that uid is ending all of it.
+func (p *Proc) owner() (uint32, bool) {
+	if !p.FactsOK {
+		return 0, false
+	}
+	u := p.Facts.UIDs
+	return u.Real, u.Real == u.Effective && u.Real == u.Saved
 }
 
 // Container is a running container no session claims, as the agent
@@ -112,6 +146,9 @@ type Input struct {
 	// HostKind names the host a process is (a host rule's name), "" when
 	// it is none (nil: none is).
 	HostKind func(lineage.Process) string
+	// HoldsStdio reports whether holder, alive, holds the other end of
+	// both p's stdin and its stdout (nil: it never does).
+	HoldsStdio func(holder lineage.Process, p *Proc) bool
 	// IdleAfter is how long a superseded server must have been idle.
 	IdleAfter time.Duration
 	// ConfirmAfter is how long a stdin must have been seen cut off before
@@ -123,6 +160,12 @@ type Input struct {
 // Found is what Find found.
 type Found struct {
 	Orphans []Orphan
+	// Candidates are MCP servers (proved as Orphans are) whose evidence
+	// of a leak is still being gathered: superseded ones not idle long
+	// enough yet, ones whose stdio was cut off too recently. Each one's
+	// Evidence says what is still missing ("idle 3m of 30m"). They are
+	// shown, never ended.
+	Candidates []Orphan
 	// Pending counts the servers whose stdin was seen cut off too
 	// recently to count (Input.ConfirmAfter): listed at a later look if
 	// they stay so. ConfirmIn is how long until the last of them can be.
@@ -143,7 +186,8 @@ type Orphan struct {
 	Server lineage.ID `json:"server"`
 	Top    lineage.ID `json:"top"`
 	// Name is the server's identity (roles); Chain the wrappers from its
-	// starter down to it, then its program.
+	// starter down to it, then its program: short names, never an
+	// argument.
 	Name  string   `json:"name"`
 	Chain []string `json:"chain,omitempty"`
 	// HostKind is the host rule that names the starter, or UnknownHost.
@@ -157,9 +201,13 @@ type Orphan struct {
 	Newer      lineage.ID `json:"newer"`
 	Kind       Kind       `json:"kind"`
 	Confidence Confidence `json:"confidence"`
+	// Proof is what shows it is an MCP server.
+	Proof Proof `json:"proof"`
 	// Evidence says, in words, why it is listed.
 	Evidence []string `json:"evidence"`
-	UID      uint32   `json:"uid"`
+	// UID is the uid every process from Top down runs as, real,
+	// effective and saved, as /proc said at the look.
+	UID uint32 `json:"uid"`
 	// Processes, RSSBytes and CPUSeconds add up the live processes from
 	// Top down that Find was given.
 	Processes  int     `json:"processes"`
@@ -180,7 +228,34 @@ type candidate struct {
 	chain   []lineage.Process // creators above it, nearest first
 	starter *lineage.Process  // the first non-wrapper above it; nil when none
 	member  roles.Member
-	server  bool // an MCP server by the rules above
+	server  bool   // an MCP server's shape: the first program past the wrappers, naming its package
+	proof   Proof  // "" when nothing shows it is an MCP server (yet: name-and-stdio is judged with the evidence)
+	host    string // the host rule that names an ancestor, for ProofLineage
+	uid     uint32 // owner()
+	uidOK   bool
+}
+
+// Untitled returns p with every image read from /proc whose command
+// line is a process title the program wrote over its argv (npm's `npx`
+// shows one string, "npm exec PKG ARGS…", padded with empty elements)
+// split back into words, so that roles reads it as the wrapper it is
+// rather than as a program named by its whole title. Images the kernel
+// reported at exec are kept as they are: they are what was executed.
+func Untitled(p lineage.Process) lineage.Process {
+	cloned := false
+	for i, im := range p.Images {
+		if im.Source != lineage.SourceProc || len(im.Argv) == 0 || !strings.Contains(im.Argv[0], " ") {
+			continue
+		}
+		if slices.ContainsFunc(im.Argv[1:], func(a string) bool { return a != "" }) {
+			continue
+		}
+		if !cloned { // the graph's copy is shared: change a copy
+			p.Images, cloned = slices.Clone(p.Images), true
+		}
+		p.Images[i].Argv = strings.Fields(im.Argv[0])
+	}
+	return p
 }
 
 // Find lists the leaked servers among in.Procs, sorted by host kind,
@@ -190,6 +265,7 @@ func Find(in Input) Found {
 	cands := make([]*candidate, 0, len(in.Procs))
 	for i := range in.Procs {
 		c := &candidate{Proc: &in.Procs[i]}
+		c.Process = Untitled(c.Process)
 		byID[c.ID] = c
 		cands = append(cands, c)
 	}
@@ -206,27 +282,32 @@ func Find(in Input) Found {
 		}
 		return false
 	}
-	var out []Orphan
+	var out, pend []Orphan
 	pending, confirmIn := 0, time.Duration(0)
 	for _, c := range cands {
-		if !c.server || below(c) {
+		if !c.server || !c.uidOK || below(c) {
 			continue
 		}
-		if c.CutFor > 0 && c.CutFor < in.ConfirmAfter {
-			pending++
-			confirmIn = max(confirmIn, in.ConfirmAfter-c.CutFor)
+		v := judge(in, c, byID, cands)
+		switch {
+		case v.listed:
+			out = append(out, v.o)
+		case v.candidate:
+			pend = append(pend, v.o)
 		}
-		if o, ok := hostGone(in, c, byID, cands); ok {
-			out = append(out, o)
-		} else if o, ok := superseded(in, c, cands, byID); ok {
-			out = append(out, o)
+		if v.confirmIn > 0 {
+			pending++
+			confirmIn = max(confirmIn, v.confirmIn)
 		}
 	}
 	for i := range out {
 		total(&out[i], cands)
 	}
+	for i := range pend {
+		total(&pend[i], cands)
+	}
 	for _, c := range in.Containers {
-		if c.AttachedStdin && c.CutFor > 0 && c.CutFor < in.ConfirmAfter {
+		if c.AttachedStdin && c.CutFor > 0 && c.CutFor < in.ConfirmAfter && clientSeenGone(c) {
 			pending++
 			confirmIn = max(confirmIn, in.ConfirmAfter-c.CutFor)
 		}
@@ -234,6 +315,12 @@ func Find(in Input) Found {
 			out = append(out, o)
 		}
 	}
+	sortOrphans(out)
+	sortOrphans(pend)
+	return Found{Orphans: out, Candidates: pend, Pending: pending, ConfirmIn: confirmIn}
+}
+
+func sortOrphans(out []Orphan) {
 	for i := range out {
 		out[i].HostKind = cmp.Or(out[i].HostKind, UnknownHost)
 	}
@@ -241,11 +328,12 @@ func Find(in Input) Found {
 		return cmp.Or(cmp.Compare(a.HostKind, b.HostKind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Confidence, b.Confidence),
 			cmp.Compare(a.Server.Start, b.Server.Start), cmp.Compare(a.Server.PID, b.Server.PID))
 	})
-	return Found{Orphans: out, Pending: pending, ConfirmIn: confirmIn}
 }
 
-// classify decides whether c is an MCP server that may be listed.
+// classify decides whether c has an MCP server's shape, and whether its
+// lineage proves it one.
 func classify(in Input, c *candidate) {
+	c.uid, c.uidOK = c.owner()
 	if c.Exited || c.Kernel || !c.FactsOK || (in.Spared != nil && in.Spared(c.Process)) || Daemon(c.Facts.Cgroup) {
 		return
 	}
@@ -260,7 +348,10 @@ func classify(in Input, c *candidate) {
 			}
 		}
 		if len(anc) > 1 {
-			c.chain = anc[1:]
+			c.chain = make([]lineage.Process, 0, len(anc)-1)
+			for _, a := range anc[1:] {
+				c.chain = append(c.chain, Untitled(a))
+			}
 		}
 	}
 	// The chain from the starter down: the wrappers above c, nearest
@@ -283,6 +374,40 @@ func classify(in Input, c *candidate) {
 	ms := roles.Classify(root, true, procs)
 	c.member = ms[len(ms)-1]
 	c.server = c.member.Role == roles.Server && (c.member.Named || roles.Packaged(c.Process))
+	if !c.server {
+		return
+	}
+	// Lineage: a recognised host, or `mcptrace run|exec`, above it.
+	for _, a := range c.chain {
+		if in.HostKind != nil {
+			if k := in.HostKind(a); k != "" {
+				c.proof, c.host = ProofLineage, k
+				return
+			}
+		}
+		if mcptraceWrapper(a) {
+			c.proof = ProofLineage
+			return
+		}
+	}
+}
+
+// mcptraceWrapper: p ran `mcptrace run|exec … --` (a wrapper whose
+// program is mcptrace): a session was declared on its chain.
+func mcptraceWrapper(p lineage.Process) bool {
+	for _, im := range p.Images {
+		prog := im.Filename
+		if len(im.Argv) > 0 {
+			prog = im.Argv[0]
+		}
+		if path.Base(strings.ReplaceAll(prog, `\`, "/")) != "mcptrace" {
+			continue
+		}
+		if _, wrapper := roles.Identity(im); wrapper {
+			return true
+		}
+	}
+	return false
 }
 
 // Daemon: a systemd service's cgroup (any component a "….service" but
@@ -308,13 +433,14 @@ func Daemon(cgroup string) bool {
 
 // top is the topmost process of c's leaked chain: c, or the live
 // wrappers above it that read the same stdin, that no session owns, of
-// c's uid, neither spared nor in a daemon's cgroup, and above no other
-// server (a wrapper two servers share is neither's to end).
+// c's uid (real, effective and saved), neither spared nor in a daemon's
+// cgroup, and above no other server (a wrapper two servers share is
+// neither's to end).
 func top(in Input, c *candidate, byID map[lineage.ID]*candidate, cands []*candidate) *candidate {
 	t := c
 	for _, a := range c.chain {
 		w := byID[a.ID]
-		if w == nil || w.Exited || !w.FactsOK || (c.starter != nil && a.ID == c.starter.ID) || w.UID != c.UID ||
+		if w == nil || w.Exited || !w.FactsOK || (c.starter != nil && a.ID == c.starter.ID) || !w.uidOK || w.uid != c.uid ||
 			Daemon(w.Facts.Cgroup) || (in.Spared != nil && in.Spared(w.Process)) {
 			break
 		}
@@ -348,42 +474,118 @@ func shared(w, c *candidate, cands []*candidate) bool {
 }
 
 func newOrphan(c, t *candidate, kind Kind) Orphan {
-	return Orphan{Server: c.ID, Top: t.ID, Name: c.member.Server, Chain: c.member.Chain, Kind: kind, UID: c.UID, Argv: c.Current().Argv}
+	return Orphan{Server: c.ID, Top: t.ID, Name: c.member.Server, Chain: c.member.Chain, Kind: kind, UID: c.uid, Argv: c.Current().Argv}
 }
 
-// hostGone lists c when its stdin has been cut off long enough.
-func hostGone(in Input, c *candidate, byID map[lineage.ID]*candidate, cands []*candidate) (Orphan, bool) {
-	if c.CutFor == 0 || c.CutFor < in.ConfirmAfter {
-		return Orphan{}, false
+// verdict is what judge decided of one server.
+type verdict struct {
+	o         Orphan
+	listed    bool          // o is leaked
+	candidate bool          // o is an MCP server whose evidence is still being gathered
+	confirmIn time.Duration // > 0: a cut-off seen too recently, countable in this long
+}
+
+// judge decides c, an MCP server's shape of a uid it may be listed
+// under: leaked (its host is gone, or it was superseded), a candidate,
+// or nothing.
+func judge(in Input, c *candidate, byID map[lineage.ID]*candidate, cands []*candidate) verdict {
+	if v, ok := hostGone(in, c, byID, cands); ok {
+		return v
+	}
+	return superseded(in, c, cands, byID)
+}
+
+// stdioBoth: c's stdin and stdout are both a pipe or a unix socket (a
+// host's stdio, not a file, a tty or a network socket), and where both
+// are sockets, the same process made their peers.
+func stdioBoth(c *candidate) bool {
+	st := c.Stdio
+	if !st.InLocal || !st.OutLocal {
+		return false
+	}
+	return st.InPeer == 0 || st.OutPeer == 0 || st.InPeer == st.OutPeer
+}
+
+// hostGone judges c by its stdio: its stdin cut off (and, for a server
+// its name proves, its stdout too, from one host) long enough is a leak.
+func hostGone(in Input, c *candidate, byID map[lineage.ID]*candidate, cands []*candidate) (verdict, bool) {
+	if c.CutFor == 0 {
+		return verdict{}, false
+	}
+	proof := c.proof
+	outCut := c.OutCutFor > 0 || !c.Stdio.OutLocal
+	if proof == "" {
+		// A name with stdio evidence: its stdin and stdout were both
+		// connected to one host, and both are cut off. A name alone, or
+		// stdin alone, proves nothing.
+		if !MCPName(c.member.Server) || !stdioBoth(c) || c.OutCutFor == 0 {
+			return verdict{}, false
+		}
+		proof = ProofNameAndStdio
 	}
 	t := top(in, c, byID, cands)
 	o := newOrphan(c, t, HostGone)
-	if in.HostKind != nil && c.starter != nil {
+	o.Proof = proof
+	if c.starter != nil && in.HostKind != nil {
 		o.HostKind = in.HostKind(*c.starter)
 	}
+	o.HostKind = cmp.Or(o.HostKind, c.host)
+	o.Evidence = []string{proofWords(c, proof)}
+	cut := c.CutFor
+	if proof == ProofNameAndStdio {
+		cut = min(c.CutFor, c.OutCutFor)
+	}
+	if cut < in.ConfirmAfter {
+		o.Evidence = append(o.Evidence, fmt.Sprintf("its stdio was cut off %s of the %s that confirm it",
+			cut.Round(time.Second), in.ConfirmAfter))
+		return verdict{o: o, candidate: true, confirmIn: in.ConfirmAfter - cut}, true
+	}
 	o.Confidence = Likely
-	o.Evidence = []string{fmt.Sprintf("its stdin (a %s) has had no writer for %s: whoever started it can no longer talk to it",
-		c.Facts.Stdin, c.CutFor.Round(time.Second))}
+	if outCut && c.Stdio.OutLocal {
+		o.Evidence = append(o.Evidence, fmt.Sprintf("its stdin (a %s) has had no writer and its stdout no reader for %s: whoever started it can no longer talk to it",
+			c.Facts.Stdin, cut.Round(time.Second)))
+	} else {
+		o.Evidence = append(o.Evidence, fmt.Sprintf("its stdin (a %s) has had no writer for %s: whoever started it can no longer talk to it",
+			c.Facts.Stdin, cut.Round(time.Second)))
+	}
 	if c.starter != nil && c.starter.Exited {
 		o.Evidence = append(o.Evidence, "the program that started it exited")
 	}
+	// Nothing can use it again when both ends of its stdio are dead: no
+	// writer of its stdin, no reader of its stdout, whoever its parent is
+	// (a parent that holds neither cannot talk to it). A stdout that is
+	// no pipe or socket says nothing: then its chain must have been
+	// reparented, its host gone.
+	both := c.Stdio.OutLocal && c.OutCutFor >= in.ConfirmAfter
+	moved := false
 	switch {
 	case t.PPID == 1:
-		o.Confidence = Certain
+		moved = true
 		o.Evidence = append(o.Evidence, "reparented to init (pid 1)")
 	case reparented(t):
-		o.Confidence = Certain
+		moved = true
 		o.Evidence = append(o.Evidence, fmt.Sprintf("reparented to pid %d, not its creator", t.PPID))
 	default:
 		o.Evidence = append(o.Evidence, fmt.Sprintf("its parent pid %d still runs", t.PPID))
 	}
-	return o, true
+	if !outCut {
+		o.Evidence = append(o.Evidence, "its stdout still has a reader")
+	}
+	if both || (moved && !c.Stdio.OutLocal) {
+		o.Confidence = Certain
+	}
+	return verdict{o: o, listed: true}, true
 }
 
-// cutOff: c reads a pipe or socket that no writer holds any more, and
-// has for long enough.
-func cutOff(in Input, c *candidate) bool {
-	return c.CutFor > 0 && c.CutFor >= in.ConfirmAfter
+// proofWords says what shows c is an MCP server.
+func proofWords(c *candidate, p Proof) string {
+	switch {
+	case p == ProofLineage && c.host != "":
+		return fmt.Sprintf("an MCP server: the agent saw a %s host start it", c.host)
+	case p == ProofLineage:
+		return "an MCP server: the agent saw `mcptrace run|exec` start it"
+	}
+	return fmt.Sprintf("an MCP server: %s is an MCP name, and its stdin and stdout both led to the same host", c.member.Server)
 }
 
 // reparented: t's parent now is not the process that created it.
@@ -395,11 +597,15 @@ func reparented(t *candidate) bool {
 	return creator.Exited || creator.ID.PID != t.PPID
 }
 
-// superseded lists c when its live starter started the same server again
-// later and c is idle or cut off.
-func superseded(in Input, c *candidate, cands []*candidate, byID map[lineage.ID]*candidate) (Orphan, bool) {
+// superseded judges c by its live starter: one that started the same
+// server again later leaves c leaked once c has been idle long enough
+// (or its stdin is cut off), and a candidate until then.
+func superseded(in Input, c *candidate, cands []*candidate, byID map[lineage.ID]*candidate) verdict {
 	if c.starter == nil || c.starter.Exited || c.starter.ID.PID <= 1 {
-		return Orphan{}, false
+		return verdict{}
+	}
+	if c.proof == "" && (!MCPName(c.member.Server) || !stdioBoth(c)) {
+		return verdict{}
 	}
 	key := roles.CommandKey(c.Process)
 	var newer *candidate
@@ -413,34 +619,42 @@ func superseded(in Input, c *candidate, cands []*candidate, byID map[lineage.ID]
 		}
 	}
 	if newer == nil {
-		return Orphan{}, false
+		return verdict{}
 	}
-	idle := in.IdleAfter > 0 && c.IdleFor >= in.IdleAfter
-	cut := cutOff(in, c)
-	if !idle && !cut {
-		return Orphan{}, false
+	proof := c.proof
+	if proof == "" {
+		// A name with stdio evidence: the live starter holds the other end
+		// of both its stdin and its stdout (asked last: it reads the
+		// starter's open files).
+		if in.HoldsStdio == nil || !in.HoldsStdio(*c.starter, c.Proc) {
+			return verdict{}
+		}
+		proof = ProofNameAndStdio
 	}
 	t := top(in, c, byID, cands)
 	for _, a := range newer.chain {
 		if a.ID == t.ID {
-			return Orphan{}, false // the newer instance is below what would end
+			return verdict{} // the newer instance is below what would end
 		}
 	}
 	o := newOrphan(c, t, Superseded)
-	o.Host, o.HostUID, o.Newer, o.Confidence = c.starter.ID, c.starter.UID, newer.ID, Likely
+	o.Proof = proof
+	o.Host, o.HostUID, o.Newer = c.starter.ID, c.starter.UID, newer.ID
 	if in.HostKind != nil {
 		o.HostKind = in.HostKind(*c.starter)
 	}
+	o.HostKind = cmp.Or(o.HostKind, c.host)
 	after := time.Duration(newer.ID.Start - c.ID.Start).Round(time.Second)
-	o.Evidence = []string{fmt.Sprintf("the program that started it still runs and started the same server again %s later (pid %d)",
+	o.Evidence = []string{proofWords(c, proof), fmt.Sprintf("the program that started it still runs and started the same server again %s later (pid %d)",
 		after, newer.ID.PID)}
-	if idle {
-		o.Evidence = append(o.Evidence, fmt.Sprintf("no I/O for %s", c.IdleFor.Round(time.Second)))
+	idle := in.IdleAfter > 0 && c.IdleFor >= in.IdleAfter
+	if !idle {
+		o.Evidence = append(o.Evidence, fmt.Sprintf("idle %s of the %s that confirm it", c.IdleFor.Round(time.Second), in.IdleAfter))
+		return verdict{o: o, candidate: true}
 	}
-	if cut {
-		o.Evidence = append(o.Evidence, fmt.Sprintf("its stdin (a %s) has had no writer for %s", c.Facts.Stdin, c.CutFor.Round(time.Second)))
-	}
-	return o, true
+	o.Confidence = Likely
+	o.Evidence = append(o.Evidence, fmt.Sprintf("no I/O for %s", c.IdleFor.Round(time.Second)))
+	return verdict{o: o, listed: true}
 }
 
 // total adds up the live candidates from o.Top down.
@@ -462,42 +676,51 @@ func total(o *Orphan, cands []*candidate) {
 }
 
 // clientGone lists a container started attached to its client's stdin
-// (docker run -i) once that stdin has had no writer for long enough: the
-// engine closes it when the client's connection goes, and no one can
-// attach it again. It is Certain when the kernel saw which client
-// started it and that client is gone; Likely when its client is not
-// known. A client that still runs (one that closed its own stdin and
-// waits for the output) lists nothing.
+// (docker run -i) whose client the kernel saw send the start of this
+// very instance and then exit, once the container's stdin has had no
+// writer for long enough: nothing can attach it again. A closed stdin
+// alone says nothing of the client (a `docker run -i` whose own stdin
+// reached its end closes the container's while it still runs and waits
+// for the output), so a container whose client is not known, or could
+// be one of several, is never listed; nor while any client of it runs.
+// It is Certain when it is an MCP server too: its image has an MCP name
+// (MCPName), or a recognised host started its client; Likely otherwise.
 func clientGone(in Input, c Container) (Orphan, bool) {
 	if !c.AttachedStdin || c.CutFor == 0 || c.CutFor < in.ConfirmAfter || c.Init.Exited ||
-		(in.Spared != nil && in.Spared(c.Init)) || (!c.Client.IsZero() && !c.ClientExited) || c.ClientsAlive > 0 {
+		(in.Spared != nil && in.Spared(c.Init)) || !clientSeenGone(c) {
 		return Orphan{}, false
 	}
 	o := Orphan{Server: c.Init.ID, Top: c.Init.ID, Name: c.Image, Chain: []string{"container " + shortID(c.ID)}, Kind: ClientGone,
-		Container: c.ID, Client: c.Client, Processes: c.Processes, RSSBytes: c.RSSBytes, CPUSeconds: c.CPUSeconds,
-		Evidence: []string{fmt.Sprintf("started attached to its client's stdin (docker run -i), which has had no writer for %s: the engine closed it when the client went, and nothing can attach it again",
-			c.CutFor.Round(time.Second))}}
-	switch {
-	case c.Contested:
-		o.Confidence = Likely
-		o.Evidence = append(o.Evidence, "more than one client sent the start that may have started it: which one is not known")
-		return o, true
-	case c.Client.IsZero():
-		o.Confidence = Likely
-		o.Evidence = append(o.Evidence, "which client started it is not known (it started before the agent watched)")
-		return o, true
-	}
-	o.UID, o.Confidence = c.ClientUID, Certain
-	o.Evidence = append(o.Evidence, fmt.Sprintf("the client that started it (pid %d, uid %d) exited", c.Client.PID, c.ClientUID))
+		Proof: ProofContainer, Container: c.ID, Client: c.Client, UID: c.ClientUID, Processes: c.Processes, RSSBytes: c.RSSBytes,
+		CPUSeconds: c.CPUSeconds, Confidence: Likely,
+		Evidence: []string{fmt.Sprintf("the client that started it (pid %d, uid %d) exited, and its stdin, attached to that client (docker run -i), has had no writer for %s: nothing can attach it again",
+			c.Client.PID, c.ClientUID, c.CutFor.Round(time.Second))}}
 	if in.HostKind != nil && in.Ancestors != nil {
 		for _, a := range in.Ancestors(c.Client) {
-			if _, wrapper := roles.Identity(a.Current()); !wrapper {
-				o.HostKind = in.HostKind(a)
+			if k := in.HostKind(a); k != "" {
+				o.HostKind = k
 				break
 			}
 		}
 	}
+	switch {
+	case o.HostKind != "":
+		o.Confidence = Certain
+		o.Evidence = append(o.Evidence, fmt.Sprintf("an MCP server: the agent saw a %s host start its client", o.HostKind))
+	case MCPName(roles.ImageName(c.Image)):
+		o.Confidence = Certain
+		o.Evidence = append(o.Evidence, fmt.Sprintf("an MCP server: its image %s has an MCP name", roles.ImageName(c.Image)))
+	default:
+		o.Evidence = append(o.Evidence, "nothing shows it is an MCP server: likely")
+	}
 	return o, true
+}
+
+// clientSeenGone reports whether the kernel saw the one client that
+// started c's running instance, and saw it exit, with no other client
+// of c still running.
+func clientSeenGone(c Container) bool {
+	return !c.Client.IsZero() && !c.Contested && c.ClientExited && c.ClientsAlive == 0
 }
 
 // shortID is a container ID as docker ps shows it.

@@ -28,15 +28,21 @@ func (w *world) add(pid, creator uint32, pipe uint64, writers int, argv ...strin
 	p := &Proc{Process: lineage.Process{ID: id(pid), Comm: argv[0], UID: 1000,
 		Images: []lineage.Image{{Filename: "/usr/bin/" + argv[0], Argv: argv}}},
 		PPID: creator, FactsOK: true,
-		Facts: procfs.Facts{Stdin: procfs.StdinDevNull, Cgroup: "/user.slice/user-1000.slice/session-2.scope"},
+		Facts: procfs.Facts{Stdin: procfs.StdinDevNull, Stdout: procfs.StdinFile, UIDs: procfs.UIDs{Real: 1000, Effective: 1000, Saved: 1000},
+			Cgroup: "/user.slice/user-1000.slice/session-2.scope"},
 		Usage: procfs.Usage{RSSBytes: 10 << 20}}
 	if creator != 0 {
 		p.Creator = id(creator)
 	}
 	if pipe != 0 {
+		// A host's stdio: a pipe for stdin and one for stdout.
 		p.Facts.Stdin, p.Facts.StdinInode = procfs.StdinPipe, pipe
+		p.Facts.Stdout, p.Facts.StdoutInode = procfs.StdinPipe, pipe+1<<20
+		p.Stdio = procfs.Stdio{InLocal: true, OutLocal: true}
 		if writers == 0 {
-			p.CutFor = time.Hour // cut off since long before this look
+			// Cut off since long before this look, both ways.
+			p.CutFor, p.OutCutFor = time.Hour, time.Hour
+			p.Stdio.InCut, p.Stdio.OutCut = true, true
 		}
 	}
 	w.all[pid] = p
@@ -129,17 +135,23 @@ func TestFindListsLeakedServersWithTheirEvidenceAndNoBystanders(t *testing.T) {
 	}
 }
 
-// A server cut off from its pipe whose wrapper still runs under a live
-// parent is listed, but only as likely: its parent may still mean to use
-// it. One whose writers are unknown is not listed.
-func TestFindIsOnlyLikelyWhereTheChainWasNotReparented(t *testing.T) {
+// Certain needs both ends of the stdio dead. A server whose stdin was
+// cut off while its live host still reads its stdout is only likely: the
+// host may still mean to use it. With both ends dead it is certain
+// whoever its parent is; one whose writers are unknown is not listed.
+func TestFindIsCertainOnlyWhenBothEndsOfItsStdioAreDead(t *testing.T) {
 	w := newWorld()
 	w.add(1, 0, 0, 0, "systemd")
-	w.add(50, 1, 0, 0, "bash")
-	w.npxChain(50, 60, 5, 0, "@acme/cut-off")
-	w.npxChain(50, 70, 6, -1, "@acme/unknown")
+	w.add(50, 1, 0, 0, "claude")
+	w.npxChain(50, 60, 5, 0, "@acme/read")
+	for _, pid := range []uint32{60, 61, 62} {
+		w.all[pid].OutCutFor, w.all[pid].Stdio.OutCut = 0, false
+	}
+	w.npxChain(50, 70, 6, 0, "@acme/dead")
+	w.npxChain(50, 80, 7, -1, "@acme/unknown")
 	got := Find(w.input()).Orphans
-	if len(got) != 1 || got[0].Name != "@acme/cut-off" || got[0].Confidence != Likely || got[0].HostKind != UnknownHost {
+	if len(got) != 2 || got[0].Name != "@acme/dead" || got[0].Confidence != Certain || got[1].Name != "@acme/read" ||
+		got[1].Confidence != Likely || got[0].HostKind != "claude" {
 		t.Fatalf("got %+v", got)
 	}
 }
@@ -160,11 +172,17 @@ func TestFindListsTheOlderIdleInstanceOfAServerItsLiveHostStartedAgain(t *testin
 		w.npxChain(400, 420, 42, 1, "@acme/server-fs")
 		w.add(430, 400, 43, 1, "node", "/srv/node_modules/@acme/server-fs/dist/index.js", "--other-root")
 		w.all[412].IdleFor = tc.idle
-		got := Find(w.input()).Orphans
+		f := Find(w.input())
+		got := f.Orphans
 		if len(got) != tc.want {
 			t.Fatalf("idle %v: got %+v", tc.idle, got)
 		}
 		if tc.want == 0 {
+			// Shown at once as a candidate, with what is still missing.
+			if len(f.Candidates) != 1 || f.Candidates[0].Server != id(412) ||
+				!strings.Contains(strings.Join(f.Candidates[0].Evidence, "; "), "idle 1m0s of the 5m0s") {
+				t.Errorf("idle %v: candidates %+v, want the older instance, idle 1m of 5m", tc.idle, f.Candidates)
+			}
 			continue
 		}
 		o := got[0]
@@ -179,8 +197,8 @@ func TestFindListsTheOlderIdleInstanceOfAServerItsLiveHostStartedAgain(t *testin
 func TestFindListsAServerNotTheServersItStarted(t *testing.T) {
 	w := newWorld()
 	w.add(1, 0, 0, 0, "systemd")
-	w.npxChain(1, 500, 50, 0, "@acme/parent")
-	w.add(510, 502, 50, 0, "node", "/home/u/.npm/_npx/1/node_modules/@acme/worker/index.js")
+	w.npxChain(1, 500, 50, 0, "@acme/parent-mcp")
+	w.add(510, 502, 50, 0, "node", "/home/u/.npm/_npx/1/node_modules/@acme/worker-mcp/index.js")
 	got := Find(w.input()).Orphans
 	if len(got) != 1 || got[0].Server != id(502) || got[0].Processes != 4 {
 		t.Fatalf("got %+v", got)
@@ -210,13 +228,16 @@ func TestFindNeverTopsAChainWithAWrapperTwoServersShare(t *testing.T) {
 func TestFindWaitsForACutOffToLast(t *testing.T) {
 	w := newWorld()
 	w.add(1, 0, 0, 0, "systemd")
-	w.npxChain(1, 700, 70, 0, "@acme/just-cut")
+	w.npxChain(1, 700, 70, 0, "@acme/just-cut-mcp")
 	for _, pid := range []uint32{700, 701, 702} {
-		w.all[pid].CutFor = time.Second
+		w.all[pid].CutFor, w.all[pid].OutCutFor = time.Second, 2*time.Second
 	}
 	f := Find(w.input())
-	if len(f.Orphans) != 0 || f.Pending != 1 || f.ConfirmIn != 9*time.Second {
+	if len(f.Orphans) != 0 || f.Pending != 1 || f.ConfirmIn != 9*time.Second || len(f.Candidates) != 1 {
 		t.Fatalf("found %+v, want one pending, confirmable in 9s", f)
+	}
+	if ev := strings.Join(f.Candidates[0].Evidence, "; "); !strings.Contains(ev, "cut off 1s of the 10s") {
+		t.Errorf("the candidate's evidence says nothing of what is still missing: %q", ev)
 	}
 }
 
@@ -225,19 +246,20 @@ func TestFindWaitsForACutOffToLast(t *testing.T) {
 func TestFindIgnoresACreatorYoungerThanItsChild(t *testing.T) {
 	w := newWorld()
 	w.add(1, 0, 0, 0, "systemd")
-	w.add(800, 1, 80, 0, "node", "/srv/node_modules/@acme/old/index.js")
-	w.add(900, 1, 80, 0, "npx", "-y", "@acme/victim")
+	w.add(800, 1, 80, 0, "node", "/srv/node_modules/@acme/old-mcp/index.js")
+	w.add(900, 1, 80, 0, "npx", "-y", "@acme/victim-mcp")
 	w.all[800].Creator = id(900) // reused PID guessed as creator
 	got := Find(w.input()).Orphans
-	if len(got) != 1 || got[0].Top != id(800) || got[0].Name != "@acme/old" {
-		t.Fatalf("got %+v, want @acme/old topped by itself", got)
+	if len(got) != 1 || got[0].Top != id(800) || got[0].Name != "@acme/old-mcp" {
+		t.Fatalf("got %+v, want @acme/old-mcp topped by itself", got)
 	}
 }
 
 // A container is listed only when it was started attached to its
-// client's stdin (docker run -i) and that stdin stayed cut off: certain
-// when the kernel saw its client exit, likely when its client is not
-// known, never while its client still runs.
+// client's stdin (docker run -i), the kernel saw the client that started
+// it exit, and its stdin stayed cut off: certain, its client's; never
+// while its client still runs, never when its client is not known, and
+// never on a cut stdin alone.
 func TestAContainerIsListedOnlyWhenItsDockerRunClientIsGone(t *testing.T) {
 	const cid = "4c1e0d5c0b2f4e3a9f8e7d6c5b4a39281706f5e4d3c2b1a0f9e8d7c6b5a49382"
 	client := lineage.ID{PID: 300, Start: 3e9}
@@ -256,11 +278,13 @@ func TestAContainerIsListedOnlyWhenItsDockerRunClientIsGone(t *testing.T) {
 		uid     uint32
 		pending int
 	}{
-		{"its client exited: certain, and its client's", leaked(nil), Certain, 1000, 0},
-		{"its client is not known: likely, root's alone", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited = lineage.ID{}, 0, false }), Likely, 0, 0},
+		{"its client exited and its image has an MCP name: certain, and its client's", leaked(nil), Certain, 1000, 0},
+		{"its client exited, its image has no MCP name: likely", leaked(func(c *Container) { c.Image = "alpine:3" }), Likely, 1000, 0},
+		{"its client is not known: never (a closed stdin says nothing of the client)", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited = lineage.ID{}, 0, false }), "", 0, 0},
 		{"its client still runs", leaked(func(c *Container) { c.ClientExited = false }), "", 0, 0},
 		{"another client of it still runs", leaked(func(c *Container) { c.ClientsAlive = 1 }), "", 0, 0},
-		{"two clients could have started it: likely, root's alone", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited, c.Contested = lineage.ID{}, 0, false, true }), Likely, 0, 0},
+		{"two clients could have started it: never", leaked(func(c *Container) { c.Client, c.ClientUID, c.ClientExited, c.Contested = lineage.ID{}, 0, false, true }), "", 0, 0},
+		{"its client is not known, its stdin cut off just now: not even pending", leaked(func(c *Container) { c.Client, c.ClientExited, c.CutFor = lineage.ID{}, false, time.Second }), "", 0, 0},
 		{"started detached or by compose: never", leaked(func(c *Container) { c.AttachedStdin = false }), "", 0, 0},
 		{"its stdin still has a writer", leaked(func(c *Container) { c.CutFor = 0 }), "", 0, 0},
 		{"its stdin was cut off just now: pending", leaked(func(c *Container) { c.CutFor = time.Second }), "", 0, 1},
@@ -283,9 +307,176 @@ func TestAContainerIsListedOnlyWhenItsDockerRunClientIsGone(t *testing.T) {
 			}
 			o := f.Orphans[0]
 			if o.Confidence != tc.want || o.Kind != ClientGone || o.UID != tc.uid || o.Container != cid || o.Server != tc.c.Init.ID ||
-				o.Top != tc.c.Init.ID || o.Name != "ghcr.io/acme/mcp:1" || o.HostKind != UnknownHost {
+				o.Top != tc.c.Init.ID || o.Name != tc.c.Image || o.HostKind != UnknownHost {
 				t.Errorf("orphan = %+v", o)
 			}
 		})
+	}
+}
+
+// The evidence rule, one shape at a time: what ordinary programs look
+// like in the states that make a leak look real (their stdin and stdout
+// pipes cut off under init, their live parent having started them
+// twice), and what proves an MCP server. A name alone, or a stdin alone,
+// never lists anything.
+func TestFindProvesAnMCPServerByLineageOrByNameWithStdio(t *testing.T) {
+	type shape struct {
+		name  string
+		build func(w *world) // adds pid 100 (its chain) under init (pid 1)
+		in    func(in *Input)
+		want  Confidence // "": not listed, nor a candidate
+		proof Proof
+		uid   uint32
+	}
+	cut := func(argv ...string) func(w *world) {
+		return func(w *world) { w.add(100, 1, 10, 0, argv...) }
+	}
+	holds := func(in *Input) { in.HoldsStdio = func(lineage.Process, *Proc) bool { return true } }
+	twice := func(argv ...string) func(w *world) {
+		return func(w *world) {
+			w.add(90, 1, 0, 0, "editor")
+			w.add(100, 90, 10, 1, argv...)
+			w.add(101, 90, 11, 1, argv...)
+			w.all[100].IdleFor = time.Hour
+		}
+	}
+	for _, tc := range []shape{
+		// Bystanders whose stdin and stdout pipes were cut off under init.
+		{name: "python3 -m http.server", build: cut("python3", "-m", "http.server", "8000")},
+		{name: "uvicorn", build: cut("python3", "-m", "uvicorn", "app:app")},
+		{name: "celery worker", build: cut("python3", "-m", "celery", "-A", "proj", "worker")},
+		{name: "jupyter lab", build: cut("python3", "-m", "jupyterlab")},
+		{name: "vite", build: cut("node", "/srv/app/node_modules/vite/bin/vite.js")},
+		{name: "npx http-server", build: func(w *world) { w.npxChain(1, 100, 10, 0, "http-server") }},
+		{name: "typescript-language-server --stdio", build: cut("node", "/home/u/node_modules/typescript-language-server/lib/cli.mjs", "--stdio")},
+		{name: "pyright-langserver --stdio", build: cut("node", "/home/u/node_modules/pyright/langserver.index.js", "--stdio")},
+		{name: "the MCP Inspector", build: func(w *world) { w.npxChain(1, 100, 10, 0, "@modelcontextprotocol/inspector") }},
+		// An MCP name without the stdio evidence.
+		{name: "an MCP name, stdin cut, stdout a file", build: func(w *world) {
+			p := w.add(100, 1, 10, 0, "node", "/srv/node_modules/mcp-server-x/index.js")
+			p.Facts.Stdout, p.Stdio.OutLocal, p.Stdio.OutCut, p.OutCutFor = procfs.StdinFile, false, false, 0
+		}},
+		{name: "an MCP name on /dev/null", build: func(w *world) { w.add(100, 1, 0, 0, "node", "/srv/node_modules/mcp-server-x/index.js") }},
+		{name: "an MCP name on a TCP socket whose client hung up (inetd-style)", build: func(w *world) {
+			p := w.add(100, 1, 10, 0, "node", "/srv/node_modules/mcp-server-x/index.js")
+			p.Facts.Stdin, p.Facts.Stdout = procfs.StdinSocket, procfs.StdinSocket
+			p.Stdio.InLocal, p.Stdio.OutLocal = false, false
+		}},
+		{name: "an MCP name on socketpairs two processes made", build: func(w *world) {
+			p := w.add(100, 1, 10, 0, "node", "/srv/node_modules/mcp-server-x/index.js")
+			p.Stdio.InPeer, p.Stdio.OutPeer = 40, 41
+		}},
+		{name: "an MCP name, stdin cut, stdout still read", build: func(w *world) {
+			p := w.add(100, 1, 10, 0, "node", "/srv/node_modules/mcp-server-x/index.js")
+			p.OutCutFor, p.Stdio.OutCut = 0, false
+		}},
+		{name: "an MCP name whose uid changed (setuid)", build: func(w *world) {
+			w.add(100, 1, 10, 0, "node", "/srv/node_modules/mcp-server-x/index.js").Facts.UIDs.Effective = 0
+		}},
+		// Superseded by a live parent: bystanders, then an MCP server.
+		{name: "a language server its live editor started twice", build: twice("node", "/home/u/node_modules/typescript-language-server/lib/cli.mjs", "--stdio"), in: holds},
+		{name: "python3 -m http.server a live supervisor started twice", build: twice("python3", "-m", "http.server"), in: holds},
+		{name: "an MCP server its live host started twice, stdio not held by the host", build: twice("npx", "-y", "mcp-server-fetch")},
+		{name: "an MCP server its live host started twice and holds", build: twice("python3", "-m", "mcp_server_fetch"), in: holds,
+			want: Likely, proof: ProofNameAndStdio, uid: 1000},
+		// MCP servers whose host vanished.
+		{name: "an MCP name, stdin and stdout cut, reparented", build: func(w *world) { w.npxChain(1, 100, 10, 0, "@acme/weather-mcp") },
+			want: Certain, proof: ProofNameAndStdio, uid: 1000},
+		{name: "a listed server without an MCP word", build: func(w *world) { w.npxChain(1, 100, 10, 0, "@wonderwhy-er/desktop-commander") },
+			want: Certain, proof: ProofNameAndStdio, uid: 1000},
+		{name: "an MCP name, both ends cut off, under its live creator", build: func(w *world) {
+			w.add(90, 1, 0, 0, "bash")
+			w.npxChain(90, 100, 10, 0, "@acme/weather-mcp")
+		}, want: Certain, proof: ProofNameAndStdio, uid: 1000},
+		{name: "no MCP name, but a Claude host started it", build: func(w *world) {
+			w.add(90, 1, 0, 0, "claude")
+			w.npxChain(90, 100, 10, 0, "@acme/tools")
+			w.exit(90)
+		}, want: Certain, proof: ProofLineage, uid: 1000},
+		{name: "no MCP name, but `mcptrace run` started it", build: func(w *world) {
+			w.add(90, 1, 0, 0, "mcptrace", "run", "--", "npx", "-y", "@acme/tools")
+			w.add(100, 90, 10, 0, "npx", "-y", "@acme/tools")
+			w.add(101, 100, 10, 0, "node", "/srv/node_modules/@acme/tools/index.js")
+			w.exit(90)
+		}, want: Certain, proof: ProofLineage, uid: 1000},
+		{name: "an MCP server that became another uid since its exec: listed under the uid it runs as", build: func(w *world) {
+			p := w.add(100, 1, 10, 0, "node", "/srv/node_modules/mcp-server-x/index.js")
+			p.Facts.UIDs = procfs.UIDs{Real: 0, Effective: 0, Saved: 0}
+		}, want: Certain, proof: ProofNameAndStdio, uid: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld()
+			w.add(1, 0, 0, 0, "systemd")
+			tc.build(w)
+			in := w.input()
+			in.IdleAfter = time.Minute
+			if tc.in != nil {
+				tc.in(&in)
+			}
+			f := Find(in)
+			if tc.want == "" {
+				if len(f.Orphans)+len(f.Candidates) != 0 {
+					t.Errorf("listed %+v, candidates %+v", f.Orphans, f.Candidates)
+				}
+				return
+			}
+			if len(f.Orphans) != 1 {
+				t.Fatalf("listed %+v, want one", f.Orphans)
+			}
+			o := f.Orphans[0]
+			if o.Confidence != tc.want || o.Proof != tc.proof || o.UID != tc.uid {
+				t.Errorf("listed %s by %s as uid %d (%q), want %s by %s as uid %d", o.Confidence, o.Proof, o.UID, o.Evidence, tc.want, tc.proof, tc.uid)
+			}
+			for _, e := range o.Chain {
+				if strings.ContainsAny(e, "=/") || strings.Contains(e, "-y") || strings.HasPrefix(e, "-") {
+					t.Errorf("a chain element carries an argument: %q", o.Chain)
+				}
+			}
+		})
+	}
+}
+
+// A day-one chain read from /proc: npm rewrote its npx process's argv
+// into one title ("npm exec PKG ARGS…", padded with empty elements).
+// The server is the node process below it, named from its package, and
+// no element of the chain carries an argument.
+func TestFindReadsNpmsProcessTitleAsTheWrapperItIs(t *testing.T) {
+	w := newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	npx := w.add(100, 1, 10, 0, "npm exec @modelcontextprotocol/server-filesystem /home/u/secret-project", "", "", "")
+	npx.Comm = "npm exec @model"
+	npx.Images[0] = lineage.Image{Filename: "/usr/bin/node", Argv: npx.Images[0].Argv, Source: lineage.SourceProc}
+	w.add(101, 100, 10, 0, "sh", "-c", "mcp-server-filesystem /home/u/secret-project")
+	w.add(102, 101, 10, 0, "node", "/home/u/.npm/_npx/9/node_modules/.bin/mcp-server-filesystem", "/home/u/secret-project")
+	for _, pid := range []uint32{101, 102} {
+		w.all[pid].Images[0].Source = lineage.SourceProc
+	}
+	got := Find(w.input()).Orphans
+	if len(got) != 1 {
+		t.Fatalf("got %+v, want the filesystem server", got)
+	}
+	o := got[0]
+	if o.Server != id(102) || o.Top != id(100) || o.Name != "@modelcontextprotocol/server-filesystem" || o.Confidence != Certain {
+		t.Errorf("orphan %+v", o)
+	}
+	if !slices.Equal(o.Chain, []string{"npm exec", "sh", "node"}) {
+		t.Errorf("chain %q, want the wrappers' short names and the program", o.Chain)
+	}
+	if img := w.all[100].Images[0].Argv; len(img) != 4 {
+		t.Errorf("Find changed the graph's copy of the title: %q", img)
+	}
+}
+
+func TestMCPNameKnowsTheEcosystemAndNothingElse(t *testing.T) {
+	for name, want := range map[string]bool{
+		"@modelcontextprotocol/server-filesystem": true, "mcp-server-fetch": true, "mcp_server_time": true,
+		"ghcr.io/github/github-mcp-server": true, "@playwright/mcp": true, "@upstash/context7-mcp": true, "mcp/fetch": true,
+		"@wonderwhy-er/desktop-commander": true,
+		"@modelcontextprotocol/inspector": false, "mcp-inspector": false, "mcp": false, "mcptrace": false, "fastmcpx": false,
+		"http-server": false, "typescript-language-server": false, "pyright": false, "uvicorn": false, "<redacted>": false, "": false,
+	} {
+		if got := MCPName(name); got != want {
+			t.Errorf("MCPName(%q) = %v, want %v", name, got, want)
+		}
 	}
 }

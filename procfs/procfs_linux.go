@@ -201,7 +201,40 @@ func (rd *reader) read(root string, pid uint32) (lineage.Snapshot, status, error
 		Filename: exe,
 		Argv:     argv,
 		Kernel:   isKernelThread(st, exeErr),
+		Stdio:    stdioOf(dfd),
 	}, ss, nil
+}
+
+// stdioOf returns what the fd 0 and fd 1 of the process directory dfd
+// are; unknown when its fd directory cannot be read.
+func stdioOf(dfd int) lineage.Stdio {
+	var st unix.Stat_t
+	if fstatat(dfd, "fd", &st) != nil {
+		return lineage.Stdio{}
+	}
+	return lineage.Stdio{In: fdKind(dfd, "fd/0"), Out: fdKind(dfd, "fd/1")}
+}
+
+func fstatat(dfd int, name string, st *unix.Stat_t) error {
+	for {
+		if err := unix.Fstatat(dfd, name, st, 0); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// fdKind returns the kind of file the descriptor link name (fd/N) of the
+// process directory dfd leads to; FileClosed when there is none,
+// FileUnknown when it cannot be read (a kernel thread, no ptrace access).
+func fdKind(dfd int, name string) lineage.FileKind {
+	var st unix.Stat_t
+	switch err := fstatat(dfd, name, &st); {
+	case err == unix.ENOENT:
+		return lineage.FileClosed
+	case err != nil:
+		return lineage.FileUnknown
+	}
+	return lineage.FileKindOfMode(st.Mode)
 }
 
 // openDir opens a process directory as a handle for openat.
@@ -473,22 +506,25 @@ func ReadUIDs(root string, pid uint32) (UIDs, error) {
 	return ss.uids, nil
 }
 
+// statusLine cuts the first line off /proc/PID/status content b: its key
+// and its value (nil for a line without a colon), and the rest of b.
+func statusLine(b []byte) (key, val, rest []byte) {
+	line := b
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		line, rest = b[:i], b[i+1:]
+	}
+	key, val, _ = bytes.Cut(line, []byte(":"))
+	return key, val, rest
+}
+
 // parseStatus takes the UIDs, the thread group and the thread count from
 // /proc/PID/status.
 func parseStatus(b []byte) (status, error) {
 	var ss status
 	haveUID := false
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		key, val, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
+		var key, val []byte
+		key, val, b = statusLine(b)
 		first, rest := nextField(val)
 		if first == nil {
 			continue
@@ -547,4 +583,89 @@ func splitCmdline(b []byte) []string {
 		argv = argv[:len(argv)-1]
 	}
 	return argv
+}
+
+// ReadGroups returns the groups process id holds now, as the kernel
+// keeps them (root/PID/status): its effective gid first, then its
+// supplementary groups, each once. It reads through one handle on the
+// process directory and checks the process's start time there, so the
+// groups are id's, never a later process's at a recycled PID; a process
+// that is gone (or a zombie) wraps fs.ErrNotExist. These are what the
+// kernel checks a file's group permission against: membership granted by
+// LDAP or SSSD, by newgrp or sg, or by setgroups before an exec, which
+// /etc/group does not show.
+func ReadGroups(root string, id lineage.ID) ([]uint32, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	dir := filepath.Join(root, strconv.FormatUint(uint64(id.PID), 10))
+	dfd, err := openDir(dir)
+	if err != nil {
+		return nil, readErr(id.PID, err)
+	}
+	defer unix.Close(dfd)
+	var rd reader
+	b, err := rd.file(dfd, "stat")
+	if err != nil {
+		return nil, readErr(id.PID, err)
+	}
+	st, err := parseStat(b)
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %s/stat: %w", dir, err)
+	}
+	if st.StartTicks != id.Tick() || st.State == 'Z' || st.State == 'X' {
+		return nil, fmt.Errorf("procfs: process %d (start %d) is gone: %w", id.PID, id.Start, fs.ErrNotExist)
+	}
+	b, err = rd.file(dfd, "status")
+	if err != nil {
+		return nil, readErr(id.PID, err)
+	}
+	groups, err := parseGroups(b)
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %s/status: %w", dir, err)
+	}
+	return groups, nil
+}
+
+// parseGroups takes the effective gid (the Gid: line's second field) and
+// the supplementary groups (Groups:) from /proc/PID/status.
+func parseGroups(b []byte) ([]uint32, error) {
+	var out []uint32
+	haveGid := false
+	for len(b) > 0 {
+		var key, val []byte
+		key, val, b = statusLine(b)
+		switch string(key) {
+		case "Gid":
+			_, rest := nextField(val)
+			egid, _ := nextField(rest)
+			g, err := parseUint(egid, 32)
+			if err != nil {
+				return nil, fmt.Errorf("malformed Gid: %w", err)
+			}
+			out = append([]uint32{uint32(g)}, out...)
+			haveGid = true
+		case "Groups":
+			for f, rest := nextField(val); f != nil; f, rest = nextField(rest) {
+				g, err := parseUint(f, 32)
+				if err != nil {
+					return nil, fmt.Errorf("malformed Groups: %w", err)
+				}
+				out = append(out, uint32(g))
+			}
+		}
+	}
+	if !haveGid {
+		return nil, errors.New("no Gid line")
+	}
+	// The effective gid first, then each supplementary group once.
+	seen := make(map[uint32]bool, len(out))
+	kept := out[:0]
+	for _, g := range out {
+		if !seen[g] {
+			seen[g] = true
+			kept = append(kept, g)
+		}
+	}
+	return kept, nil
 }

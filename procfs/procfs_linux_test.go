@@ -300,6 +300,7 @@ func TestReadRealChild(t *testing.T) {
 		Comm:     procmatch.TruncComm(filepath.Base(exe)),
 		Filename: exe,
 		Argv:     cmd.Args,
+		Stdio:    lineage.Stdio{In: lineage.FilePipe, Out: lineage.FilePipe},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Read(child) = %+v\nwant %+v", got, want)
@@ -539,5 +540,96 @@ func TestReadUIDsOfARealProcessOfAnotherUser(t *testing.T) {
 	cmd.Wait()
 	if _, err := ReadUIDs("", uint32(cmd.Process.Pid)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadUIDs of a reaped process: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// The groups a process holds are the kernel's, whatever /etc/group says:
+// a process given groups at exec (setgroups) has them, and a process that
+// is gone, or another at its PID, has none.
+func TestReadGroupsOfARealProcessAreTheKernels(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("MCPTRACE_REQUIRE_ALL") == "1" {
+			t.Fatal("root is missing (starting a process with other groups needs uid 0) and MCPTRACE_REQUIRE_ALL=1 requires it")
+		}
+		t.Skip("root is missing: starting a process with other groups needs uid 0")
+	}
+	// 4242 and 4343 are in no group database here: only setgroups gave them.
+	cmd := exec.Command("sleep", "100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{4343, 4242, 65534}}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	snap, err := Read("", uint32(cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadGroups("", snap.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got[1:])
+	if want := []uint32{65534, 4242, 4343}; !slices.Equal(got, want) {
+		t.Errorf("ReadGroups = %v, want the effective gid then the supplementary groups once each: %v", got, want)
+	}
+	other := snap.ID
+	other.Start += lineage.TickNS
+	if _, err := ReadGroups("", other); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadGroups of another start at the same pid: %v, want fs.ErrNotExist", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := ReadGroups("", snap.ID); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadGroups of a reaped process: %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestParseGroups(t *testing.T) {
+	for _, tc := range []struct {
+		name, status string
+		want         []uint32
+		err          string
+	}{
+		{"effective gid first, each group once", "Uid:\t1\t1\t1\t1\nGid:\t100\t999\t999\t999\nGroups:\t4 999 27 \n", []uint32{999, 4, 27}, ""},
+		{"no supplementary groups", "Gid:\t5\t5\t5\t5\nGroups:\t\n", []uint32{5}, ""},
+		{"Groups before Gid", "Groups:\t7\nGid:\t5\t6\t5\t5\n", []uint32{6, 7}, ""},
+		{"no Gid line", "Groups:\t7\n", nil, "no Gid line"},
+		{"a group that is not a number", "Gid:\t5\t5\t5\t5\nGroups:\t7 x\n", nil, "malformed Groups"},
+		{"a gid beyond 32 bits", "Gid:\t5\t4294967296\t5\t5\n", nil, "malformed Gid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseGroups([]byte(tc.status))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("parseGroups = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// Read says what a process's fd 0 and fd 1 are now, for processes older
+// than the agent (roles reads servers from pipes and sockets on both).
+func TestReadSaysWhatStdinAndStdoutAre(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := cmd.Start(); err != nil { // stdout: /dev/null
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	s, err := Read(DefaultRoot, uint32(cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (lineage.Stdio{In: lineage.FilePipe, Out: lineage.FileChar}); s.Stdio != want {
+		t.Errorf("stdio %+v, want %+v", s.Stdio, want)
 	}
 }

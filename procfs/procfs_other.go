@@ -47,8 +47,19 @@ func (u *UsageReader) Read(id lineage.ID) (Usage, error) { return Usage{}, errUn
 // ReadFacts is not supported on this OS.
 func ReadFacts(root string, id lineage.ID) (Facts, error) { return Facts{}, errUnsupported }
 
+// ReadStdio is not supported on this OS.
+func ReadStdio(root string, id lineage.ID) (Stdio, error) { return Stdio{}, errUnsupported }
+
+// HoldsPipes is not supported on this OS.
+func HoldsPipes(root string, id lineage.ID, pipes ...uint64) (bool, error) {
+	return false, errUnsupported
+}
+
 // StdinCutOff is not supported on this OS.
 func StdinCutOff(root string, id lineage.ID) (bool, error) { return false, errUnsupported }
 
 // ReadStat is not supported on this OS.
 func ReadStat(root string, pid uint32) (Stat, error) { return Stat{}, errUnsupported }
+
+// ReadGroups is not supported on this OS.
+func ReadGroups(root string, id lineage.ID) ([]uint32, error) { return nil, errUnsupported }

@@ -29,9 +29,37 @@ type Facts struct {
 	// chain read the same one. StdinCutOff says whether it can still be
 	// written.
 	StdinInode uint64
+	// Stdout and StdoutInode are the same of its standard output (fd 1):
+	// a stdio MCP server answers its host there.
+	Stdout      StdinKind
+	StdoutInode uint64
+	// UIDs are its user IDs, read through the same handle: the graph
+	// keeps the uid of a process's last exec or fork, not a setuid(2)
+	// since.
+	UIDs UIDs
+	// Exe is the target of its /proc/PID/exe ("" when unreadable).
+	Exe string
 	// Cgroup is the process's cgroup path: the unified (v2) one, else
 	// systemd's name=systemd one; "" when neither is listed.
 	Cgroup string
+}
+
+// Stdio is what the kernel says of a process's standard input and
+// output when they are pipes or sockets (Stdio reads it).
+type Stdio struct {
+	// InCut: fd 0 is a pipe no writer holds any more, or a socket whose
+	// peer will send nothing more. OutCut: fd 1 is a pipe no reader holds
+	// any more, or a socket whose peer is gone. Both false for anything
+	// else (a file, a tty, /dev/null, closed).
+	InCut, OutCut bool
+	// InLocal and OutLocal: the fd is a pipe or a unix socket (a host's
+	// stdio), not a network socket (an inetd-style service's).
+	InLocal, OutLocal bool
+	// InPeer and OutPeer are, for a unix socket, the process that made
+	// its peer (SO_PEERCRED: for a socketpair, the process that called
+	// socketpair(2), which is the host that spawned the chain); 0 for a
+	// pipe or when not known.
+	InPeer, OutPeer uint32
 }
 
 // stdinOf classifies the target of /proc/PID/fd/0 ("" when fd 0 is

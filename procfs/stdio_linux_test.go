@@ -97,3 +97,100 @@ func TestStdinCutOffAsksTheKernelWhetherStdinCanStillBeWritten(t *testing.T) {
 		t.Errorf("cut off for another start time: %v, want gone", err)
 	}
 }
+
+// Both ends of a stdio MCP server's channel, as the kernel counts them:
+// its stdout pipe is cut once no reader holds it, its stdin and stdout
+// socketpairs once their peers close, and each socketpair names the
+// process that made it (the host); a network socket (an inetd-style
+// service's) is not local. HoldsPipes finds the pipes the other end
+// holds.
+func TestReadStdioSeesBothEndsOfAServersChannel(t *testing.T) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command("sleep", "30")
+	c.Stdin, c.Stdout = inR, outW
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	inR.Close()
+	outW.Close()
+	s, err := Read("", uint32(c.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	piped := s.ID
+	f, err := ReadFacts("", piped)
+	if err != nil || f.Stdout != StdinPipe || f.StdoutInode == 0 || f.UIDs.Real != uint32(os.Getuid()) || f.Exe == "" {
+		t.Fatalf("facts: %+v, %v", f, err)
+	}
+	self, err := Read("", uint32(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := HoldsPipes("", self.ID, f.StdinInode, f.StdoutInode); err != nil || !held {
+		t.Errorf("this test holds both pipes' other ends: %v, %v", held, err)
+	}
+	if st, err := ReadStdio("", piped); err != nil || st.InCut || st.OutCut || !st.InLocal || !st.OutLocal {
+		t.Errorf("while both ends are held: %+v, %v", st, err)
+	}
+	outR.Close()
+	if st, err := ReadStdio("", piped); err != nil || st.InCut || !st.OutCut {
+		t.Errorf("after the reader of its stdout closed: %+v, %v", st, err)
+	}
+	inW.Close()
+	if st, err := ReadStdio("", piped); err != nil || !st.InCut || !st.OutCut {
+		t.Errorf("after both closed: %+v, %v", st, err)
+	}
+	if held, err := HoldsPipes("", self.ID, f.StdinInode); err != nil || held {
+		t.Errorf("after closing them this test still holds: %v, %v", held, err)
+	}
+
+	in, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := exec.Command("sleep", "30")
+	sc.Stdin, sc.Stdout = os.NewFile(uintptr(in[0]), "in"), os.NewFile(uintptr(out[0]), "out")
+	if err := sc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Process.Kill(); _ = sc.Wait() })
+	unix.Close(in[0])
+	unix.Close(out[0])
+	ss, err := Read("", uint32(sc.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadStdio("", ss.ID)
+	if err != nil || st.InCut || st.OutCut || st.InPeer != uint32(os.Getpid()) || st.OutPeer != uint32(os.Getpid()) || !st.InLocal {
+		t.Errorf("socketpairs this test made: %+v, %v", st, err)
+	}
+	unix.Close(in[1])
+	unix.Close(out[1])
+	if st, err := ReadStdio("", ss.ID); err != nil || !st.InCut || !st.OutCut {
+		t.Errorf("after their peers closed: %+v, %v", st, err)
+	}
+
+	// A network socket (no network needed: an unbound UDP one).
+	udp, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uf := os.NewFile(uintptr(udp), "udp")
+	tcp := startReading(t, uf)
+	uf.Close()
+	if st, err := ReadStdio("", tcp); err != nil || st.InLocal || st.InPeer != 0 {
+		t.Errorf("a network socket: %+v, %v", st, err)
+	}
+}

@@ -40,29 +40,62 @@ type Member struct {
 // root is an agent host (sessions that spare their root: host rules,
 // `mcptrace run`, `session begin`); false for `mcptrace exec`
 // sub-sessions, whose root IS the server. The result is parallel to procs.
+// It is ClassifyHost with a HostTable that knows nothing of the host.
+func Classify(root lineage.ID, rootIsHost bool, procs []lineage.Process) []Member {
+	if !rootIsHost {
+		return classify(root, false, nil, procs)
+	}
+	return classify(root, true, &HostTable{}, procs)
+}
+
+// ClassifyHost classifies procs, the members of a session whose root is
+// the agent host h describes (see Classify).
 //
-// The root is the Host, or with !rootIsHost the Server. Below it, by
-// creator edge: a process whose current image is a wrapper (Identity) is a
-// Wrapper; the first process that is not, below the host and wrappers
-// only, is a Server; everything a server created, wrappers included, is
-// Other with that server's identity and ID. A process that never executed
-// anything of its own (a fork, whose image is inherited) is what its
-// creator's code makes it: a Wrapper below a wrapper, Other elsewhere. A
-// process whose creator is not in procs, or is such a fork of the host, is
-// read as if it were the host's child.
+// The root is the Host. Below it, by creator edge, a server is a process
+// its host started to speak MCP over stdio:
+//   - the host's own processes are the Host: a process that never
+//     executed anything of its own (a fork) created by one, and a
+//     program h.Self matches that one created (a native binary its npm
+//     launcher starts);
+//   - a process the host's own processes created is a Tool, with
+//     everything below it, when h.Tools matches it, when it is
+//     mcptrace's own CLI (`mcptrace mark destroy`; `mcptrace exec` is a
+//     wrapper), or when its stdio at exec was not pipes or sockets on
+//     both (git reading /dev/null, a shell tool on a terminal); and so is
+//     a branch that exited within ShortLived with nothing in it alive and
+//     no server in it that names its package;
+//   - otherwise a process whose current image is a wrapper (Identity) is
+//     a Wrapper; the first process that is not, below the host and
+//     wrappers only, is a Server, unless h.Tools matches it or it is
+//     mcptrace's CLI (a Tool) or its stdio at exec was not pipes or
+//     sockets on both (Other: a launcher's helper, started on /dev/null,
+//     is not a second server); everything a server created, wrappers
+//     included, is Other with that server's identity and ID.
+//
+// A fork below a wrapper is a Wrapper, elsewhere Other. A process whose
+// creator is not in procs is read as if it were the host's child. Stdio
+// that was not recorded (older records, Windows) is no evidence either
+// way.
 //
 // A server's identity is the first one named by its own images, newest
 // first, then by the images of the wrappers above it, nearest first;
 // failing that, Name. A wrapper shows the identity of the server below it
 // when there is exactly one, else the identity its own images name.
 //
-// Classify costs O(len(procs)): each image is parsed at most once and
-// each chain walked once.
-func Classify(root lineage.ID, rootIsHost bool, procs []lineage.Process) []Member {
+// ClassifyHost costs O(len(procs)) plus one match of h's rules per
+// process the host's own processes created and per server candidate:
+// each image is parsed at most once and each chain walked once.
+func ClassifyHost(root lineage.ID, h HostTable, procs []lineage.Process) []Member {
+	return classify(root, true, &h, procs)
+}
+
+func classify(root lineage.ID, rootIsHost bool, h *HostTable, procs []lineage.Process) []Member {
 	c := newClassifier(root, rootIsHost, procs)
+	c.host = h
 	for i := range procs {
 		c.resolve(i)
 	}
+	c.foldShortBranches()
 	c.countServers()
 	out := make([]Member, len(procs))
 	for i := range procs {
@@ -81,6 +114,7 @@ const (
 	kWrapper      // a wrapper above servers (or none yet)
 	kServer       // a server
 	kBelow        // below a server → Other
+	kTool         // a command the host ran for itself, and what it started → Tool
 )
 
 // Special creator indexes.
@@ -93,6 +127,7 @@ type classifier struct {
 	procs      []lineage.Process
 	root       lineage.ID
 	rootIsHost bool
+	host       *HostTable // nil when the root is not a host
 
 	up   []int32 // creator's index, noCreator or absentRoot
 	kind []kind
@@ -197,18 +232,94 @@ func (c *classifier) decide(t int) (kind, int32) {
 	case u >= 0:
 		pk, ps = c.kind[u], c.srv[u]
 	}
+	host := pk == kHost || pk == kUnset && c.rootIsHost // created by the host's own processes
 	switch {
 	case pk == kServer || pk == kBelow:
 		return kBelow, ps
+	case pk == kTool:
+		return kTool, -1
 	case !executed(p):
-		if pk == kWrapper {
+		switch {
+		case pk == kWrapper:
 			return kWrapper, -1
+		case pk == kHost && len(p.Images) > 0:
+			return kHost, -1 // a fork of the host runs the host's code
 		}
 		return kPlain, -1
+	case host && c.host != nil && matchCurrent(c.host.Self, p):
+		return kHost, -1
+	case host && c.forItself(t):
+		return kTool, -1
 	case c.current(t).wrapper:
 		return kWrapper, -1
+	case c.host != nil && matchCurrent(c.host.Tools, p) || c.isCLI(t):
+		return kTool, -1
+	case disconnected(p):
+		return kPlain, -1 // a helper started on /dev/null, say: not a server
 	}
 	return kServer, int32(t)
+}
+
+// forItself reports whether process t, which the host's own processes
+// created, is a command the host runs for itself: its table says so, it
+// is mcptrace's CLI, or it was not started on pipes or sockets.
+func (c *classifier) forItself(t int) bool {
+	p := &c.procs[t]
+	return c.host != nil && matchCurrent(c.host.Tools, p) || c.isCLI(t) || disconnected(p)
+}
+
+// isCLI reports whether t runs mcptrace's own CLI, other than as a
+// wrapper (`mcptrace exec|run -- …`).
+func (c *classifier) isCLI(t int) bool {
+	pr := c.current(t)
+	return !pr.wrapper && pr.top != nil && progKey(pr.top.argv[0]) == "mcptrace"
+}
+
+// disconnected reports whether p's current image was executed with a
+// stdin or a stdout that is no pipe or socket: nothing can speak MCP
+// with it over stdio. Unrecorded stdio says nothing.
+func disconnected(p *lineage.Process) bool {
+	s := p.Current().Stdio
+	return s.Known() && !s.Connected()
+}
+
+// foldShortBranches makes a Tool of every branch below the host that
+// exited within ShortLived, with nothing in it alive and no server in
+// it that names its package: the commands a host runs for itself by the
+// dozen (git, lsb_release, a shell snapshot) whose stdio looked like a
+// server's.
+func (c *classifier) foldShortBranches() {
+	if !c.rootIsHost {
+		return
+	}
+	keep := make([]bool, len(c.procs)) // something in t's subtree is alive or a named server
+	for k := len(c.order) - 1; k >= 0; k-- {
+		t := int(c.order[k])
+		if !c.procs[t].Exited || c.kind[t] == kServer && c.named[c.nameOf(t)] {
+			keep[t] = true
+		}
+		if keep[t] {
+			if u := c.up[t]; u >= 0 {
+				keep[u] = true
+			}
+		}
+	}
+	for _, t := range c.order {
+		switch {
+		case c.kind[t] == kHost || c.kind[t] == kTool:
+		case c.up[t] >= 0 && c.kind[c.up[t]] == kTool:
+			c.kind[t], c.srv[t] = kTool, -1
+		case keep[t] || !Short(&c.procs[t]):
+		case c.up[t] < 0 || c.kind[c.up[t]] == kHost:
+			c.kind[t], c.srv[t] = kTool, -1
+		}
+	}
+}
+
+// nameOf resolves server t's identity and returns t (for c.named).
+func (c *classifier) nameOf(t int) int {
+	c.serverName(t)
+	return t
 }
 
 // executed reports whether p runs an image of its own, not its creator's.
@@ -393,6 +504,8 @@ func (c *classifier) member(t int) Member {
 		}
 		name := c.serverName(t)
 		return Member{Role: Server, Server: name, Chain: chain, ServerID: c.procs[t].ID, Named: c.named[t]}
+	case kTool:
+		return Member{Role: Tool}
 	case kBelow:
 		if s := c.srv[t]; s >= 0 {
 			return Member{Role: Other, Server: c.serverName(int(s)), ServerID: c.procs[s].ID}

@@ -213,7 +213,7 @@ func TestForksThatNeverExecutedFollowTheirCreator(t *testing.T) {
 	npx := exe("/usr/bin/npx", "npx", "-y", "pkg")
 	procs := []lineage.Process{
 		mk(100, 1, hostImage),
-		mk(101, 100, inh(hostImage)), // the host's own fork
+		mk(101, 100, inh(hostImage)), // the host's own fork: the host
 		mk(102, 101, exe("/usr/bin/uvx", "uvx", "mcp-server-fetch")),
 		mk(103, 102, exe("/x/python", "/x/python", "/x/mcp-server-fetch")),
 		mk(104, 100, inh(hostImage), npx),
@@ -222,7 +222,7 @@ func TestForksThatNeverExecutedFollowTheirCreator(t *testing.T) {
 		mk(107, 100), // no image known
 	}
 	checkMembers(t, byPID(100, true, procs), map[uint32]Member{
-		101: {Role: Other},
+		101: {Role: Host},
 		102: {Role: Wrapper, Server: "mcp-server-fetch"},
 		103: {Role: Server, Server: "mcp-server-fetch", Chain: []string{"uvx", "python"}, ServerID: id(103), Named: true},
 		104: {Role: Wrapper, Server: "pkg"},
@@ -343,7 +343,7 @@ func TestMemberJSONNamesTheRole(t *testing.T) {
 }
 
 func TestRoleNamesAndText(t *testing.T) {
-	want := map[Role]string{Other: "other", Host: "host", Wrapper: "wrapper", Server: "server", Container: "container"}
+	want := map[Role]string{Other: "other", Host: "host", Wrapper: "wrapper", Server: "server", Container: "container", Tool: "tool"}
 	if len(All) != len(want) {
 		t.Errorf("All has %d roles, want %d", len(All), len(want))
 	}

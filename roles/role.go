@@ -23,10 +23,14 @@ const (
 	// Container: a process of a container a session member started
 	// (its image is the server name).
 	Container
+	// Tool: a command the host ran for itself, not to speak MCP with it
+	// (git, rg, lsb_release, a shell of its shell tool, mcptrace's own
+	// CLI), and everything that command started.
+	Tool
 )
 
 // All lists the roles, in the order a display shows them.
-var All = []Role{Host, Wrapper, Server, Container, Other}
+var All = []Role{Host, Wrapper, Server, Container, Tool, Other}
 
 var roleNames = [...]string{
 	Other:     "other",
@@ -34,6 +38,7 @@ var roleNames = [...]string{
 	Wrapper:   "wrapper",
 	Server:    "server",
 	Container: "container",
+	Tool:      "tool",
 }
 
 func (r Role) String() string {

@@ -39,7 +39,7 @@ sleep 5
 
 rss() { awk '/^(VmRSS|RssAnon):/ {printf "%s %d kB  ", $1, $2}' "/proc/$agent/status"; }
 tracked() {
-	"$bin" status --api.socket "$sock" |
+	"$bin" status --json --api.socket "$sock" |
 		python3 -c 'import json,sys; d=json.load(sys.stdin); print("tracked", d["tracked_processes"], "exited", d["exited_processes"], "dropped", d.get("dropped_processes_total", "n/a"))'
 }
 echo "serving: $(rss) $(tracked)"

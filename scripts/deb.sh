@@ -32,7 +32,9 @@ trap 'rm -rf "$stage"' EXIT
 root=$stage/root
 
 echo "deb: building mcptrace $version for $arch"
-CGO_ENABLED=0 $go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$root/usr/bin/mcptrace" ./cmd/mcptrace
+# The version and commit `mcptrace version` and mcptrace_build_info show.
+stamp="-X github.com/mcptrace/mcptrace/internal/version.version=$version -X github.com/mcptrace/mcptrace/internal/version.revision=$(git rev-parse HEAD)"
+CGO_ENABLED=0 $go build -trimpath -ldflags "-s -w $stamp" -o "$root/usr/bin/mcptrace" ./cmd/mcptrace
 bin=$root/usr/bin/mcptrace
 
 install -D -m 0644 deploy/debian/mcptrace.service "$root/lib/systemd/system/mcptrace.service"
@@ -41,7 +43,7 @@ mkdir -p "$root/etc/mcptrace"
 
 man=$root/usr/share/man/man1
 mkdir -p "$man"
-CGO_ENABLED=0 $go run -tags mangen -ldflags "-X main.version=$version" ./cmd/mcptrace gen-man "$man"
+CGO_ENABLED=0 $go run -tags mangen -ldflags "$stamp" ./cmd/mcptrace gen-man "$man"
 rm "$man"/mcptrace-completion-powershell.1 # no PowerShell completion is shipped
 gzip -9n "$man"/*.1
 
@@ -53,6 +55,18 @@ install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/ve
 install -D -m 0644 -t "$root/usr/share/mcptrace/prometheus" deploy/prometheus/mcptrace.rules.yml deploy/prometheus/prometheus.yml deploy/prometheus/fleet.yml deploy/prometheus/kubernetes.yml
 install -D -m 0644 -t "$root/usr/share/mcptrace/grafana" deploy/grafana/mcptrace.json
 install -D -m 0644 deploy/debian/copyright "$root/usr/share/doc/mcptrace/copyright"
+# A native package's changelog (lintian: no-changelog): this version, the
+# commits that led to it, dated as the last commit, as every builder
+# makes it.
+{
+	echo "mcptrace ($version) unstable; urgency=medium"
+	echo
+	git log -20 --no-merges --format='  * %s (%h)' | cut -c1-79
+	echo
+	echo " -- mcptrace developers <mcptrace@users.noreply.github.com>  $(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
+} | gzip -9n >"$root/usr/share/doc/mcptrace/changelog.gz"
+chmod 0644 "$root/usr/share/doc/mcptrace/changelog.gz"
+install -D -m 0644 deploy/debian/lintian-overrides "$root/usr/share/lintian/overrides/mcptrace"
 
 install -d "$root/DEBIAN"
 install -m 0755 -t "$root/DEBIAN" deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm

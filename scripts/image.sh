@@ -28,7 +28,9 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 
 echo "image: building mcptrace:$tag"
-CGO_ENABLED=0 $go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$stage/root/usr/bin/mcptrace" ./cmd/mcptrace
+# The version and commit `mcptrace version` and mcptrace_build_info show.
+stamp="-X github.com/mcptrace/mcptrace/internal/version.version=$version -X github.com/mcptrace/mcptrace/internal/version.revision=$(git rev-parse HEAD)"
+CGO_ENABLED=0 $go build -trimpath -ldflags "-s -w $stamp" -o "$stage/root/usr/bin/mcptrace" ./cmd/mcptrace
 # The mount points the DaemonSet uses exist in the image, so a read-only
 # root file system needs none made.
 mkdir -p "$stage"/root/{etc/mcptrace,run/mcptrace,var/lib/mcptrace,sys,proc,tmp}

@@ -117,6 +117,7 @@ func (d *decoder) decode(raw []byte) (lineage.Event, error) {
 		flags := bpf.McptraceEventFlags(h.Flags)
 		ev.ArgvTruncated = flags&(bpf.McptraceEventFlagsEVENT_FLAG_ARGS_TRUNCATED|bpf.McptraceEventFlagsEVENT_FLAG_ARGS_UNREADABLE) != 0
 		ev.Argv = splitArgs(raw[execArgsOffset : execArgsOffset+int(x.ArgsLen)])
+		ev.Stdio = lineage.Stdio{In: stdioKind(x.StdinMode), Out: stdioKind(x.StdoutMode)}
 	case bpf.McptraceEventKindEVENT_REQUEST:
 		if len(raw) < requestSize {
 			return lineage.Event{}, fmt.Errorf("decode request record of %d bytes: %w", len(raw), ErrShortRecord)
@@ -171,4 +172,16 @@ func canonicalRequest(line []byte) string {
 		return ""
 	}
 	return containers.Request(id, verb)
+}
+
+// stdioKind reads a record's enum stdio_mode: a file type (S_IFMT >> 12),
+// or closed, or unread.
+func stdioKind(m uint8) lineage.FileKind {
+	switch bpf.McptraceStdioMode(m) {
+	case bpf.McptraceStdioModeSTDIO_UNREAD:
+		return lineage.FileUnknown
+	case bpf.McptraceStdioModeSTDIO_CLOSED:
+		return lineage.FileClosed
+	}
+	return lineage.FileKindOfMode(uint32(m) << 12)
 }

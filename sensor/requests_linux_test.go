@@ -212,7 +212,14 @@ func TestRequestReaderSurvivesAgentsTakingOverUnderLoad(t *testing.T) {
 // its stride; QEMU's multi-threaded TCG does not (an "Oops: int3" in
 // trace_syscall_enter, or both vCPUs in a soft lockup), which is why
 // vmexec runs guests with single-threaded TCG (vmtests/doc.go). Bounded
-// by count and time: 40 rounds or 30 s.
+// by count and time: 40 rounds (10 in an emulated guest), or 30 s (5 s)
+// once the fewest rounds that prove anything (10; 3 in a guest) are done.
+// In a guest the kernel's holds (vmtests/doc.go) keep the code from being
+// patched at all: the rounds there prove the attach and detach on that
+// kernel, the host's prove the patching.
+// The rounds are what matters, not their rate: a loaded machine makes
+// them slower, which is no failure (it failed so, "only 6 attach rounds
+// in 30 s", on a 5.10 guest of a busy host).
 func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *testing.T) {
 	dir := t.TempDir()
 	engine := filepath.Join(dir, "engine.sock")
@@ -243,9 +250,11 @@ func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *te
 			}
 		}()
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	maxRounds, minRounds := testenv.Sized(40, 10), testenv.Sized(10, 3)
+	deadline := time.Now().Add(time.Duration(testenv.Sized(30, 5)) * time.Second)
+	giveUp := time.Now().Add(testenv.Bound(3 * time.Minute))
 	rounds := 0
-	for rounds < 40 && time.Now().Before(deadline) {
+	for rounds < maxRounds && (rounds < minRounds || time.Now().Before(deadline)) && time.Now().Before(giveUp) {
 		s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
 		if err := s.RequestsErr(); err != nil {
 			testenv.Missing(t, "reading container clients' engine requests", err.Error())
@@ -259,8 +268,8 @@ func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *te
 	close(stop)
 	<-done
 	<-done
-	if rounds < 10 {
-		t.Fatalf("only %d attach rounds in 30 s", rounds)
+	if rounds < minRounds {
+		t.Fatalf("only %d attach rounds in %v", rounds, testenv.Bound(3*time.Minute))
 	}
 	t.Logf("%d attach and detach rounds under %d write(2) calls", rounds, calls.Load())
 }

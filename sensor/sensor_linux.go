@@ -291,7 +291,7 @@ func checkKernel() error {
 }
 
 func errNoPrivilege(err error) error {
-	return &FeatureError{Feature: "loading BPF programs", Needs: "root, or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE", Err: err}
+	return &FeatureError{Feature: "loading BPF programs", Needs: "root, or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE", Err: fmt.Errorf("%w: %w", ErrNoPrivilege, err)}
 }
 
 // loadError names the feature behind a failed load where it can tell.

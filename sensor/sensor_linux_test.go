@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -123,6 +125,52 @@ func TestSensorReportsShortProcessWithBothExecs(t *testing.T) {
 	}
 }
 
+// An exec record says what fd 0 and fd 1 were at that exec: a host
+// talks to the MCP servers it starts over pipes or sockets on both, and
+// the commands it runs for itself often read /dev/null (roles tells them
+// apart by it). One process, three execs: a pipe and a socket, then
+// /dev/null and a closed stdout after the shell's redirections.
+func TestSensorReportsWhatStdinAndStdoutAreAtExec(t *testing.T) {
+	s := openSensor(t, sensor.Options{})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, peer := os.NewFile(uintptr(fds[0]), "out"), os.NewFile(uintptr(fds[1]), "peer")
+	defer peer.Close()
+	cmd := exec.Command("/bin/sh", "-c", "exec env MCPTRACE_TEST=1 true --stdio </dev/null >&-")
+	cmd.Stdin, cmd.Stdout = r, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	out.Close()
+	pid := uint32(cmd.Process.Pid)
+	go cmd.Wait()
+	evs := collect(t, s,
+		func(ev lineage.Event) bool { return ev.Proc.PID == pid },
+		func(ev lineage.Event) bool { return ev.Kind == lineage.KindExit })
+	var got []lineage.Stdio
+	for _, ev := range evs {
+		if ev.Kind == lineage.KindExec {
+			got = append(got, ev.Stdio)
+		}
+	}
+	want := []lineage.Stdio{
+		{In: lineage.FilePipe, Out: lineage.FileSocket},
+		{In: lineage.FileChar, Out: lineage.FileClosed},
+		{In: lineage.FileChar, Out: lineage.FileClosed},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stdio at each exec = %v, want %v", got, want)
+	}
+}
+
 func TestSensorReportsThreadedProcessOnce(t *testing.T) {
 	s := openSensor(t, sensor.Options{})
 	self, err := os.Executable()
@@ -204,7 +252,9 @@ func TestSensorReportsEveryConcurrentExecOnceOrCountsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const workers, runs = 4, 250
+	// 1,000 execs on the host, 200 in an emulated guest (ten times
+	// slower): enough there to interleave four workers on two vCPUs.
+	workers, runs := 4, testenv.Sized(250, 50)
 	marker := fmt.Sprintf("mcptrace-exec-storm-%d", os.Getpid())
 	seen := make(chan map[string]int, 1)
 	stop := make(chan struct{})
@@ -264,7 +314,7 @@ func TestSensorReportsEveryConcurrentExecOnceOrCountsIt(t *testing.T) {
 	}
 	t.Logf("%d execs: %d reported, %d counted lost, %d reported more than once; since open: recovered by the backup %v, lost %v",
 		workers*runs, len(got), lost, twice, rec, after)
-	if uint64(len(got))+lost < workers*runs {
+	if uint64(len(got))+lost < uint64(workers*runs) {
 		t.Errorf("%d execs reported + %d counted lost < %d run: execs vanished without a count", len(got), lost, workers*runs)
 	}
 	if twice > 0 {

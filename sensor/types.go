@@ -126,3 +126,8 @@ type MapUsage struct {
 	Name         string
 	Entries, Max int
 }
+
+// ErrNoPrivilege: the agent runs without the privilege to load BPF
+// programs (not root, nor CAP_SYS_ADMIN or CAP_BPF with CAP_PERFMON). It
+// is not the kernel's fault: the FeatureError that says so wraps it.
+var ErrNoPrivilege = errors.New("no privilege to load BPF programs")

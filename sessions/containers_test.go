@@ -69,24 +69,110 @@ func TestAContainerBelongsToTheSessionWhoseMemberStartedIt(t *testing.T) {
 	}
 }
 
-func TestAContainerStartedFromTwoSessionTreesIsEndedByNeither(t *testing.T) {
+// Two session trees both send a start of one container: each keeps its
+// own claim, and neither's replaces the other's. Which start started what
+// runs (and so whether either session ends it) is the agent's to judge,
+// start by start.
+func TestEveryStartIsAClaimOfItsOwn(t *testing.T) {
 	w := newWorld(t, Config{})
 	a := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "a", "--", "host")
 	b := w.spawn(initID, 700, alice, "mcptrace", "run", "--session", "b", "--", "host")
 	id := containerID(4)
-	w.dockerRun(a, 610, alice, id)
-	w.dockerRun(b, 710, alice, id)
-	for _, s := range []string{"a", "b"} {
-		if got := w.tr.ContainersOf(w.session(s)); len(got) != 0 {
-			t.Errorf("session %s ends %v, want nothing (contested)", s, containerIDs(got))
-		}
-		if got := w.tr.ContainersIn(w.session(s)); len(got) != 1 || !got[0].Contested {
-			t.Errorf("session %s shows %+v, want its claim marked contested", s, got)
+	clientA := w.dockerRun(a, 610, alice, id)
+	clientB := w.dockerRun(b, 710, alice, id)
+	for s, client := range map[string]lineage.ID{"a": clientA, "b": clientB} {
+		if got := w.tr.ContainersOf(w.session(s)); len(got) != 1 || got[0].Client != client || got[0].ID != id {
+			t.Errorf("session %s ends %+v, want its own client's claim only", s, got)
 		}
 	}
-	if st := w.tr.Stats(); st.ContainersContested != 1 {
+	if st := w.tr.Stats(); st.ContainersContested != 1 || st.Containers != 2 {
 		t.Errorf("stats = %+v", st)
 	}
+	// The same session starting it again keeps both of its starts, up to
+	// MaxClaimsPerContainer, the newest kept.
+	var last lineage.ID
+	for i := range MaxClaimsPerContainer + 1 {
+		last = w.dockerRun(a, uint32(620+10*i), alice, id)
+	}
+	got := w.tr.ContainersOf(w.session("a"))
+	if len(got) != MaxClaimsPerContainer-1 || got[len(got)-1].Client != last || slices.ContainsFunc(got, func(c Container) bool { return c.Client == clientA }) {
+		t.Errorf("session a's claims after %d more starts: %+v, want its newest %d beside b's", MaxClaimsPerContainer+1, got, MaxClaimsPerContainer-1)
+	}
+	// Another tree's starts never push b's out: at the bound, a third
+	// tree's start is refused.
+	c := w.spawn(initID, 800, alice, "mcptrace", "run", "--session", "c", "--", "host")
+	w.dockerRun(c, 810, alice, id)
+	if got := w.tr.ContainersOf(w.session("b")); len(got) != 1 {
+		t.Errorf("b's claim after a's starts and c's: %+v", got)
+	}
+	if got := w.tr.ContainersOf(w.session("c")); len(got) != 0 {
+		t.Errorf("c's start at the bound was kept: %+v", got)
+	}
+	// Forgetting the container forgets every claim on it.
+	w.tr.ForgetContainer(id)
+	if got := w.tr.Containers(); len(got) != 0 {
+		t.Errorf("after ForgetContainer: %+v", got)
+	}
+}
+
+// A start by name (docker start NAME) is a claim on what the name names
+// when the agent judges it: until then it has no ID; once resolved it
+// is forgotten with the container, whatever the name names later.
+func TestAStartByNameIsResolvedOnceAndForgottenWithItsContainer(t *testing.T) {
+	w := newWorld(t, Config{})
+	a := w.spawn(initID, 600, alice, "mcptrace", "run", "--session", "a", "--", "host")
+	client := w.spawn(a, 610, alice, "docker", "start", "svc")
+	if acts := w.observe(lineage.Event{Kind: lineage.KindRequest, Time: w.next(), Proc: client, UID: alice, Comm: "docker",
+		Request: containers.Request("svc", containers.VerbStart), Groups: []uint32{alice, 999}}); len(acts) > 0 {
+		t.Fatalf("a request ended something: %v", acts)
+	}
+	got := w.tr.ContainersOf(w.session("a"))
+	if len(got) != 1 || got[0].ID != "" || got[0].Ref != "svc" || !slices.Equal(got[0].ClientGroups, []uint32{alice, 999}) {
+		t.Fatalf("claim = %+v, want one on svc, unresolved, with the client's groups", got)
+	}
+	k := got[0].Key()
+	w.tr.ResolveClaim(k, "not an id")
+	w.tr.ResolveClaim(k, containerID(5))
+	w.tr.ResolveClaim(k, containerID(6)) // resolved once
+	if got := w.tr.ContainersOf(w.session("a")); len(got) != 1 || got[0].ID != containerID(5) {
+		t.Fatalf("after resolving: %+v", got)
+	}
+	back := dumpAndRestore(t, w)
+	if got := containerIDs(back.Containers()); !slices.Equal(got, []string{containerID(5)}) {
+		t.Errorf("restored: %v", got)
+	}
+	w.tr.ForgetContainer(containerID(5))
+	if got := w.tr.Containers(); len(got) != 0 {
+		t.Errorf("after ForgetContainer: %+v", got)
+	}
+	// A name the engine does not know is forgotten by its key.
+	w.start(client, alice, "nosuch")
+	got = w.tr.Containers()
+	if len(got) != 1 || got[0].Ref != "nosuch" {
+		t.Fatalf("claims = %+v", got)
+	}
+	w.tr.ForgetClaim(got[0].Key())
+	if got := w.tr.Containers(); len(got) != 0 {
+		t.Errorf("after ForgetClaim: %+v", got)
+	}
+}
+
+// dumpAndRestore returns a tracker restored from w's saved state.
+func dumpAndRestore(t *testing.T, w *world) *Tracker {
+	t.Helper()
+	b, err := json.Marshal(w.tr.Dump())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back TrackerState
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Restore(w.g, Config{}, testLogger(t), back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }
 
 func TestAMarkerEndsTheOldGenerationsContainersAndSparesTheNewOnes(t *testing.T) {
@@ -138,15 +224,24 @@ func TestContainerClaimsSurviveDumpAndRestoreAndEndWithTheirSession(t *testing.T
 		t.Fatal(err)
 	}
 	// A claim no tracker could hold is left out.
-	back.Containers = append(back.Containers, Container{ID: "not-an-id", Client: lineage.ID{PID: 9, Start: 9}, Below: []Anchor{{Root: a}}})
+	back.Containers = append(back.Containers, Container{ID: "not-an-id", Client: lineage.ID{PID: 9, Start: 9}, Below: []Anchor{{Root: a}}},
+		Container{Ref: "svc", ID: "not-an-id", Client: lineage.ID{PID: 9, Start: 9}, Below: []Anchor{{Root: a}}})
+	// One saved when a contested claim carried the other tree's anchors
+	// after its own keeps its own only.
+	other := lineage.ID{PID: 700, Start: 7}
+	back.Containers = append(back.Containers, Container{ID: containerID(12), Client: lineage.ID{PID: 9, Start: 9}, Top: a, Below: []Anchor{{Root: a}, {Root: other}}})
 	tr, err := Restore(w.g, Config{}, testLogger(t), back)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, _ := tr.Find("a")
-	if got := containerIDs(tr.ContainersOf(s)); !slices.Equal(got, []string{id}) {
-		t.Errorf("restored containers of a = %v, want [%s]", got, id)
+	if got := containerIDs(tr.ContainersOf(s)); !slices.Equal(got, []string{containerID(12), id}) {
+		t.Errorf("restored containers of a = %v, want [%s %s] (by the time of their start)", got, containerID(12), id)
 	}
+	if got := tr.Containers(); len(got) != 2 || len(got[1].Below) != 1 && len(got[0].Below) != 1 {
+		t.Errorf("restored claims %+v, want the legacy one below a alone", got)
+	}
+	tr.ForgetContainer(containerID(12))
 	tr.ForgetContainer(id)
 	if got := tr.Containers(); len(got) != 0 {
 		t.Errorf("after ForgetContainer: %v", containerIDs(got))
@@ -183,8 +278,8 @@ func TestAContainerReusedByALaterSessionIsThatSessionsOnce(t *testing.T) {
 	b := w.spawn(initID, 700, alice, "mcptrace", "run", "--session", "b", "--", "host")
 	client := w.spawn(b, 710, alice, "docker", "start", "x")
 	w.start(client, alice, id) // docker compose up reuses it
-	if got := w.tr.ContainersOf(w.session("b")); len(got) != 1 || got[0].Contested || got[0].Top != b {
-		t.Errorf("containers of b = %+v, want the reused container, uncontested", got)
+	if got := w.tr.Containers(); len(got) != 1 || got[0].Top != b {
+		t.Errorf("claims = %+v, want b's start of the reused container alone", got)
 	}
 }
 

@@ -262,6 +262,9 @@ func (t *Tracker) start(p lineage.Process, chain []lineage.ID, id, tag, origin, 
 	t.g.Claim(p.ID) // its session is walked from it: never folded, its exited members kept (drop unclaims)
 	t.st.begun[origin]++
 	t.logFor(p.UID, slog.LevelInfo, "session began", "session", id, "tag", tag, "root_pid", p.ID.PID, "owner_uid", p.UID, "origin", origin, "parent", s.Parent, "parent_owner_uid", s.ParentOwner)
+	if t.began != nil {
+		t.began(s.snapshot())
+	}
 	return s
 }
 

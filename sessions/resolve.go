@@ -146,6 +146,19 @@ func (t *Tracker) SessionOf(p lineage.ID) (string, bool) {
 	return "", false
 }
 
+// SessionContaining is SessionOf with the whole session: the innermost
+// active session containing p, by p's proven creator chain.
+func (t *Tracker) SessionContaining(p lineage.ID) (Session, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, a := range t.chain(p) {
+		if s := t.rootSession(a, true); s != nil {
+			return s.snapshot(), true
+		}
+	}
+	return Session{}, false
+}
+
 // targets returns the sessions sid names for a caller of uid. IDs and
 // tags are scoped by owner, so a name resolves among one owner's sessions
 // (its namespace):

@@ -333,9 +333,11 @@ type Stats struct {
 	// same rule, which begin no session.
 	Deduplicated uint64 `json:"deduplicated_total"`
 	// Containers is the number of container claims held; claims made,
-	// contested (started from two session trees: neither ends the
-	// container), refused (over MaxContainers or MaxContainersPerUID) and
-	// ignored (a start sent from no session) are counted.
+	// contested (a start of what another active session tree started
+	// too: only a start that started what runs counts, and if both
+	// can, neither ends it), refused (over MaxContainers or
+	// MaxContainersPerUID) and ignored (a start sent from no session) are
+	// counted.
 	Containers          int    `json:"containers"`
 	ContainersClaimed   uint64 `json:"containers_claimed_total"`
 	ContainersContested uint64 `json:"containers_contested_total"`

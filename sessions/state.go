@@ -40,10 +40,12 @@ func (t *Tracker) Dump() TrackerState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := TrackerState{Clock: t.clock, Within: t.within, Marks: slices.Clone(t.marks), Stats: t.stats()}
-	for _, c := range t.containers {
-		st.Containers = append(st.Containers, c.clone())
+	for _, list := range t.containers {
+		for _, c := range list {
+			st.Containers = append(st.Containers, c.clone())
+		}
 	}
-	slices.SortFunc(st.Containers, func(a, b Container) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(st.Containers, byRefThenTime)
 	st.Starts = t.startsSorted()
 	active := make([]*session, 0, len(t.active))
 	for _, s := range t.active {

@@ -66,9 +66,11 @@ type Tracker struct {
 	refused map[lineage.ID]bool
 	// marks remembers recent markers seen as execs (see markRecord).
 	marks []markRecord
-	// containers are the container claims by container ID (containers.go),
-	// containersPerUID their count by owner.
-	containers       map[string]*Container
+	// containers are the container claims by what their request named
+	// (a full ID, a name or an ID prefix), oldest first (containers.go);
+	// nContainers counts them, containersPerUID by owner.
+	containers       map[string][]*Container
+	nContainers      int
 	containersPerUID map[uint32]int
 	// starts are the container starts no session sent, by container ID
 	// (starts.go), startsPerUID their count by client uid.
@@ -76,6 +78,8 @@ type Tracker struct {
 	startsPerUID map[uint32]int
 	nStarts      int
 	st           counters
+	// began, when set, is told of every session that begins (OnBegin).
+	began func(Session)
 }
 
 // tagKey names a tag: tags are scoped by the owner's uid, so two users
@@ -147,7 +151,7 @@ func NewTracker(g *lineage.Graph, cfg Config, log *slog.Logger) (*Tracker, error
 		endedPerUID:      make(map[uint32]int),
 		byPID:            make(map[uint32][]*session),
 		refused:          make(map[lineage.ID]bool),
-		containers:       make(map[string]*Container),
+		containers:       make(map[string][]*Container),
 		containersPerUID: make(map[uint32]int),
 		starts:           make(map[string][]Start),
 		startsPerUID:     make(map[uint32]int),
@@ -182,6 +186,17 @@ func (t *Tracker) SetLogger(log *slog.Logger) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	t.log = log
+}
+
+// OnBegin has f told of every session that begins from now on (a rule,
+// a tag, Begin, Scan), with the tracker's lock held: f must not call the
+// tracker, nor block. Ends and markers are the Actions the tracker
+// returns. The agent sets it once a restored tracker has replayed its
+// journal, so a replayed begin is not told twice.
+func (t *Tracker) OnBegin(f func(Session)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.began = f
 }
 
 func (t *Tracker) now() uint64 {
@@ -274,7 +289,7 @@ func (t *Tracker) stats() Stats {
 		DroppedOverQuota:    t.st.droppedQuota,
 		LogsSuppressed:      t.logs.Suppressed,
 		Deduplicated:        t.st.deduplicated,
-		Containers:          len(t.containers),
+		Containers:          t.nContainers,
 		ContainersClaimed:   t.st.containersClaimed,
 		ContainersContested: t.st.containersContested,
 		ContainersRefused:   t.st.containersRefused,

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcptrace/mcptrace/safefile"
 )
 
 // dir is the state directory, opened once, checked, and locked. Every file
@@ -57,18 +59,10 @@ func openDir(path string) (*dir, error) {
 		return nil, fmt.Errorf("state: opening %s: %w", path, err)
 	}
 	d := &dir{path: path, fd: fd}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	// The one check of a private directory, which history.dir gets too.
+	if err := safefile.PrivateDir(fd, path, "it holds process command lines: "+fix); err != nil {
 		d.close()
-		return nil, fmt.Errorf("state: stat %s: %w", path, err)
-	}
-	if st.Uid != uint32(euid) {
-		d.close()
-		return nil, fmt.Errorf("%w: %s is owned by uid %d, not by this process's uid %d; it holds process command lines: %s", ErrUnsafeDir, path, st.Uid, euid, fix)
-	}
-	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
-		d.close()
-		return nil, fmt.Errorf("%w: %s has mode %04o, writable by group or others; it holds process command lines: chmod 0700 %s", ErrUnsafeDir, path, perm, path)
+		return nil, fmt.Errorf("state: %w", err)
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		d.close()

@@ -14,7 +14,8 @@ import (
 //	u8       format version (1)
 //	u8       Kind
 //	u8       flags: bit 0 ArgvTruncated, bit 1 Argv is not nil, bit 2
-//	         Request is not empty; others 0
+//	         Request is not empty, bit 3 Groups is not empty, bit 4
+//	         Stdio is not zero; others 0
 //	uvarint  Time
 //	uvarint  Proc.PID, uvarint Proc.Start
 //	uvarint  Creator.PID, uvarint Creator.Start
@@ -27,6 +28,8 @@ import (
 //	varint   ExitCode (zigzag)
 //	varint   Signal (zigzag)
 //	         when flag bit 2: string Request
+//	         when flag bit 3: uvarint n (at least 1), then n uvarint Groups
+//	         when flag bit 4: u8 Stdio.In, u8 Stdio.Out
 //
 // A string is a uvarint byte length and the bytes, kept as they are (no
 // UTF-8 check: comm and argv are whatever the kernel saw). Nothing may
@@ -39,15 +42,21 @@ const (
 	flagArgvTruncated = 1 << iota
 	flagArgv
 	flagRequest
-	flagsKnown = flagArgvTruncated | flagArgv | flagRequest
+	flagGroups
+	flagStdio
+	flagsKnown = flagArgvTruncated | flagArgv | flagRequest | flagGroups | flagStdio
 )
+
+// maxGroups is the most groups an event carries: the kernel's
+// NGROUPS_MAX, and one more for the effective gid.
+const maxGroups = 65536 + 1
 
 // ErrBadEvent is wrapped by every DecodeEvent error.
 var ErrBadEvent = errors.New("state: malformed event")
 
 // AppendEvent appends the encoding of ev to b. The encoding is
 // deterministic, and DecodeEvent returns an Event reflect.DeepEqual to ev,
-// nil and empty Argv included.
+// nil and empty Argv included (empty Groups come back nil).
 func AppendEvent(b []byte, ev lineage.Event) []byte {
 	var flags byte
 	if ev.ArgvTruncated {
@@ -58,6 +67,12 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 	}
 	if ev.Request != "" {
 		flags |= flagRequest
+	}
+	if len(ev.Groups) > 0 {
+		flags |= flagGroups
+	}
+	if ev.Stdio != (lineage.Stdio{}) {
+		flags |= flagStdio
 	}
 	b = append(b, EventFormat, byte(ev.Kind), flags)
 	b = binary.AppendUvarint(b, ev.Time)
@@ -78,6 +93,15 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 	b = binary.AppendVarint(b, int64(ev.Signal))
 	if ev.Request != "" {
 		b = appendString(b, ev.Request)
+	}
+	if len(ev.Groups) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(ev.Groups)))
+		for _, g := range ev.Groups {
+			b = binary.AppendUvarint(b, uint64(g))
+		}
+	}
+	if flags&flagStdio != 0 {
+		b = append(b, byte(ev.Stdio.In), byte(ev.Stdio.Out))
 	}
 	return b
 }
@@ -137,6 +161,26 @@ func DecodeEvent(b []byte) (lineage.Event, error) {
 	if flags&flagRequest != 0 {
 		if ev.Request = d.string(); ev.Request == "" && d.err == nil {
 			d.fail("request flag set with an empty request")
+		}
+	}
+	if flags&flagGroups != 0 {
+		n := d.uvarint()
+		// Every group takes at least one byte.
+		switch {
+		case d.err != nil:
+		case n == 0 || n > maxGroups || n > uint64(len(d.b)):
+			d.fail("group count %d (%d bytes left)", n, len(d.b))
+		default:
+			ev.Groups = make([]uint32, n)
+			for i := range ev.Groups {
+				ev.Groups[i] = d.uint32()
+			}
+		}
+	}
+	if flags&flagStdio != 0 {
+		ev.Stdio = lineage.Stdio{In: lineage.FileKind(d.byte()), Out: lineage.FileKind(d.byte())}
+		if d.err == nil && (ev.Stdio == (lineage.Stdio{}) || ev.Stdio.In > lineage.FileOther || ev.Stdio.Out > lineage.FileOther) {
+			d.fail("stdio %d/%d out of range", ev.Stdio.In, ev.Stdio.Out)
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {

@@ -25,6 +25,11 @@ var testEvents = []struct {
 		Parent: lineage.ID{PID: 1, Start: 2}, UID: 0, CgroupID: 1, Comm: "sh",
 		Filename: "/usr/bin/dash", Argv: []string{"sh", "-c", "npx -y @scope/server --token=x"},
 	}},
+	{"exec with stdio", lineage.Event{
+		Kind: lineage.KindExec, Proc: lineage.ID{PID: 8, Start: 8}, Filename: "/usr/bin/node", Argv: []string{"node", "server.js"},
+		Stdio: lineage.Stdio{In: lineage.FileSocket, Out: lineage.FilePipe},
+	}},
+	{"exec with stdin closed only", lineage.Event{Kind: lineage.KindExec, Stdio: lineage.Stdio{In: lineage.FileClosed}}},
 	{"exec with nil argv", lineage.Event{Kind: lineage.KindExec, Proc: lineage.ID{PID: 9, Start: 9}, Filename: "/bin/x"}},
 	{"exec with empty non-nil argv", lineage.Event{Kind: lineage.KindExec, Proc: lineage.ID{PID: 9, Start: 9}, Argv: []string{}}},
 	{"exec with empty arguments", lineage.Event{Kind: lineage.KindExec, Argv: []string{"", "", "x", ""}}},
@@ -42,6 +47,10 @@ var testEvents = []struct {
 	{"engine request", lineage.Event{
 		Kind: lineage.KindRequest, Time: 9, Proc: lineage.ID{PID: 31, Start: 8}, Comm: "docker",
 		Request: "POST /containers/3f1c9a3b1e2d4c5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b/start ",
+	}},
+	{"engine request with its sender's groups", lineage.Event{
+		Kind: lineage.KindRequest, Time: 9, Proc: lineage.ID{PID: 31, Start: 8}, UID: 1000, Comm: "docker",
+		Request: "POST /containers/svc/start ", Groups: []uint32{1000, 0, 999, math.MaxUint32},
 	}},
 }
 
@@ -91,12 +100,18 @@ func TestDecodeEventRejectsMalformedInput(t *testing.T) {
 		{"trailing byte", append(AppendEvent(nil, testEvents[1].ev), 0)},
 		{"unknown version", append([]byte{2}, valid[1:]...)},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"unknown flag", append([]byte{1, 2, 4}, valid[3:]...)},
+		{"unknown flag", append([]byte{1, 2, 16}, valid[3:]...)},
+		{"groups flag with no group", []byte{1, 4, flagGroups, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"group count larger than the input", []byte{1, 4, flagGroups, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03, 1}},
+		{"group beyond 32 bits", []byte{1, 4, flagGroups, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0x80, 0x80, 0x80, 0x10}},
 		{"pid beyond 32 bits", []byte{1, 1, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 0}},
 		{"uid beyond 32 bits", []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x10}},
 		{"overlong varint", []byte{1, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
 		{"string longer than the input", []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03, 'a'}},
 		{"argv count larger than the input", []byte{1, 3, flagArgv, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0}},
+		{"stdio flag with no stdio", []byte{1, 2, flagStdio, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"stdio kind out of range", []byte{1, 2, flagStdio, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 99}},
+		{"stdio flag without its bytes", []byte{1, 2, flagStdio, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
 		{"argv count with too few strings", []byte{1, 3, flagArgv, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0}},
 	}
 	for _, tt := range tests {

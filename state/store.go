@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/mcptrace/mcptrace/safefile"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -84,7 +85,7 @@ type Cut struct{ seq uint64 }
 var (
 	// ErrUnsafeDir: Options.Dir is a symlink, not a directory, not owned by
 	// the effective uid, or writable by group or others. Open refuses it.
-	ErrUnsafeDir = errors.New("state: unsafe state directory")
+	ErrUnsafeDir = safefile.ErrUnsafeDir
 	// ErrLocked: another Store (in this or another process) has the
 	// directory open.
 	ErrLocked = errors.New("state: directory in use by another store")
@@ -134,6 +135,21 @@ func Remove(path string) (bool, error) {
 		return true, fmt.Errorf("state: removing %s: %w", path, err)
 	}
 	return true, nil
+}
+
+// InUse reports whether another Store (an agent, running or starting)
+// holds the state directory path now: a start that would fail on it.
+// It creates nothing.
+func InUse(path string) bool {
+	if _, err := os.Lstat(path); err != nil {
+		return false
+	}
+	d, err := openDir(path)
+	if err != nil {
+		return errors.Is(err, ErrLocked)
+	}
+	d.close()
+	return false
 }
 
 // Open opens (creating when missing) the state directory, validates and

@@ -37,7 +37,7 @@ func Dot(w io.Writer, nodes []lineage.Process, opts Options) error {
 			lines = append(lines, l)
 		}
 		head := fmt.Sprintf("%d %s", p.ID.PID, state(p))
-		if a := age(p, opts.Now); a != "" {
+		if a := ageOf(p, opts); a != "" {
 			head += " " + a
 		}
 		if !opts.NoUID {

@@ -37,6 +37,16 @@ func age(p *lineage.Process, now uint64) string {
 	return Duration(time.Duration(now - p.ID.Start))
 }
 
+// ageOf is age as opts say it: for a tree from the history
+// (Options.Wall), a live process says since when it ran, a time, not
+// how long before the recording.
+func ageOf(p *lineage.Process, opts Options) string {
+	if opts.Wall != nil && !p.Exited && p.ID.Start != 0 {
+		return "since " + opts.Wall(p.ID.Start).Format("15:04:05")
+	}
+	return age(p, opts.Now)
+}
+
 // Duration formats d compactly with two units at most, rounding down:
 // <1ms, 4ms, 1.2s, 12s, 3m04s, 2h05m, 3d4h.
 func Duration(d time.Duration) string {

@@ -82,7 +82,7 @@ func (r *renderer) line(p *lineage.Process, lead string) {
 		}
 	}
 	head = append(head, st)
-	if a := age(p, r.opts.Now); a != "" {
+	if a := ageOf(p, r.opts); a != "" {
 		head = append(head, segment{a, ""})
 	}
 	if !p.Kernel && !r.opts.NoUID {
@@ -158,6 +158,73 @@ func (r *renderer) kernelThreads(ps []*lineage.Process, lead string) {
 		text = "\x1b[" + sgrDim + "m" + text + "\x1b[" + sgrReset + "m"
 	}
 	_, r.err = io.WriteString(r.w, lead+text+"\n")
+}
+
+// folded writes the line that stands for exited processes Options.Fold
+// accepted under one parent: how many, and how many of each program,
+// the most frequent first.
+func (r *renderer) folded(ps []*lineage.Process, lead string) {
+	if r.err != nil {
+		return
+	}
+	counts := map[string]int{}
+	for _, p := range ps {
+		counts[commandName(p)]++
+	}
+	names := make([]string, 0, len(counts))
+	for n := range counts {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := counts[b] - counts[a]; c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	noun := "short commands"
+	if len(ps) == 1 {
+		noun = "short command"
+	}
+	head := fmt.Sprintf("+ %d %s:", len(ps), noun)
+	items := make([]string, len(names))
+	for i, n := range names {
+		items[i] = fmt.Sprintf("%s ×%d", n, counts[n])
+	}
+	list := strings.Join(items, ", ")
+	if room := max(r.opts.Width-runes(lead)-runes(head)-1, minArgvWidth); runes(list) > room && !r.opts.FullArgv {
+		list = string([]rune(list)[:room-1]) + "…"
+	}
+	text := head + " " + list
+	if r.opts.Color {
+		text = "\x1b[" + sgrDim + "m" + text + "\x1b[" + sgrReset + "m"
+	}
+	_, r.err = io.WriteString(r.w, lead+text+"\n")
+}
+
+// commandName is the short name of what p runs: its program's basename,
+// or for a process that never executed one of its own (a fork), its
+// process name.
+func commandName(p *lineage.Process) string {
+	im := p.Current()
+	if im.Source != lineage.SourceInherited {
+		switch {
+		case len(im.Argv) > 0 && im.Argv[0] != "":
+			return printable(baseName(im.Argv[0]))
+		case im.Filename != "":
+			return printable(baseName(im.Filename))
+		}
+	}
+	if p.Comm != "" {
+		return printable(p.Comm)
+	}
+	return "?"
+}
+
+func baseName(s string) string {
+	if i := strings.LastIndexAny(s, `/\`); i >= 0 && i < len(s)-1 {
+		return s[i+1:]
+	}
+	return s
 }
 
 // marks lists what is special about p, in a fixed order.

@@ -3,6 +3,7 @@ package treeview
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -143,5 +144,31 @@ func TestDotIsAGraphGraphvizLaysOut(t *testing.T) {
 	}
 	if n["g.node"] != len(procs) || n["g.edge"] != edges {
 		t.Errorf("dot drew %d nodes and %d edges, want %d and %d", n["g.node"], n["g.edge"], len(procs), edges)
+	}
+}
+
+// Row labels are not cut: the label column widens to the longest one,
+// and one longer than the widest column keeps its start and its end
+// (the role, and the generation and wrapper chain), whole in a tooltip.
+func TestTimelineLabelsShowTheirGeneration(t *testing.T) {
+	tl := sessionPicture()
+	long := "server @modelcontextprotocol/server-filesystem gen 1 (npx → npm exec → sh → node)"
+	tl.Labels[tl.Processes[3].ID] = long
+	huge := "server @scope/" + strings.Repeat("x", 200) + " gen 2 (npx → sh → node)"
+	tl.Labels[tl.Processes[4].ID] = huge
+	var b bytes.Buffer
+	if err := TimelineSVG(&b, tl); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	if !strings.Contains(svg, ">4311 "+long+"<") {
+		t.Errorf("the label %q is not whole in the picture", long)
+	}
+	if !strings.Contains(svg, "x gen 2 (npx → sh → node)<title>4500 "+huge+"</title>") || !strings.Contains(svg, ">4500 server @scope/x") || !strings.Contains(svg, "x…x") {
+		t.Errorf("the over-long label lost its end or its tooltip:\n%s", svg)
+	}
+	var w int
+	if _, err := fmt.Sscanf(svg[strings.Index(svg, `width="`):], `width="%d"`, &w); err != nil || w <= tlWidth || w > tlLabelMax+tlPlot {
+		t.Errorf("the picture is %d pixels wide (%v), want wider than %d for its labels, at most %d", w, err, tlWidth, tlLabelMax+tlPlot)
 	}
 }

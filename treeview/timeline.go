@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -38,14 +39,24 @@ type TimelineMark struct {
 	What    string
 }
 
-// Picture geometry, in SVG pixels.
+// Picture geometry, in SVG pixels. The label column is as wide as its
+// longest label needs, between tlLabelMin and tlLabelMax; the plot keeps
+// tlPlot whatever the labels.
 const (
-	tlWidth  = 1280
-	tlLabel  = 460 // the label column
-	tlRow    = 22
-	tlTop    = 70
-	tlMargin = 20
+	tlPlot     = 820
+	tlLabelMin = 460
+	tlLabelMax = 1000
+	tlRow      = 22
+	tlTop      = 70
+	tlMargin   = 20
+	// tlChar is the advance of one character at the picture's 12 px
+	// monospace (0.6 em), tlIndent the indent of one level of depth.
+	tlChar   = 7.3
+	tlIndent = 14
 )
+
+// tlWidth is the width of the picture with the default label column.
+const tlWidth = tlLabelMin + tlPlot
 
 // TimelineSVG writes a self-contained SVG: a row per process in tree
 // order (labels indented by depth), a bar from its start to its exit
@@ -69,8 +80,20 @@ func TimelineSVG(w io.Writer, tl Timeline) error {
 	for _, k := range append(slices.Clone(tl.Kills), tl.Markers...) {
 		t1 = max(t1, k.At)
 	}
+	// Each row's label: its PID, role, server, generation and wrapper
+	// chain ("4311 server @scope/pkg gen 1 (npx → sh → node)"), whole
+	// where the column allows, else cut in the middle: the role first and
+	// the generation and chain last are what tell rows apart.
+	labels := make([]string, len(rows))
+	need := 0.0
+	for i, r := range rows {
+		labels[i] = fmt.Sprintf("%d %s", r.p.ID.PID, cmp.Or(printable(tl.Labels[r.p.ID]), printable(r.p.Comm)))
+		need = max(need, float64(indentOf(r.depth))+tlChar*float64(runes(labels[i])))
+	}
+	tlLabel := min(max(tlLabelMin, int(math.Ceil(need+tlChar))+2*tlMargin), tlLabelMax)
+	width := tlLabel + tlPlot
 	span := float64(t1 - t0)
-	plot := float64(tlWidth - tlLabel - 2*tlMargin)
+	plot := float64(width - tlLabel - 2*tlMargin)
 	x := func(t uint64) float64 {
 		if t < t0 {
 			t = t0
@@ -80,7 +103,7 @@ func TimelineSVG(w io.Writer, tl Timeline) error {
 	height := tlTop + len(rows)*tlRow + 70
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans Mono, monospace" font-size="12">`+"\n", tlWidth, height, tlWidth, height)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans Mono, monospace" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text class="title" x="%d" y="24" font-size="16" font-weight="bold">%s</text>`+"\n", tlMargin, esc(tl.Title))
 	// The axis: five ticks, relative to the first time shown.
@@ -106,11 +129,9 @@ func TimelineSVG(w io.Writer, tl Timeline) error {
 		index[r.p.ID] = i
 		y := tlTop + i*tlRow
 		p := r.p
-		label := fmt.Sprintf("%d %s", p.ID.PID, cmp.Or(tl.Labels[p.ID], printable(p.Comm)))
-		indent := min(r.depth, 12) * 14 // SVG text collapses spaces: depth is an offset
-		if max := (tlLabel-tlMargin-indent)/7 - 1; runes(label) > max {
-			label = string([]rune(label)[:max-1]) + "…"
-		}
+		indent := indentOf(r.depth) // SVG text collapses spaces: depth is an offset
+		full := labels[i]
+		label := cutMiddle(full, int(float64(tlLabel-2*tlMargin-indent)/tlChar))
 		fill := cmp.Or(roleFill(tl.Labels[p.ID]), "#eeeeee")
 		end := t1
 		if p.Exited && p.ExitTime != 0 {
@@ -118,7 +139,11 @@ func TimelineSVG(w io.Writer, tl Timeline) error {
 		}
 		x0, x1 := x(p.ID.Start), x(end)
 		fmt.Fprintf(&b, `<g class="proc" data-pid="%d">`, p.ID.PID)
-		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`, tlMargin+indent, y+15, esc(label))
+		if label != full {
+			fmt.Fprintf(&b, `<text x="%d" y="%d">%s<title>%s</title></text>`, tlMargin+indent, y+15, esc(label), esc(full))
+		} else {
+			fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`, tlMargin+indent, y+15, esc(label))
+		}
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="14" rx="3" fill="%s" stroke="#888888"><title>%s</title></rect>`,
 			x0, y+4, max(x1-x0, 2), fill, esc(fmt.Sprintf("%d %s %s\n%s", p.ID.PID, state(&p), age(&p, tl.Now), image(p.Current(), p.Comm, 200))))
 		for _, im := range p.Images {
@@ -162,6 +187,21 @@ func TimelineSVG(w io.Writer, tl Timeline) error {
 	b.WriteString("\n</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// indentOf is the indent of a row at depth, in pixels.
+func indentOf(depth int) int { return min(depth, 12) * tlIndent }
+
+// cutMiddle shortens s to n runes by cutting its middle, so that its
+// start and its end both show.
+func cutMiddle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 3 {
+		return s
+	}
+	head := (n - 1) / 3
+	tail := n - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
 type row struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/mcptrace/mcptrace/lineage"
 )
@@ -17,6 +18,10 @@ type Options struct {
 	// Now is the current CLOCK_BOOTTIME in ns, to compute the age of live
 	// processes. 0 leaves ages out.
 	Now uint64
+	// Wall, when set, turns a boot-clock time into the wall clock: a
+	// tree from the history says since when a live process ran (a time)
+	// instead of for how long until it was recorded.
+	Wall func(boot uint64) time.Time
 	// Width is the line width, in runes, that command lines are shortened to
 	// fit (0 means DefaultWidth). Very deep trees may exceed it: a command
 	// line keeps a minimum of room.
@@ -45,6 +50,14 @@ type Options struct {
 	// snapshot's processes are owned by tokens, not uids, and "uid=0"
 	// would read as root.
 	NoUID bool
+	// Fold, when set, says which exited processes may be folded: under
+	// each parent, the children Fold accepts that exited with everything
+	// they created, none of them with a note (Notes: what the enforcer
+	// did to it), are shown as one line after the others, "+ 61 short
+	// commands: bash ×40, git ×12, lsb_release ×9" (a host's own commands
+	// by the hundred would otherwise bury its servers). nil folds
+	// nothing.
+	Fold func(p *lineage.Process) bool
 }
 
 // Tree writes the forest of nodes along creator edges (Process.Creator): a
@@ -84,6 +97,20 @@ func Tree(w io.Writer, nodes []lineage.Process, opts Options) error {
 		}
 	}
 
+	// dead[i]: i and everything it created (that nodes hold) exited,
+	// with no note.
+	var dead []bool
+	if opts.Fold != nil {
+		dead = make([]bool, len(ps))
+		for k := len(order) - 1; k >= 0; k-- { // children start after their creators
+			i := order[k]
+			dead[i] = ps[i].Exited && opts.Notes[ps[i].ID] == ""
+			for _, c := range children[i] {
+				dead[i] = dead[i] && dead[c]
+			}
+		}
+	}
+
 	seen := make([]bool, len(ps))
 	var walk func(i int, lead, indent string)
 	walk = func(i int, lead, indent string) {
@@ -103,15 +130,33 @@ func Tree(w io.Writer, nodes []lineage.Process, opts Options) error {
 				return false
 			})
 		}
+		var folded []*lineage.Process
+		if dead != nil {
+			kids = slices.DeleteFunc(kids, func(c int) bool {
+				if dead[c] && opts.Fold(ps[c]) {
+					markSubtree(c, children, seen)
+					folded = append(folded, ps[c])
+					return true
+				}
+				return false
+			})
+		}
 		for n, c := range kids {
-			if n == len(kids)-1 && kthreads == nil {
+			if n == len(kids)-1 && kthreads == nil && folded == nil {
 				walk(c, indent+"└─ ", indent+"   ")
 			} else {
 				walk(c, indent+"├─ ", indent+"│  ")
 			}
 		}
 		if kthreads != nil {
-			r.kernelThreads(kthreads, indent+"└─ ")
+			lead := indent + "└─ "
+			if folded != nil {
+				lead = indent + "├─ "
+			}
+			r.kernelThreads(kthreads, lead)
+		}
+		if folded != nil {
+			r.folded(folded, indent+"└─ ")
 		}
 	}
 	for _, i := range roots {
@@ -128,6 +173,20 @@ func Tree(w io.Writer, nodes []lineage.Process, opts Options) error {
 		return fmt.Errorf("write tree: %w", r.err)
 	}
 	return nil
+}
+
+// markSubtree marks i and everything below it seen.
+func markSubtree(i int, children [][]int, seen []bool) {
+	stack := []int{i}
+	for len(stack) > 0 {
+		j := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[j] {
+			continue
+		}
+		seen[j] = true
+		stack = append(stack, children[j]...)
+	}
 }
 
 func countFunc[T any](s []T, f func(T) bool) int {

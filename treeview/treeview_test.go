@@ -490,3 +490,83 @@ func TestTreeWithoutUIDsShowsNone(t *testing.T) {
 		t.Errorf("dot shows a uid:\n%s", buf.String())
 	}
 }
+
+// Short commands that exited with everything they created fold into one
+// line per parent, the most frequent first, when Fold accepts them: the
+// server, a command with a live child and what Fold refuses stay.
+func TestTreeFoldsShortCommandsIntoOneLinePerParent(t *testing.T) {
+	start := now - 20*sec
+	hostID := id(5000, start)
+	h := proc(5000, start, bash, 1000, []string{"copilot", "--allow-all-tools"})
+	nodes := append(host(), h)
+	pid := uint32(5001)
+	add := func(p lineage.Process) { nodes = append(nodes, p); pid++ }
+	for i := 0; i < 40; i++ {
+		f := exited(forked(pid, start+uint64(i)*ms, h), 5*ms, 0, 0)
+		f.Comm = "copilot-runtime"
+		add(f)
+	}
+	for i := 0; i < 12; i++ {
+		add(exited(proc(pid, start+sec+uint64(i)*ms, hostID, 1000, []string{"git", "status"}), 20*ms, 0, 0))
+	}
+	sh := exited(proc(pid, start+2*sec, hostID, 1000, []string{"bash", "-lc", "lsb_release -a | cut -c1"}), 300*ms, 0, 0)
+	add(sh)
+	add(exited(proc(pid, start+2*sec+ms, sh.ID, 1000, []string{"cut", "-c1"}), 10*ms, 0, 0))
+	launcher := exited(proc(pid, start+3*sec, hostID, 1000, []string{"sh", "-c", "setsid sleep 3600 & exec true"}), 50*ms, 0, 0)
+	add(launcher)
+	add(proc(pid, start+3*sec+ms, launcher.ID, 1000, []string{"sleep", "3600"}))
+	server := proc(pid, start+4*sec, hostID, 1000, []string{"node", "/n/node_modules/pkg/cli.js"})
+	add(server)
+	refused := exited(proc(pid, start+5*sec, hostID, 1000, []string{"npx", "-y", "pkg"}), 100*ms, 1, 0)
+	add(refused)
+
+	var b bytes.Buffer
+	opts := Options{Now: now, Width: 100, Fold: func(p *lineage.Process) bool { return p.ID != refused.ID }}
+	if err := Tree(&b, nodes[3:], opts); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	t.Logf("\n%s", out)
+	if n := strings.Count(out, "\n"); n != 6 {
+		t.Errorf("%d lines, want 6: the host, the launcher and its live child, the server, the refused one, the fold", n)
+	}
+	if !strings.Contains(out, "└─ + 53 short commands: copilot-runtime ×40, git ×12, bash ×1\n") {
+		t.Error("no fold line, or a wrong one")
+	}
+	for _, keep := range []string{"sleep 3600", "node /n/node_modules/pkg/cli.js", "npx -y pkg"} {
+		if !strings.Contains(out, keep) {
+			t.Errorf("%q was folded", keep)
+		}
+	}
+	b.Reset()
+	opts.Fold = nil
+	if err := Tree(&b, nodes[3:], opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "\n"); n != len(nodes)-3 {
+		t.Errorf("without Fold: %d lines, want one per process, %d", n, len(nodes)-3)
+	}
+}
+
+// A tree from the history (Options.Wall) says since when a live process
+// ran, a time, not how long before a recording that may be days old.
+func TestTreeFromTheHistoryStatesTimes(t *testing.T) {
+	const sec = uint64(time.Second)
+	root := proc(10, 100*sec, lineage.ID{}, 1000, []string{"claude"})
+	child := proc(11, 160*sec, root.ID, 1000, []string{"node", "server.js"})
+	recorded := time.Date(2026, 11, 26, 9, 30, 0, 0, time.UTC)
+	now := 400 * sec // the recording's boot time
+	wall := func(boot uint64) time.Time { return recorded.Add(-time.Duration(now - boot)) }
+	var b strings.Builder
+	if err := Tree(&b, []lineage.Process{root, child}, Options{Now: now, Wall: wall}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"10 alive since 09:25:00", "11 alive since 09:26:00"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("tree lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "5m00s") {
+		t.Errorf("tree says how long before the recording:\n%s", b.String())
+	}
+}

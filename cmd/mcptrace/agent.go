@@ -25,6 +25,9 @@ func newAgentCmd() *cobra.Command {
 			for _, o := range cfg.Overridden {
 				log.Warn("the configuration file's value is overridden", "option", o)
 			}
+			if err := checkAlone(cmd.Context(), cfg.API.Socket); err != nil {
+				return err
+			}
 			opts, err := agentOptions(cfg, log)
 			if err != nil {
 				return err

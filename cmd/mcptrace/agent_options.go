@@ -45,6 +45,9 @@ func agentOptions(cfg config.Config, log *slog.Logger) (agent.Options, error) {
 		HistoryDir:              offAsDash(cfg.History.Dir),
 		HistoryMaxAge:           cfg.History.MaxAge,
 		HistoryMaxBytes:         int64(cfg.History.MaxBytes),
+		ExportFile:              cfg.Export.File,
+		ExportMaxBytes:          int64(cfg.Export.MaxBytes),
+		ExportMaxFiles:          cfg.Export.MaxFiles,
 		Logger:                  log,
 	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/sensor"
 )
 
 // build returns the mcptrace binary under test (built once, or the one
@@ -132,20 +134,47 @@ func TestKernelOnlyMarkerSaysItDependsOnAnAgent(t *testing.T) {
 	}
 }
 
+// Each error says what is wrong and the one command that fixes it: with
+// the agent down, how to start it the way it was installed (the note an
+// agent left beside its socket, else by hand); a typo, the word meant.
+// No raw Go error reaches the user.
 func TestClientErrorsSayWhatToDo(t *testing.T) {
 	bin := build(t)
+	// Sockets where an agent of each install served and stopped: the
+	// note it left, nothing listening.
+	stopped := func(in api.Install) string {
+		dir := t.TempDir() // 0700, root's: a note there is trusted
+		socket := filepath.Join(dir, "mcptrace.sock")
+		if err := api.WriteInstall(socket, in); err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("unix", socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		l.Close() // the socket file stays, nothing listens: a crashed agent
+		return socket
+	}
+	systemd := stopped(api.Install{Kind: api.InstallSystemd, Unit: "mcptrace.service"})
+	k8s := stopped(api.Install{Kind: api.InstallKubernetes, Namespace: "mcptrace"})
 	for _, tc := range []struct {
 		name string
 		args []string
-		want string
+		want []string
 		code int
 	}{
-		{"no agent", []string{"tree", "--api.socket", "/nonexistent/mcptrace.sock"}, "start it with `mcptrace agent`", 1},
-		{"bad pid", []string{"tree", "--api.socket", "/nonexistent/mcptrace.sock", "abc"}, `PID "abc" is not a process id`, 2},
-		{"unknown flag", []string{"tree", "--bogus"}, "unknown flag: --bogus", 2},
+		{"no agent", []string{"tree", "--api.socket", "/nonexistent/mcptrace.sock"}, []string{"no mcptrace agent is running", "start it with: sudo mcptrace agent"}, 1},
+		{"no agent of a systemd unit", []string{"status", "--api.socket", systemd}, []string{"the agent stopped or crashed", "start it with: sudo systemctl start mcptrace.service", "journalctl -u mcptrace.service"}, 1},
+		{"no agent of a DaemonSet", []string{"sessions", "--api.socket", k8s}, []string{"start it with: kubectl -n mcptrace rollout restart daemonset/mcptrace", "kubectl -n mcptrace logs daemonset/mcptrace --previous"}, 1},
+		{"bad pid", []string{"tree", "--api.socket", "/nonexistent/mcptrace.sock", "abc"}, []string{`PID "abc" is not a process id`}, 2},
+		{"unknown flag", []string{"tree", "--bogus"}, []string{"unknown flag: --bogus", "mcptrace tree --help"}, 2},
+		{"a typo of a flag", []string{"tree", "--sesion", "s"}, []string{"unknown flag: --sesion; did you mean --session?"}, 2},
+		{"a typo of a command", []string{"histroy"}, []string{`unknown command "histroy"`, "history"}, 2},
+		{"a typo of a subcommand", []string{"session", "ened", "s"}, []string{`unknown command "ened" for "mcptrace session"; did you mean mcptrace session end?`}, 2},
 		{"marker with no agent", []string{"mark", "destroy", "--session", "s", "--api.socket", "/nonexistent/mcptrace.sock"},
-			"the marker was not confirmed: it takes effect only if an agent sees this command's exec", 1},
-		{"session end with no agent", []string{"session", "end", "s", "--api.socket", "/nonexistent/mcptrace.sock"}, "mcptrace agent is not reachable", 1},
+			[]string{"the marker was not confirmed: it takes effect only if an agent sees this command's exec", "start it with: sudo mcptrace agent"}, 1},
+		{"session end with no agent", []string{"session", "end", "s", "--api.socket", "/nonexistent/mcptrace.sock"}, []string{"start it with: sudo mcptrace agent"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, err := run(t, bin, tc.args...)
@@ -153,11 +182,34 @@ func TestClientErrorsSayWhatToDo(t *testing.T) {
 			if !ok || ee.ExitCode() != tc.code {
 				t.Fatalf("exit %v, want code %d; stderr %q", err, tc.code, errOut)
 			}
-			if !strings.Contains(errOut, tc.want) {
-				t.Errorf("stderr %q lacks %q", errOut, tc.want)
+			for _, want := range tc.want {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr %q lacks %q", errOut, want)
+				}
+			}
+			for _, raw := range []string{"dial unix", "Get \"http://", "connect: "} {
+				if strings.Contains(errOut, raw) {
+					t.Errorf("stderr %q shows the raw Go error (%q)", errOut, raw)
+				}
 			}
 		})
 	}
+	// A socket the caller may not reach: run the command as root.
+	t.Run("socket denied", func(t *testing.T) {
+		testenv.Root(t)
+		socket := filepath.Join(t.TempDir(), "mcptrace.sock") // in root's 0700 directory
+		l, err := net.Listen("unix", socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		cmd := exec.Command(bin, "status", "--api.socket", socket)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "run it as root: sudo mcptrace status") {
+			t.Errorf("status as nobody on root's socket: %v\n%s", err, out)
+		}
+	})
 }
 
 func TestAgentWithoutPrivilegeNamesWhatItNeeds(t *testing.T) {
@@ -173,10 +225,38 @@ func TestAgentWithoutPrivilegeNamesWhatItNeeds(t *testing.T) {
 	if err == nil {
 		t.Fatalf("agent started as uid 65534:\n%s", out)
 	}
-	for _, want := range []string{"CAP_BPF", "root"} {
+	// Not the kernel's fault, and its own exit status, which the unit
+	// does not restart.
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != sensor.ExitNoPrivilege {
+		t.Errorf("exit %v, want status %d", err, sensor.ExitNoPrivilege)
+	}
+	for _, want := range []string{"the agent needs root", "uid 65534", "CAP_BPF", "not a kernel limit", "Run it as root: sudo mcptrace agent"} {
 		if !strings.Contains(string(out), want) {
-			t.Errorf("error %q does not name %s", out, want)
+			t.Errorf("error %q does not say %q", out, want)
 		}
+	}
+	if strings.Contains(string(out), "kernel cannot") {
+		t.Errorf("error %q blames the kernel", out)
+	}
+}
+
+// A second agent on the same socket, state and pins says first that
+// another agent runs, and the command that stops it; not the history's
+// or the state's lock.
+func TestSecondAgentSaysAnotherRunsAndHowToStopIt(t *testing.T) {
+	ag := agenttest.StartProcess(t)
+	cmd := exec.Command(ag.Bin, "agent", "--api.socket", ag.Socket, "--bpf.pin-dir", ag.PinDir, "--state.dir", ag.StateDir,
+		"--history.dir", ag.HistoryDir, "--sessions.default-rules=false", agenttest.WithinFlag(), "--metrics.listen-address", "")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("second agent: %v, want exit status 1\n%s", err, out)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	if !strings.HasPrefix(first, "mcptrace: another mcptrace agent already serves on "+ag.Socket) || !strings.Contains(first, "Stop it first: ") {
+		t.Errorf("the second agent's first line is not the reason with its fix:\n%s", out)
+	}
+	if strings.Contains(string(out), "level=ERROR") {
+		t.Errorf("the second agent logged an error before the reason:\n%s", out)
 	}
 }
 
@@ -194,6 +274,13 @@ func TestSessionsAndTreeShowWhatTheEnforcerDid(t *testing.T) {
 		out = o
 		return err == nil && strings.Contains(out, "cli-test") && strings.Contains(out, "active"), fmt.Sprintf("%v %s\n%s", err, errOut, out)
 	})
+	// Completion asks the agent for session IDs and PIDs.
+	if out, _, err := run(t, bin, "__complete", "tree", "--api.socket", socket, "--session", "cli-"); err != nil || !strings.Contains(out, "cli-test\tactive") {
+		t.Errorf("completing --session: %v\n%s", err, out)
+	}
+	if out, _, err := run(t, bin, "__complete", "tree", "--api.socket", socket, strconv.Itoa(host.Process.Pid)); err != nil || !strings.Contains(out, strconv.Itoa(host.Process.Pid)+"\t") {
+		t.Errorf("completing tree's PID %d: %v\n%s", host.Process.Pid, err, out)
+	}
 	host.Process.Signal(syscall.SIGKILL)
 	host.Wait()
 	eventually(t, "tree --session to show the kill", func() (bool, string) {
@@ -266,8 +353,10 @@ func TestTreeSessionShowsGenerationsAndWhatEachMarkerEnded(t *testing.T) {
 			strings.Contains(o, "ended generation 1: killed 1") && strings.Contains(o, "active in generation 2"), o
 	})
 	t.Logf("\n%s", out)
-	for _, want := range []string{"host root " + strconv.Itoa(host.Process.Pid), "server sleep gen 1 " + strconv.Itoa(first),
-		"server sleep gen 2 " + strconv.Itoa(second), "[killed by mcptrace SIGTERM"} {
+	// The shell's `sleep &` runs on /dev/null (an asynchronous command's
+	// stdin): a command the host ran for itself, a tool, not a server.
+	for _, want := range []string{"host root " + strconv.Itoa(host.Process.Pid), "tool gen 1 " + strconv.Itoa(first),
+		"tool gen 2 " + strconv.Itoa(second), "[killed by mcptrace SIGTERM"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tree --session lacks %q", want)
 		}

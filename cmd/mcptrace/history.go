@@ -24,7 +24,9 @@ func newHistoryCmd() *cobra.Command {
 		Short: "List past and present sessions from the agent's history: host, servers, how they ended, what was killed",
 		Long: `List the sessions the agent's history holds (history.dir), newest first:
 when each began and ended, its host and MCP servers, how it ended, how many
-of its processes the enforcer killed, and the most memory its servers held.
+of its processes the enforcer killed, the most memory its servers held at
+once (PEAK RSS), what the processes mcptrace killed held when last sampled
+(KILLED RSS: not a leak, what was ended), and their CPU time.
 
   mcptrace history                      the last 24 hours
   mcptrace history --since 7d           the last week (as far as the history reaches)
@@ -69,10 +71,10 @@ were redacted before they were written.`,
 				fmt.Fprintln(out)
 			} else {
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "BEGAN\tLASTED\tOWNER\tSESSION\tHOST\tSERVERS\tENDED BY\tMEMBERS\tKILLED\tPEAK RSS\tLEAKED RSS\tCPU")
+				fmt.Fprintln(tw, "BEGAN\tLASTED\tOWNER\tSESSION\tHOST\tSERVERS\tENDED BY\tMEMBERS\tKILLED\tPEAK RSS\tKILLED RSS\tCPU")
 				for _, s := range list.Sessions {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", s.Began.Local().Format(timeLayout), lasted(s, now), s.Owner, s.ID,
-						orDash(s.Host), orDash(servers(s.Servers)), endedBy(s), s.Members, s.Killed, bytesOrDash(s.PeakRSS), bytesOrDash(s.LeakedRSS), cpuOrDash(s.CPUSeconds))
+						orDash(s.Host), orDash(servers(s.Servers)), endedBy(s), s.Members, s.Killed, bytesOrDash(s.PeakRSS), bytesOrDash(s.KilledRSSBytes()), cpuOrDash(s.CPUSeconds))
 				}
 				if err := tw.Flush(); err != nil {
 					return err

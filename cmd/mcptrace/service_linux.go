@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"os"
 
 	"github.com/mcptrace/mcptrace/agent"
+	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/sensor"
+	"github.com/mcptrace/mcptrace/state"
 )
 
 // runAgent runs a until ctx ends. Under a service manager that asked for
@@ -25,22 +28,50 @@ func runAgent(ctx context.Context, a *agent.Agent, log *slog.Logger) error {
 			if err := sdNotify("READY=1"); err != nil {
 				log.Warn("could not tell the service manager the agent is ready", "err", err)
 			}
+			// For clients that find it stopped later: how to start it.
+			if err := api.WriteInstall(a.Socket(), api.DetectInstall()); err != nil {
+				log.Debug("could not note how the agent was started", "err", err)
+			}
 		case <-done:
 		}
 	}()
-	return agentExit(a.Run(ctx))
+	return agentExit(a.Run(ctx), a.Socket())
 }
 
-// agentExit gives the agent's error the exit status it ends with: a
-// missing kernel feature exits with sensor.ExitUnsupported, which the
-// systemd unit does not restart (it fails once, with the reason in its
-// status, instead of restarting every two seconds); anything else with 1.
-func agentExit(err error) error {
+// agentExit gives the agent's error the words and the exit status it
+// ends with: without the privilege to load BPF programs it says so and
+// how to run it as root, with sensor.ExitNoPrivilege; a missing kernel
+// feature exits with sensor.ExitUnsupported. The systemd unit restarts
+// neither (it fails once, with the reason in its status, instead of
+// restarting every two seconds). Another agent holding the socket (its
+// lock: one starting), the state or the pins is named as such, with the command that stops it. Anything else
+// exits with 1.
+func agentExit(err error, socket string) error {
 	var ferr *sensor.FeatureError
-	if errors.As(err, &ferr) {
+	switch {
+	case errors.Is(err, sensor.ErrNoPrivilege):
+		return exitError{code: sensor.ExitNoPrivilege, err: fmt.Errorf("the agent needs root: it runs as uid %d without CAP_SYS_ADMIN (or CAP_BPF and CAP_PERFMON) to load its BPF programs; this is not a kernel limit. %s",
+			os.Geteuid(), runAsRoot(api.DetectInstall()))}
+	case errors.As(err, &ferr):
 		return exitError{code: sensor.ExitUnsupported, err: fmt.Errorf("this kernel cannot run the agent: %w", err)}
+	case errors.Is(err, api.ErrServing), errors.Is(err, state.ErrLocked), errors.Is(err, sensor.ErrPinDirInUse):
+		return fmt.Errorf("another mcptrace agent is running or starting (%w). Stop it first: %s; or give this one its own api.socket, bpf.pin-dir, state.dir and history.dir",
+			err, api.ReadInstall(socket).Stop())
 	}
 	return err
+}
+
+// runAsRoot is how an agent installed as in runs as root again.
+func runAsRoot(in api.Install) string {
+	switch in.Kind {
+	case api.InstallSystemd:
+		return "The unit runs it as root unless a drop-in changed that; undo the drop-ins: sudo systemctl revert " + cmp.Or(in.Unit, api.DefaultUnit)
+	case api.InstallKubernetes:
+		return "The pod must run as uid 0 with the DaemonSet's capabilities (securityContext in deploy/kubernetes/daemonset.yaml): kubectl -n " + cmp.Or(in.Namespace, api.DefaultNamespace) + " edit daemonset mcptrace"
+	case api.InstallContainer:
+		return "Run the container as the README says: docker run --user=0 --cap-add=CAP_SYS_ADMIN --cap-add=CAP_SYS_PTRACE --cap-add=CAP_KILL --cap-add=CAP_SYS_RESOURCE …"
+	}
+	return "Run it as root: sudo mcptrace agent"
 }
 
 // sdNotify sends state to the service manager's notification socket, if

@@ -6,9 +6,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mcptrace/mcptrace/sensor"
+	"github.com/mcptrace/mcptrace/state"
 )
 
 func TestAMissingKernelFeatureExitsWithTheStatusTheUnitDoesNotRestart(t *testing.T) {
@@ -18,11 +20,12 @@ func TestAMissingKernelFeatureExitsWithTheStatusTheUnitDoesNotRestart(t *testing
 		code int // 0: not an exitError
 	}{
 		{"a missing kernel feature", fmt.Errorf("sensor: %w", &sensor.FeatureError{Feature: "BPF ring buffer", Needs: "Linux 5.8", Err: errors.New("EINVAL")}), sensor.ExitUnsupported},
+		{"no privilege", fmt.Errorf("sensor: %w", &sensor.FeatureError{Feature: "loading BPF programs", Needs: "root", Err: fmt.Errorf("%w: %w", sensor.ErrNoPrivilege, os.ErrPermission)}), sensor.ExitNoPrivilege},
 		{"any other error", errors.New("config: bad value"), 0},
 		{"a clean stop", nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := agentExit(tc.err)
+			err := agentExit(tc.err, "/nonexistent/mcptrace.sock")
 			var ee exitError
 			switch {
 			case tc.code != 0 && (!errors.As(err, &ee) || ee.code != tc.code):
@@ -31,6 +34,17 @@ func TestAMissingKernelFeatureExitsWithTheStatusTheUnitDoesNotRestart(t *testing
 				t.Errorf("agentExit(%v) = %v, want it unchanged", tc.err, err)
 			}
 		})
+	}
+}
+
+// Another agent holding the state or the pins (one that starts and does
+// not serve yet) is named as such, with the command that stops it.
+func TestAStartBesideAnotherAgentSaysHowToStopIt(t *testing.T) {
+	for _, cause := range []error{state.ErrLocked, sensor.ErrPinDirInUse} {
+		err := agentExit(fmt.Errorf("open: %w", cause), "/nonexistent/mcptrace.sock")
+		if !errors.Is(err, cause) || !strings.Contains(err.Error(), "another mcptrace agent is running") || !strings.Contains(err.Error(), "Stop it first: ") {
+			t.Errorf("agentExit(%v) = %v", cause, err)
+		}
 	}
 }
 

@@ -37,6 +37,7 @@ func newTreeCmd() *cobra.Command {
 		raw        bool
 		width      int
 		verbose    bool
+		all        bool
 		at         string
 		format     string
 	)
@@ -52,7 +53,11 @@ func newTreeCmd() *cobra.Command {
   mcptrace tree --ancestors PID  the creator chain from PID up to init
   mcptrace tree --session ID     the members of a session, with what the
                                  enforcer did to each; a session the agent
-                                 no longer holds comes from its history
+                                 no longer holds comes from its history.
+                                 The commands a host ran for itself that
+                                 exited within 10s (git, lsb_release, its
+                                 own forks) are one line per parent;
+                                 -v or --all shows each
   mcptrace tree --session ID --at TIME
                                  the session with that ID at that time
   mcptrace tree PID --at TIME    PID and what it had created at that time,
@@ -116,6 +121,7 @@ Pictures for incident reports:
 			ctx := cmd.Context()
 			var list api.ProcessList
 			var notes, labels map[lineage.ID]string
+			var fold func(*lineage.Process) bool
 			var detail *api.SessionDetail
 			selectors := len(args)
 			for _, f := range []string{"ancestors", "session"} {
@@ -148,6 +154,9 @@ Pictures for incident reports:
 				list = api.ProcessList{Now: d.Now, Processes: d.Processes}
 				notes = sessionNotes(d)
 				labels = sessionLabels(d)
+				if !verbose && !all {
+					fold = shortCommands(d)
+				}
 				detail = &d
 				if asJSON && err == nil {
 					if !showSecret {
@@ -190,7 +199,15 @@ Pictures for incident reports:
 				}
 			}
 			opts := treeview.Options{Now: list.Now, Width: width, Color: isTTY, ShowChain: !noChain, HideKernel: !kernel, Notes: notes,
-				Labels: labels, FullArgv: verbose, NoUID: local != nil}
+				Labels: labels, FullArgv: verbose, NoUID: local != nil, Fold: fold}
+			// From the history: times as times, not "ago" from the
+			// recording (which may be days old).
+			switch {
+			case detail != nil && !detail.Recorded.IsZero():
+				opts.Wall = wallClock(detail.Recorded, list.Now)
+			case at != "":
+				opts.Wall = wallClock(when, list.Now)
+			}
 			if cmd.Flags().Changed("ancestors") && format == "text" {
 				return treeview.Chain(out, list.Processes, opts)
 			}
@@ -212,7 +229,7 @@ Pictures for incident reports:
 			}
 			if detail != nil {
 				printContainers(out, *detail)
-				printEndings(out, *detail)
+				printEndings(out, *detail, opts.Wall)
 				if n := detail.MembersDropped; n > 0 {
 					fmt.Fprintf(out, "(%d older exited members were not kept: a record keeps %d)\n", n, api.MaxRecordMembers)
 				}
@@ -232,7 +249,8 @@ Pictures for incident reports:
 	f.BoolVar(&showSecret, "show-secrets", false, "do not redact command lines here (the agent redacts them for every user but root; root gets them raw)")
 	f.BoolVar(&raw, "raw", false, "root only: ask the agent for unredacted command lines (with --json; they can hold tokens)")
 	f.IntVar(&width, "width", 0, "line width (default: the terminal's, or 120)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "show command lines whole instead of shortened to the line width")
+	f.BoolVarP(&verbose, "verbose", "v", false, "show command lines whole instead of shortened to the line width, and every short command (--all)")
+	f.BoolVar(&all, "all", false, "with --session: show each short command the host ran for itself, not one line per parent")
 	bindSocketFlag(cmd)
 	return cmd
 }
@@ -301,6 +319,31 @@ func sessionLabels(d api.SessionDetail) map[lineage.ID]string {
 	return labels
 }
 
+// foldShorterThan bounds how long a command a host ran for itself may
+// have lived to be folded into its parent's "+ N short commands" line.
+const foldShorterThan = 10 * time.Second
+
+// shortCommands says which exited members of a session tree may be
+// folded: those that are no server, wrapper or container (the host's
+// own forks, its tools and what they started), the root excepted, that
+// lived less than foldShorterThan. Tree folds them only when everything
+// they created exited too.
+func shortCommands(d api.SessionDetail) func(*lineage.Process) bool {
+	role := make(map[lineage.ID]roles.Role, len(d.Processes))
+	for i, p := range d.Processes {
+		if i < len(d.Roles) {
+			role[p.ID] = d.Roles[i].Role
+		}
+	}
+	return func(p *lineage.Process) bool {
+		switch role[p.ID] {
+		case roles.Server, roles.Wrapper, roles.Container:
+			return false
+		}
+		return p.ID != d.Session.Root && p.Exited && p.ExitTime >= p.ID.Start && p.ExitTime-p.ID.Start < uint64(foldShorterThan)
+	}
+}
+
 // placeContainers shows each container's first process below the client
 // that started it: the engine's shim created it, but the client is what
 // the session knows it by. Display only; --json keeps the real creator.
@@ -361,14 +404,24 @@ func printContainers(w io.Writer, d api.SessionDetail) {
 }
 
 // printEndings lists the markers of a session and what each ended, and
-// the end of the session.
-func printEndings(w io.Writer, d api.SessionDetail) {
+// the end of the session. With wall (a session from the history), when
+// is a time; else how long ago.
+func printEndings(w io.Writer, d api.SessionDetail, wall func(uint64) time.Time) {
 	s := d.Session
+	when := func(t uint64) string {
+		if wall != nil {
+			return "at " + wall(t).Local().Format(timeLayout)
+		}
+		return ago(d.Now, t)
+	}
 	for _, e := range d.Endings {
 		what := fmt.Sprintf("session %s ended (%s)", s.ID, s.EndReason)
+		if s.EndedAt != 0 {
+			what = fmt.Sprintf("session %s ended (%s, %s)", s.ID, s.EndReason, when(s.EndedAt))
+		}
 		if e.Marker != nil {
 			m := e.Marker
-			what = fmt.Sprintf("marker (%s, from pid %d uid %d, %s) ended generation %d", m.Via, m.Sender.PID, m.SenderUID, ago(d.Now, m.At), m.Ended)
+			what = fmt.Sprintf("marker (%s, from pid %d uid %d, %s) ended generation %d", m.Via, m.Sender.PID, m.SenderUID, when(m.At), m.Ended)
 		}
 		result := "enforcement under way"
 		if en := e.Enforcement; en != nil {
@@ -438,4 +491,15 @@ func timeline(d api.SessionDetail, labels map[lineage.ID]string) treeview.Timeli
 		tl.Markers = append(tl.Markers, treeview.TimelineMark{At: m.At, What: fmt.Sprintf("marker: generation %d ended", m.Ended)})
 	}
 	return tl
+}
+
+// wallClock turns boot-clock times of an answer made at boot time now
+// and wall time at into wall times.
+func wallClock(at time.Time, now uint64) func(uint64) time.Time {
+	return func(boot uint64) time.Time {
+		if boot > now {
+			return at
+		}
+		return at.Add(-time.Duration(now - boot))
+	}
 }

@@ -66,6 +66,8 @@ It refuses while an agent answers on the API socket.`,
 			return nil
 		},
 	}
-	config.BindFlags(cmd.Flags())
+	// The options uninstall reads (bpf.bpffs: kubectl debug passes the
+	// node's, as the README says), not every option of the agent.
+	config.BindFlags(cmd.Flags(), "api.socket", "bpf.bpffs", "bpf.pin-dir", "state.dir", "history.dir")
 	return cmd
 }

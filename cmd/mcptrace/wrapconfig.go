@@ -3,13 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"os/user"
+	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/mcptrace/mcptrace/safefile"
 	"github.com/mcptrace/mcptrace/wrapconfig"
 )
 
@@ -42,7 +43,14 @@ without args, comments among the arguments --unwrap would remove) is
 refused, naming the server: change those lines by hand (docs/hosts.md).
 
 A copy of the file is kept beside it (FILE.mcptrace-backup-TIME) before it
-is replaced. A file it cannot parse is refused and left untouched.`,
+is replaced, with the file's owner, group and mode, as is the new file. A
+file it cannot parse is refused and left untouched.
+
+Run it as the user whose file it is. It never follows a symbolic link of
+another user on the way to FILE, and refuses a FILE, or a directory on its
+path, that belongs to another user (root's included, run by anyone else),
+saying whom to run it as: root running it on a user's file would otherwise
+write where that user's links and directories lead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := args[0]
@@ -50,10 +58,12 @@ is replaced. A file it cannot parse is refused and left untouched.`,
 			if err != nil {
 				return fmt.Errorf("%w; docs/hosts.md shows the lines to change by hand", err)
 			}
-			data, err := os.ReadFile(file)
+			f, err := safefile.Open(file, safefile.Write)
 			if err != nil {
-				return err
+				return asItsOwner(err, cmd, file)
 			}
+			defer f.Close()
+			data := f.Data
 			var out []byte
 			var changes []wrapconfig.Change
 			if unwrap {
@@ -80,7 +90,7 @@ is replaced. A file it cannot parse is refused and left untouched.`,
 				fmt.Fprintf(w, "dry run: %s was not changed\n", file)
 				return nil
 			}
-			backup, err := replaceFile(file, data, out)
+			backup, err := f.Replace(out)
 			if err != nil {
 				return err
 			}
@@ -95,61 +105,31 @@ is replaced. A file it cannot parse is refused and left untouched.`,
 	return cmd
 }
 
-// replaceFile keeps old beside file as a backup, then replaces file with
-// data atomically (a temporary file renamed over it), with file's mode
-// and owner. A symbolic link (a dotfiles checkout) is followed: the file
-// it names is replaced, the link stays. It returns the backup's name.
-func replaceFile(file string, old, data []byte) (string, error) {
-	file, err := filepath.EvalSymlinks(file)
-	if err != nil {
-		return "", err
+// asItsOwner adds to an error that names a file or directory of another
+// user what to do: run the command as that user.
+func asItsOwner(err error, cmd *cobra.Command, file string) error {
+	var ny *safefile.NotYoursError
+	if !errors.As(err, &ny) {
+		return err
 	}
-	st, err := os.Stat(file)
-	if err != nil {
-		return "", err
+	who := "#" + strconv.FormatUint(uint64(ny.Owner), 10)
+	if u, lerr := user.LookupId(strconv.FormatUint(uint64(ny.Owner), 10)); lerr == nil {
+		who = u.Username
 	}
-	// A backup never replaces another: a second rewrite within the same
-	// second gets .2, .3 …
-	base := file + ".mcptrace-backup-" + time.Now().UTC().Format("20060102T150405Z")
-	backup := base
-	for n := 2; ; n++ {
-		err := writeNew(backup, old, st)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrExist) || n > 100 {
-			return "", fmt.Errorf("keep a copy of %s: %w; the file was not changed", file, err)
-		}
-		backup = fmt.Sprintf("%s.%d", base, n)
+	again := []string{cmd.CommandPath()}
+	cmd.Flags().Visit(func(f *pflag.Flag) { again = append(again, "--"+f.Name+"="+f.Value.String()) })
+	again = append(again, file)
+	for i, a := range again[1:] {
+		again[i+1] = shellQuote(a)
 	}
-	tmp := file + ".mcptrace-new"
-	if err := writeNew(tmp, data, st); err != nil {
-		return "", fmt.Errorf("write %s: %w; the file was not changed", tmp, err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("replace %s: %w; the file was not changed", file, err)
-	}
-	return backup, nil
+	return fmt.Errorf("%s: %w: the file was not changed; run it as that user: sudo -u %s %s",
+		file, err, who, strings.Join(again, " "))
 }
 
-// writeNew writes a file that must not exist yet, with st's mode and
-// owner, and syncs it.
-func writeNew(name string, data []byte, st os.FileInfo) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm())
-	if err != nil {
-		return err
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return s
 	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(name)
-		return err
-	}
-	if err := chownLike(name, st); err != nil {
-		os.Remove(name)
-		return err
-	}
-	return nil
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -118,6 +118,18 @@ func Eventually(t testing.TB, what string, cond func() (bool, string)) {
 // ten times longer than on the host.
 func Emulated() bool { return os.Getenv("MCPTRACE_VM_GUEST") == "1" }
 
+// Sized is a test's repetitions or storm size: host on the host, guest in
+// an emulated guest. A guest runs ten times slower, and there a test
+// proves the same code path on another kernel, which needs the path run,
+// not the host's count again; the host's count is what shakes out races
+// (docs/ci.md).
+func Sized(host, guest int) int {
+	if Emulated() {
+		return guest
+	}
+	return host
+}
+
 // Bound is a time bound a test asserts: d on real hardware, ten times d in
 // an emulated guest (Emulated). Bounds the issue states are asserted as
 // they are on the host; the guests prove the behaviour on their kernels.

@@ -71,7 +71,7 @@ func TestSystemdRestartKeepsASessionEnforced(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	start := time.Now()
-	if err := debian.Bootstrap(ctx, "bookworm", root, "systemd", "systemd-sysv", "procps"); err != nil {
+	if err := debian.Bootstrap(ctx, "bookworm", root, debian.SystemdRoot...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("debootstrap bookworm: %v", time.Since(start).Round(time.Second))

@@ -85,6 +85,12 @@ type kernelRun struct {
 	resolve  time.Duration
 	pkgs     map[string]*pkgResult
 	jsonPath string
+	// planned is what the plan runs on this kernel (package → whole or
+	// the named tests); nil without a plan: every package, whole.
+	planned map[string]*selection
+	// callerRun: the caller chose the tests (-run): the plan's lists
+	// gave way.
+	callerRun bool
 }
 
 func main() {
@@ -107,6 +113,7 @@ func run() int {
 		vmexecArg = flag.String("vmexec-flags", os.Getenv("VMEXEC_FLAGS"), "extra vmexec flags, e.g. \"-mem 2G -file bin/mcptrace:/bin/mcptrace\" ($VMEXEC_FLAGS)")
 		outDir    = flag.String("out", os.Getenv("VMMATRIX_OUT"), "directory for the raw go test -json streams ($VMMATRIX_OUT; default: a new temporary directory)")
 		parallel  = flag.Int("p", 1, "packages run in parallel per kernel (go test -p); each guest uses 2 vCPUs")
+		planFile  = flag.String("plan", os.Getenv("VMTEST_PLAN"), "which packages and tests run on which kernel ($VMTEST_PLAN; see vmtests/matrix.txt); empty: every package whole on every kernel")
 		verbose   = flag.Bool("v", false, "print the output of every package, not only of failed ones")
 	)
 	flag.Usage = func() {
@@ -164,8 +171,50 @@ func run() int {
 		return 1
 	}
 	modPath := modulePath(goCmd)
-	fmt.Fprintf(os.Stderr, "vmmatrix: kernels %s; %d packages; go test -p %d; raw results in %s\n",
-		*kernels, len(pkgList), *parallel, *outDir)
+	var pl *plan
+	if *planFile != "" {
+		f, err := os.Open(*planFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "vmmatrix:", err)
+			return 2
+		}
+		pl, err = parsePlan(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vmmatrix: plan %s: %v\n", *planFile, err)
+			return 2
+		}
+	}
+	// A plan's patterns are expanded once each, then narrowed to the
+	// packages -pkgs and -exclude leave.
+	inRun := map[string]bool{}
+	for _, p := range pkgList {
+		inRun[p] = true
+	}
+	expanded := map[string][]string{}
+	expand := func(pattern string) ([]string, error) {
+		if got, ok := expanded[pattern]; ok {
+			return got, nil
+		}
+		all, err := expandPackages(goCmd, []string{pattern})
+		if err != nil {
+			return nil, err
+		}
+		var kept []string
+		for _, p := range all {
+			if inRun[p] {
+				kept = append(kept, p)
+			}
+		}
+		expanded[pattern] = kept
+		return kept, nil
+	}
+	planDesc := "no plan: every package whole on every kernel"
+	if pl != nil {
+		planDesc = "plan " + *planFile
+	}
+	fmt.Fprintf(os.Stderr, "vmmatrix: kernels %s; %d packages; %s; go test -p %d; raw results in %s\n",
+		*kernels, len(pkgList), planDesc, *parallel, *outDir)
 
 	var runs []*kernelRun
 	for _, spec := range strings.Fields(*kernels) {
@@ -179,10 +228,19 @@ func run() int {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "\nvmmatrix: === kernel %s: %s %s (%s), uname -r %s\n", spec, kr.info.Package, kr.info.Version, kr.info.Suite, kr.info.Release)
-		runKernel(goCmd, kr, *vmexecBin, *vmexecArg, pkgList, goFlags, *parallel, *outDir, *verbose, modPath)
+		jobs := []goTestJob{{pkgs: pkgList}}
+		if pl != nil {
+			if kr.planned, kr.err = pl.forKernel(spec, expand); kr.err != nil {
+				fmt.Fprintf(os.Stderr, "vmmatrix: kernel %s: %v\n", spec, kr.err)
+				continue
+			}
+			kr.callerRun = hasRunFlag(goFlags)
+			jobs = planJobs(pkgList, kr.planned, kr.callerRun)
+		}
+		runKernel(goCmd, kr, *vmexecBin, *vmexecArg, jobs, goFlags, *parallel, *outDir, *verbose, modPath)
 	}
 
-	failed := report(os.Stdout, runs, pkgList, modPath, time.Since(start))
+	failed := report(os.Stdout, runs, pkgList, modPath, time.Since(start), *outDir)
 	fmt.Printf("\nraw go test -json streams and guest consoles (console-<kernel>/<package>.console.log): %s\n", *outDir)
 	if failed {
 		fmt.Println("vmmatrix: FAIL")
@@ -268,7 +326,37 @@ func shellQuote(s string) (string, error) {
 	return "", fmt.Errorf("cannot quote %q for go test -exec", s)
 }
 
-func runKernel(goCmd string, kr *kernelRun, vmexec, vmexecFlags string, pkgs, goFlags []string, parallel int, outDir string, verbose bool, modPath string) {
+// goTestJob is one go test run on a kernel: packages and the flags that
+// choose their tests.
+type goTestJob struct {
+	pkgs  []string
+	flags []string
+}
+
+// planJobs turns a kernel's planned packages into go test runs: one for
+// every package run whole, one per package run in part (its -run pattern
+// is its own). With callerRun (the caller passed -run) every planned
+// package runs in one go test with the caller's choice.
+func planJobs(pkgList []string, planned map[string]*selection, callerRun bool) []goTestJob {
+	var whole []string
+	var jobs []goTestJob
+	for _, p := range pkgList {
+		s := planned[p]
+		switch {
+		case s == nil:
+		case s.whole || callerRun:
+			whole = append(whole, p)
+		default:
+			jobs = append(jobs, goTestJob{pkgs: []string{p}, flags: []string{"-run", runPattern(s.tests)}})
+		}
+	}
+	if len(whole) > 0 {
+		jobs = append([]goTestJob{{pkgs: whole}}, jobs...)
+	}
+	return jobs
+}
+
+func runKernel(goCmd string, kr *kernelRun, vmexec, vmexecFlags string, jobs []goTestJob, goFlags []string, parallel int, outDir string, verbose bool, modPath string) {
 	qv, err := shellQuote(vmexec)
 	if err == nil {
 		var qk string
@@ -285,9 +373,6 @@ func runKernel(goCmd string, kr *kernelRun, vmexec, vmexecFlags string, pkgs, go
 	// A package's tests run ten times slower in an emulated guest than on
 	// the host (make test allows 20m there): go test's default 10m would
 	// cut the slowest package short.
-	args := []string{"test", "-json", "-count=1", "-timeout=30m", fmt.Sprintf("-p=%d", parallel), "-exec", qv}
-	args = append(args, pkgs...)
-	args = append(args, goFlags...)
 	kr.jsonPath = filepath.Join(outDir, "kernel-"+kr.spec+".json")
 	raw, err := os.Create(kr.jsonPath)
 	if err != nil {
@@ -295,22 +380,40 @@ func runKernel(goCmd string, kr *kernelRun, vmexec, vmexecFlags string, pkgs, go
 		return
 	}
 	defer raw.Close()
-
 	consoleDir := filepath.Join(outDir, "console-"+kr.spec)
 	os.MkdirAll(consoleDir, 0o755)
+	t0 := time.Now()
+	var stderrAll strings.Builder
+	for _, job := range jobs {
+		args := []string{"test", "-json", "-count=1", "-timeout=30m", fmt.Sprintf("-p=%d", parallel), "-exec", qv}
+		args = append(args, job.flags...)
+		args = append(args, job.pkgs...)
+		args = append(args, goFlags...)
+		goErr, stderr := runGoTest(goCmd, args, kr, raw, consoleDir, verbose, modPath)
+		if goErr != nil && kr.goErr == nil {
+			kr.goErr = goErr
+		}
+		stderrAll.WriteString(stderr)
+	}
+	kr.wall = time.Since(t0)
+	kr.stderr = stderrAll.String()
+	fmt.Fprintf(os.Stderr, "vmmatrix: [%s] go test done in %s (%v)\n", kr.spec, kr.wall.Round(100*time.Millisecond), exitDesc(kr.goErr))
+}
+
+// runGoTest runs one go test command for kr, adding its results to
+// kr.pkgs and its raw stream to raw. It returns go test's exit error and
+// what it printed that was not an event.
+func runGoTest(goCmd string, args []string, kr *kernelRun, raw io.Writer, consoleDir string, verbose bool, modPath string) (error, string) {
 	cmd := exec.Command(goCmd, args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "MCPTRACE_VM_CONSOLE_LOG="+consoleDir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		kr.err = err
-		return
+		return err, ""
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
-		kr.err = err
-		return
+		return err, ""
 	}
 	buildOut := map[string]*strings.Builder{}
 	var mu sync.Mutex
@@ -393,13 +496,11 @@ func runKernel(goCmd string, kr *kernelRun, vmexec, vmexecFlags string, pkgs, go
 	if err := sc.Err(); err != nil {
 		fmt.Fprintf(&stderr, "reading go test output: %v\n", err)
 	}
-	kr.goErr = cmd.Wait()
-	kr.wall = time.Since(t0)
-	kr.stderr = stderr.String()
-	if s := strings.TrimSpace(kr.stderr); s != "" {
+	goErr := cmd.Wait()
+	if s := strings.TrimSpace(stderr.String()); s != "" {
 		fmt.Fprintf(os.Stderr, "vmmatrix: [%s] go test stderr:\n%s\n", kr.spec, indent(s))
 	}
-	fmt.Fprintf(os.Stderr, "vmmatrix: [%s] go test done in %s (%v)\n", kr.spec, kr.wall.Round(100*time.Millisecond), exitDesc(kr.goErr))
+	return goErr, stderr.String()
 }
 
 func exitDesc(err error) string {
@@ -425,6 +526,20 @@ func short(pkg, mod string) string {
 		return "."
 	}
 	return pkg
+}
+
+// outputOf is what test and its subtests printed, test by test in the
+// order they started.
+func (p *pkgResult) outputOf(test string) string {
+	var b strings.Builder
+	for _, t := range p.order {
+		if t == test || strings.HasPrefix(t, test+"/") {
+			if o := p.testOut[t]; o != nil {
+				b.WriteString(o.String())
+			}
+		}
+	}
+	return b.String()
 }
 
 // pkgStatus summarizes a package: pass, fail, skip, or incomplete/missing.
@@ -549,7 +664,27 @@ func printRows(w io.Writer, title string, rows []note) {
 	tw.Flush()
 }
 
-func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total time.Duration) (failed bool) {
+// failedTestFile writes a failed test's whole output to a file in the
+// run's directory (failed-<kernel>/<package>.<test>.log) and returns its
+// path: the table shows one line of it, the file the rest, readable after
+// the run.
+func failedTestFile(outDir, kernel, pkg, test, out string) string {
+	dir := filepath.Join(outDir, "failed-"+kernel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ""
+	}
+	name := strings.NewReplacer("/", "_", " ", "_", ".", "_").Replace(strings.TrimPrefix(pkg, "./"))
+	if test != "" {
+		name += "." + strings.NewReplacer("/", "__", " ", "_").Replace(test)
+	}
+	path := filepath.Join(dir, name+".log")
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		return ""
+	}
+	return path
+}
+
+func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total time.Duration, outDir string) (failed bool) {
 	fmt.Fprintf(w, "\n==== VM kernel matrix ====\n\nKernels:\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  KERNEL\tPACKAGE\tVERSION\tSUITE\tUNAME -R\tGO TEST WALL\tRESOLVE\t")
@@ -582,6 +717,11 @@ func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total tim
 				continue
 			}
 			p := kr.pkgs[name]
+			sel := kr.planned[name]
+			if kr.planned != nil && sel == nil {
+				fmt.Fprint(tw, "-\t") // not in this kernel's plan
+				continue
+			}
 			if kr.err != nil && p == nil {
 				fmt.Fprint(tw, "FAIL (not run)\t")
 				failed = true
@@ -592,11 +732,30 @@ func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total tim
 			if status != "pass" && status != "skip" {
 				label = strings.ToUpper(status)
 				failed = true
-				fails = append(fails, note{kr.spec, short(name, mod), "", detail})
+				text := detail
+				if p != nil {
+					if f := failedTestFile(outDir, kr.spec, short(name, mod), "", p.out.String()); f != "" {
+						text += "; output: " + f
+					}
+				}
+				fails = append(fails, note{kr.spec, short(name, mod), "", text})
+			}
+			if sel != nil && !sel.whole {
+				detail += fmt.Sprintf(", %d of the plan", len(sel.tests))
 			}
 			fmt.Fprintf(tw, "%s (%s)\t", label, detail)
 			if p == nil {
 				continue
+			}
+			// A test the plan names must have run: a rename must not
+			// drop a kernel's coverage without a word.
+			if sel != nil && !sel.whole && status != "fail" && !kr.callerRun {
+				for _, test := range sel.tests {
+					if _, ok := p.tests[test]; !ok {
+						failed = true
+						fails = append(fails, note{kr.spec, short(name, mod), test, "named in the plan but did not run: renamed or removed? (fix vmtests/matrix.txt)"})
+					}
+				}
 			}
 			for _, test := range p.order {
 				switch p.tests[test] {
@@ -610,6 +769,11 @@ func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total tim
 					reason := "failed"
 					if b := p.testOut[test]; b != nil {
 						reason = failReason(b.String())
+					}
+					if !strings.Contains(test, "/") {
+						if f := failedTestFile(outDir, kr.spec, short(name, mod), test, p.outputOf(test)); f != "" {
+							reason += " (output: " + f + ")"
+						}
 					}
 					fails = append(fails, note{kr.spec, short(name, mod), test, reason})
 				case "run":

@@ -2,7 +2,12 @@
 
 package main
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 func TestPkgStatus(t *testing.T) {
 	mk := func(action string, tests map[string]string) *pkgResult {
@@ -62,5 +67,107 @@ func TestShellQuote(t *testing.T) {
 	}
 	if _, err := shellQuote(`'"`); err == nil {
 		t.Error("both quote kinds: want an error")
+	}
+}
+
+func TestPlanSaysWhatEachKernelRuns(t *testing.T) {
+	pl, err := parsePlan(strings.NewReader(`# comment
+all   ./sensor/
+all   ./agent/   TestB TestA   # a comment after
+7     ./agent/   TestC
+5.10  ./...
+6.1,7 ./api/
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := map[string][]string{
+		"./sensor/": {"m/sensor"}, "./agent/": {"m/agent"}, "./api/": {"m/api"},
+		"./...": {"m/agent", "m/api", "m/sensor", "m/state"},
+	}
+	expand := func(p string) ([]string, error) { return pkgs[p], nil }
+	show := func(sel map[string]*selection) string {
+		var out []string
+		for _, p := range []string{"m/agent", "m/api", "m/sensor", "m/state"} {
+			switch s := sel[p]; {
+			case s == nil:
+			case s.whole:
+				out = append(out, p)
+			default:
+				out = append(out, p+"["+strings.Join(s.tests, ",")+"]")
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	for kernel, want := range map[string]string{
+		"5.10": "m/agent m/api m/sensor m/state", // ./... makes the agent whole
+		"6.1":  "m/agent[TestA,TestB] m/api m/sensor",
+		"6.12": "m/agent[TestA,TestB] m/sensor",
+		"7":    "m/agent[TestA,TestB,TestC] m/api m/sensor",
+	} {
+		sel, err := pl.forKernel(kernel, expand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := show(sel); got != want {
+			t.Errorf("kernel %s runs %q, want %q", kernel, got, want)
+		}
+	}
+	sel, _ := pl.forKernel("7", expand)
+	jobs := planJobs([]string{"m/agent", "m/api", "m/sensor", "m/state"}, sel, false)
+	if len(jobs) != 2 || strings.Join(jobs[0].pkgs, " ") != "m/api m/sensor" || len(jobs[0].flags) != 0 ||
+		strings.Join(jobs[1].pkgs, " ") != "m/agent" || strings.Join(jobs[1].flags, " ") != "-run ^(TestA|TestB|TestC)$" {
+		t.Errorf("jobs for kernel 7: %+v", jobs)
+	}
+	if jobs := planJobs([]string{"m/agent", "m/api"}, sel, true); len(jobs) != 1 || len(jobs[0].pkgs) != 2 {
+		t.Errorf("with the caller's -run every planned package runs in one go test: %+v", jobs)
+	}
+	for _, bad := range []string{"all", "all ./x/ NotATest", ",7 ./x/"} {
+		if _, err := parsePlan(strings.NewReader(bad)); err == nil {
+			t.Errorf("plan %q: want an error", bad)
+		}
+	}
+	if !hasRunFlag([]string{"-count=2", "-run", "X"}) || !hasRunFlag([]string{"-test.run=X"}) || hasRunFlag([]string{"-runs"}) {
+		t.Error("hasRunFlag")
+	}
+}
+
+// TestTheRepositorysPlanNamesTestsThatExist: vmtests/matrix.txt, as make
+// vmtest uses it, parses, and every test it names is a func of its
+// package's test files (a rename is caught here, on the host, before a
+// guest would report it as not run).
+func TestTheRepositorysPlanNamesTestsThatExist(t *testing.T) {
+	f, err := os.Open("../../matrix.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pl, err := parsePlan(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range pl.rules {
+		for _, pkg := range r.pkgs {
+			if strings.Contains(pkg, "...") {
+				continue
+			}
+			files, _ := filepath.Glob(filepath.Join("../../..", pkg, "*_test.go"))
+			var src strings.Builder
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				src.Write(b)
+			}
+			if len(files) == 0 {
+				t.Errorf("line %d: %s has no test files", r.line, pkg)
+			}
+			for _, test := range r.tests {
+				if !strings.Contains(src.String(), "\nfunc "+test+"(t *testing.T)") {
+					t.Errorf("line %d: %s has no test %s", r.line, pkg, test)
+				}
+			}
+		}
 	}
 }

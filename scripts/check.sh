@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs every stage of `make check` (the README's test command, which CI's
+# .ci/run calls) one after another, each under a time budget, and prints a
+# table of each stage's time against its budget at the end, pass or fail.
+#
+#   scripts/check.sh              every stage
+#   scripts/check.sh test fuzz    only these, in the order given
+#
+# A stage that goes over its budget by more than half is stopped there and
+# fails the run with the stage's name: the budget is what keeps CI within
+# 35 minutes on a 2-core machine as the suite grows, and a stage that hangs
+# must not eat the 90-minute limit. A stage over its budget but within the
+# half is a warning in the table. Budgets are in seconds, measured on a
+# 2-core machine from a fresh clone with empty caches (docs/ci.md has the
+# measurements); change one only with a measurement.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MAKE=${MAKE:-make}
+
+# stage  budget(s)  what it runs (make and its arguments)
+stages=(
+	"setup         150  setup-test"
+	"vet           180  vet"
+	"generate       60  check-generate"
+	"test          420  test"
+	"wine          120  wine-test"
+	"bench-once     90  bench-once"
+	"fuzz          300  fuzz FUZZTIME=5s"
+	"vmtest        840  vmtest"
+)
+
+# The real agent hosts from npm (about 1.2 GB, two minutes on a fresh
+# machine, mostly waiting on the registry) install beside vet, generate
+# and the wine build, which need the CPU: setup leaves them out, and the
+# test stage, the first that needs them, waits for them.
+export MCPTRACE_SETUP_HOSTS=later
+hosts_pid=""
+hosts_log=$(mktemp)
+trap 'rm -f "$hosts_log"; [ -n "$hosts_pid" ] && kill "$hosts_pid" 2>/dev/null' EXIT
+
+declare -a want=("$@")
+declare -a rows=()
+failed=""
+total_start=$SECONDS
+
+fmt_time() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+print_table() {
+	echo
+	echo "==== make check: stage times (budget: a stage fails past 1.5 × its budget) ===="
+	printf '  %-12s %9s %9s  %s\n' STAGE TIME BUDGET RESULT
+	for r in "${rows[@]}"; do
+		# shellcheck disable=SC2086
+		set -- $r
+		b=-
+		[ "$3" -gt 0 ] && b=$(fmt_time "$3")
+		printf '  %-12s %9s %9s  %s\n' "$1" "$(fmt_time "$2")" "$b" "${*:4}"
+	done
+	printf '  %-12s %9s\n' total "$(fmt_time $((SECONDS - total_start)))"
+}
+
+for s in "${stages[@]}"; do
+	read -r name budget target <<<"$s"
+	read -ra margs <<<"$target"
+	if [ ${#want[@]} -gt 0 ]; then
+		found=false
+		for w in "${want[@]}"; do [ "$w" = "$name" ] && found=true; done
+		$found || continue
+	fi
+	if [ "$name" = test ] && [ -n "$hosts_pid" ]; then
+		t0=$SECONDS
+		echo
+		echo "==== make check: waiting for the agent hosts from npm (installing since setup) ===="
+		if wait "$hosts_pid"; then
+			rows+=("hosts-npm $((SECONDS - t0)) 0 ok (installed beside the stages before; this is the wait)")
+		else
+			cat "$hosts_log"
+			rows+=("hosts-npm $((SECONDS - t0)) 0 FAIL: scripts/setup.sh hosts")
+			failed="hosts-npm"
+			hosts_pid=""
+			break
+		fi
+		hosts_pid=""
+	fi
+	limit=$((budget * 3 / 2))
+	echo
+	echo "==== make check: stage $name (budget $(fmt_time "$budget"), stopped at $(fmt_time "$limit")) ===="
+	t0=$SECONDS
+	# timeout runs the stage in a process group of its own and signals
+	# the whole group at the limit, so a stopped stage takes every
+	# process it started with it (guests, dockerd, test binaries).
+	timeout -k 30 "$limit" "$MAKE" --no-print-directory "${margs[@]}"
+	rc=$?
+	took=$((SECONDS - t0))
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ] && [ $took -ge "$limit" ]; then
+		rows+=("$name $took $budget FAIL: over its budget by more than half, stopped")
+		failed="$name"
+		echo "make check: FAIL: stage $name went over its budget ($(fmt_time "$budget")) by more than half and was stopped at $(fmt_time "$took")" >&2
+		break
+	elif [ $rc -ne 0 ]; then
+		rows+=("$name $took $budget FAIL (exit $rc)")
+		failed="$name"
+		echo "make check: FAIL: stage $name (make $target) exited $rc" >&2
+		break
+	elif [ $took -gt "$budget" ]; then
+		rows+=("$name $took $budget ok, but over its budget")
+	else
+		rows+=("$name $took $budget ok")
+	fi
+	if [ "$name" = setup ]; then
+		scripts/setup.sh hosts >"$hosts_log" 2>&1 &
+		hosts_pid=$!
+	fi
+done
+print_table
+if [ -n "$failed" ]; then
+	echo "make check: FAIL in stage $failed"
+	exit 1
+fi
+echo "make check: PASS"

@@ -1,0 +1,147 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// A plan says which packages, and which of their tests, run on which
+// kernel (vmtests/matrix.txt). One line a rule:
+//
+//	KERNELS  PACKAGES  [TESTS]
+//
+// KERNELS is "all" (every kernel of the run) or kernels joined by commas
+// (5.10,7); PACKAGES a package pattern as go test takes it (./agent/,
+// ./...: patterns with ... leave out vmtests and what -exclude drops);
+// TESTS the names of top-level tests to run (with all their subtests),
+// or nothing for the whole package. Rules add up: a package named whole
+// by one rule for a kernel runs whole there, whatever other rules list.
+// '#' starts a comment.
+type plan struct {
+	rules []planRule
+}
+
+type planRule struct {
+	line    int
+	kernels []string // nil: all
+	pkgs    []string // patterns
+	tests   []string // nil: whole packages
+}
+
+var testNameRE = regexp.MustCompile(`^Test[A-Za-z0-9_]*$`)
+
+func parsePlan(r io.Reader) (*plan, error) {
+	p := &plan{}
+	sc := bufio.NewScanner(r)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 2 {
+			return nil, fmt.Errorf("line %d: want KERNELS PACKAGE [TESTS…], got %q", n, strings.TrimSpace(line))
+		}
+		rule := planRule{line: n, pkgs: []string{f[1]}}
+		if f[0] != "all" {
+			for _, k := range strings.Split(f[0], ",") {
+				if k == "" {
+					return nil, fmt.Errorf("line %d: empty kernel in %q", n, f[0])
+				}
+				rule.kernels = append(rule.kernels, k)
+			}
+		}
+		for _, t := range f[2:] {
+			if !testNameRE.MatchString(t) {
+				return nil, fmt.Errorf("line %d: %q is not a top-level test name (TestX)", n, t)
+			}
+			rule.tests = append(rule.tests, t)
+		}
+		p.rules = append(p.rules, rule)
+	}
+	return p, sc.Err()
+}
+
+// selection is what one kernel runs of one package: whole, or the named
+// tests.
+type selection struct {
+	whole bool
+	tests []string // sorted, when not whole
+}
+
+// forKernel resolves the plan for one kernel: package import path →
+// selection. expand turns a rule's pattern into import paths (already
+// without the excluded packages).
+func (p *plan) forKernel(kernel string, expand func(pattern string) ([]string, error)) (map[string]*selection, error) {
+	out := map[string]*selection{}
+	for _, r := range p.rules {
+		if r.kernels != nil && !contains(r.kernels, kernel) {
+			continue
+		}
+		for _, pat := range r.pkgs {
+			pkgs, err := expand(pat)
+			if err != nil {
+				return nil, fmt.Errorf("plan line %d: %w", r.line, err)
+			}
+			for _, pkg := range pkgs {
+				s := out[pkg]
+				if s == nil {
+					s = &selection{}
+					out[pkg] = s
+				}
+				if r.tests == nil {
+					s.whole, s.tests = true, nil
+					continue
+				}
+				if s.whole {
+					continue
+				}
+				for _, t := range r.tests {
+					if !contains(s.tests, t) {
+						s.tests = append(s.tests, t)
+					}
+				}
+				sort.Strings(s.tests)
+			}
+		}
+	}
+	return out, nil
+}
+
+// runPattern is the go test -run pattern of a selection of named tests.
+func runPattern(tests []string) string {
+	return "^(" + strings.Join(tests, "|") + ")$"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// hasRunFlag says whether go test flags already choose tests (-run or
+// -test.run): a plan's test lists then give way, and each planned
+// package runs with the caller's choice.
+func hasRunFlag(flags []string) bool {
+	for _, f := range flags {
+		name := strings.TrimLeft(f, "-")
+		if name == "run" || strings.HasPrefix(name, "run=") || name == "test.run" || strings.HasPrefix(name, "test.run=") {
+			return true
+		}
+	}
+	return false
+}
