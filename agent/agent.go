@@ -305,16 +305,21 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Run starts the agent and blocks until ctx ends or a part fails.
 //
-// Start-up, in this order: the saved state is loaded (checkpoint, then the
-// journal); the sensor attaches its programs and takes over those of the
-// previous agent; kernel events are applied from then on, the previous
+// Start-up, in this order: what can fail for a reason outside the agent
+// (the API socket, which another agent may hold; the metrics address,
+// which anyone may, and which is tried again while the agent runs
+// without it; the state and history directories); the saved state is
+// loaded (checkpoint, then the journal); the sensor attaches its
+// programs and takes over those of the previous agent; kernel events are applied from then on, the previous
 // agent's unread ones first; /proc is read and checked against the graph
 // (Seed on a first start, Repair after a restart); once the graph has
 // caught up with the kernel (a barrier), sessions are scanned for roots
 // that died meanwhile, the endings that were under way are resumed, and
 // the API serves.
 //
-// Stopping (ctx ends) leaves the kernel side running (pinned), interrupts
+// A start that fails once the sensor attached, before the API serves,
+// takes its programs out of the kernel again (sensor.Withdraw). Stopping
+// (ctx ends) leaves the kernel side running (pinned), interrupts
 // enforcement (it resumes at the next start; the kernel keeps killing
 // doomed processes meanwhile), and writes a final checkpoint.
 func (a *Agent) Run(ctx context.Context) error {
@@ -324,19 +329,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := sensor.Preflight(); err != nil {
 		return err
 	}
-	defer a.closeSystem()
-	if err := a.openSystem(); err != nil {
-		return err
-	}
 	// What can fail for a reason outside the agent is taken before the
 	// kernel side is touched. The socket first: another agent serving
 	// (or starting) there means this one stops having changed nothing,
-	// no state read, no program loaded, nothing pinned.
+	// no directory secured, no state read, no program loaded, nothing
+	// pinned.
 	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)
 	if err != nil {
 		return err
 	}
 	defer l.Close() // Serve closes it too; the socket file goes, then its lock
+	defer a.closeSystem()
+	if err := a.openSystem(); err != nil {
+		return err
+	}
 	// The metrics address is anyone's to take on a loopback port: one
 	// that cannot be had is tried again while the agent enforces.
 	var ml net.Listener

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 		"api-flood":    floodHelper,
 		"chain":        chainHelper,
 		"hold-port":    holdPortHelper,
+		"second-agent": secondAgentHelper,
 		"own-pgroup": func() {
 			// A member that moved to its own process group.
 			syscall.Setpgid(0, 0)

@@ -20,6 +20,7 @@ import (
 	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/sessions"
 )
@@ -103,32 +104,18 @@ func TestAStartWithTheMetricsPortTakenEnforcesAndServesItLater(t *testing.T) {
 	})
 }
 
-// kernelCensus is what a start may have left in the kernel: the pins
-// under a pin directory, and the BPF links, programs and maps this
-// process holds (by id, from /proc/self/fdinfo). An agent run in this
-// process attaches nothing that is neither pinned nor held by it: a
-// link detaches once both are gone.
-type kernelCensus struct {
-	pins []string
-	held []string // "link_id 12", "prog_id 40", "map_id 7"
-}
-
-func censusOf(t *testing.T, pinDir string) kernelCensus {
-	t.Helper()
-	var c kernelCensus
-	filepath.WalkDir(pinDir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			c.pins = append(c.pins, path)
-		}
-		return nil
-	})
+// heldBPF is the BPF links, programs and maps this process holds, by id
+// (/proc/self/fdinfo): "link_id 12", "prog_id 40", "map_id 7". A link
+// that is neither held nor pinned is detached.
+func heldBPF() ([]string, error) {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
+	var held []string
 	for _, e := range ents {
 		target, err := os.Readlink("/proc/self/fd/" + e.Name())
-		if err != nil || !strings.HasPrefix(target, "anon_inode:bpf-") {
+		if err != nil || !strings.HasPrefix(target, "anon_inode:bpf") {
 			continue
 		}
 		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
@@ -138,59 +125,117 @@ func censusOf(t *testing.T, pinDir string) kernelCensus {
 		for _, line := range strings.Split(string(info), "\n") {
 			k, v, _ := strings.Cut(line, ":")
 			if k == "link_id" || k == "prog_id" || k == "map_id" {
-				c.held = append(c.held, k+" "+strings.TrimSpace(v))
+				held = append(held, k+" "+strings.TrimSpace(v))
 			}
 		}
 	}
-	slices.Sort(c.pins)
-	slices.Sort(c.held)
-	return c
+	slices.Sort(held)
+	return held, nil
+}
+
+// pinsUnder is every file pinned under dir.
+func pinsUnder(dir string) []string {
+	var pins []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			pins = append(pins, path)
+		}
+		return nil
+	})
+	return pins
+}
+
+// secondAgentHelper runs an agent on the socket, pin, state and history
+// directories MCPTRACE_TEST_SECOND names (tab-separated), then says what
+// its Run returned and which BPF objects the process still holds: a
+// second agent, in a process of its own so that nothing the first one
+// does is counted as the second's.
+func secondAgentHelper() {
+	f := strings.Split(os.Getenv("MCPTRACE_TEST_SECOND"), "\t")
+	a, err := agent.New(agent.Options{Socket: f[0], PinDir: f[1], StateDir: f[2], HistoryDir: f[3],
+		Sessions: sessions.Config{WithinPID: uint32(os.Getppid())}})
+	if err != nil {
+		fmt.Println("new:", err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = a.Run(ctx)
+	held, herr := heldBPF()
+	fmt.Printf("serving=%v\nheld=%s\nheld_err=%v\nerr=%v\n", errors.Is(err, api.ErrServing), strings.Join(held, ","), herr, err)
 }
 
 // A second agent started on a socket another agent serves stops at once,
-// having changed nothing: no program attached or held, nothing pinned
-// (in the running agent's pin directory it shares), no state or history
-// directory created.
+// having changed nothing: it holds no program, link or map when its Run
+// returns, pinned nothing and took nothing over, and created no state or
+// history directory; the first goes on serving. Twice: sharing the
+// first's pin directory (a second start of the same unit), and with a
+// pin directory of its own (another configuration on the same socket),
+// which the pin directory's lock does not stop.
 func TestAStartOnASocketAnotherAgentServesChangesNothing(t *testing.T) {
 	first := startAgent(t, agent.Options{})
-	if _, err := first.client.Status(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	opts := agent.OptionsOf(first.Agent)
-	dir := t.TempDir()
-	second := opts
-	second.StateDir, second.HistoryDir = filepath.Join(dir, "state"), filepath.Join(dir, "history")
-	second.Logger = testenv.Logger(t, 0)
-	second.MetricsAddress = ""
-
-	time.Sleep(200 * time.Millisecond) // let the first agent's start-up fds settle
-	before := censusOf(t, opts.PinDir)
-	b, err := agent.New(second)
+	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Bound(10*time.Second))
-	defer cancel()
-	start := time.Now()
-	err = b.Run(ctx)
-	if !errors.Is(err, api.ErrServing) {
-		t.Fatalf("second agent's start: %v; want %v", err, api.ErrServing)
-	}
-	took := time.Since(start)
-	after := censusOf(t, opts.PinDir)
-	if !slices.Equal(before.pins, after.pins) {
-		t.Errorf("pins changed:\nbefore %v\nafter  %v", before.pins, after.pins)
-	}
-	if !slices.Equal(before.held, after.held) {
-		t.Errorf("BPF objects this process holds changed:\nbefore %v\nafter  %v", before.held, after.held)
-	}
-	for _, d := range []string{second.StateDir, second.HistoryDir} {
-		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s: %v; want it never created", d, err)
+	for _, shared := range []bool{true, false} {
+		dir := t.TempDir()
+		stateDir, historyDir := filepath.Join(dir, "state"), filepath.Join(dir, "history")
+		pinDir := opts.PinDir
+		if !shared {
+			pinDir = agenttest.PinDir(t)
 		}
+		before := pinsUnder(pinDir)
+		cmd := exec.Command(self, "-test.run=^$")
+		cmd.Env = testenv.HelperEnv("second-agent", "MCPTRACE_TEST_SECOND="+strings.Join([]string{opts.Socket, pinDir, stateDir, historyDir}, "\t"))
+		start := time.Now()
+		out, err := cmd.Output()
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("second agent: %v\n%s", err, out)
+		}
+		said := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			k, v, _ := strings.Cut(line, "=")
+			said[k] = v
+		}
+		if said["serving"] != "true" {
+			t.Errorf("second agent's Run (pin directory shared: %v): %s; want %v", shared, said["err"], api.ErrServing)
+		}
+		if said["held"] != "" || said["held_err"] != "<nil>" {
+			t.Errorf("second agent holds BPF objects after its Run: %q (%s)", said["held"], said["held_err"])
+		}
+		// The first agent may pin more in its own set meanwhile (its
+		// container request reader, once it knows of an engine); a
+		// second agent that attached would have made a set of its own,
+		// or taken the first's over (removing its links).
+		after := pinsUnder(pinDir)
+		if sets := func(pins []string) []string {
+			var sets []string
+			for _, p := range pins {
+				rel, _ := filepath.Rel(pinDir, p)
+				set, _, _ := strings.Cut(rel, "/")
+				sets = append(sets, set)
+			}
+			return slices.Compact(sets)
+		}; !slices.Equal(sets(before), sets(after)) {
+			t.Errorf("pinned sets changed (pin directory shared: %v): before %v, after %v", shared, sets(before), sets(after))
+		}
+		for _, p := range before {
+			if !slices.Contains(after, p) {
+				t.Errorf("%s is no longer pinned after the second agent's start", p)
+			}
+		}
+		for _, d := range []string{stateDir, historyDir} {
+			if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s: %v; want it never created", d, err)
+			}
+		}
+		t.Logf("pin directory shared: %v: refused in %v (a process of its own), %d pins before and after; %s",
+			shared, took.Round(time.Millisecond), len(before), said["err"])
 	}
 	if _, err := first.client.Status(context.Background()); err != nil {
 		t.Errorf("the first agent no longer answers: %v", err)
 	}
-	t.Logf("refused in %v: %d pins, %d BPF objects held, unchanged (%v)", took.Round(time.Millisecond), len(after.pins), len(after.held), err)
 }

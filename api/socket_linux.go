@@ -59,14 +59,21 @@ func Listen(path string, mode os.FileMode) (net.Listener, error) {
 }
 
 // lockSocket takes PATH.lock without waiting. The file is the agent's
-// own (0600, opened without following a link); one of another owner, in
-// a directory someone else may write, is not trusted to lock anything:
-// it is replaced.
+// own (0600, opened without following a link); a link, or a file of
+// another owner (in a directory someone else may write), is not trusted
+// to lock anything: it is replaced, once.
 func lockSocket(path string) (*os.File, error) {
 	name := path + ".lock"
 	var f *os.File
 	for try := 0; ; try++ {
 		fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.ELOOP) && try == 0 {
+			// A symbolic link: never followed, replaced.
+			if err := os.Remove(name); err != nil {
+				return nil, fmt.Errorf("socket lock %s is a symbolic link and cannot be removed: %w", name, err)
+			}
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("socket lock: %w", &fs.PathError{Op: "open", Path: name, Err: err})
 		}
