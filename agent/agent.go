@@ -66,6 +66,10 @@ type Options struct {
 	// MetricsAddress is where /metrics is served; "" (the zero value)
 	// serves none. cmd/mcptrace passes metrics.listen-address.
 	MetricsAddress string
+	// MetricsRetry is how long after the metrics address could not be
+	// had (another program holds it) the agent tries it again; zero is
+	// 10 s. Not configurable: tests shorten it.
+	MetricsRetry time.Duration
 	// SampleInterval is how often the metrics' picture of sessions,
 	// roles and usage is sampled (exporter.DefaultSampleInterval);
 	// IdleAfter, how long a server does no I/O to count as idle
@@ -218,9 +222,11 @@ type Agent struct {
 	barrier barrierState
 	hold    holdGate
 
-	sampler     sampler
-	api         atomic.Pointer[api.Server]
-	metricsAddr string // set before the API serves and ready closes
+	sampler sampler
+	api     atomic.Pointer[api.Server]
+	// metrics is the /metrics listener, tried again while it cannot be
+	// had (metricslisten.go).
+	metrics metricsEndpoint
 	// containers is the container engine and what it said about the
 	// containers sessions claim (containers_linux.go).
 	containers *containerState
@@ -285,10 +291,6 @@ func (a *Agent) Sessions() *sessions.Tracker { return a.tracker }
 // Enforcer is the enforcer; nil before Run.
 func (a *Agent) Enforcer() *enforcer.Enforcer { return a.enf }
 
-// MetricsAddress is the address /metrics is served on, once Ready is
-// closed ("" when the agent serves no metrics).
-func (a *Agent) MetricsAddress() string { return a.metricsAddr }
-
 // apiServer is the API server once Run serves it, else nil.
 func (a *Agent) apiServer() *api.Server { return a.api.Load() }
 
@@ -303,16 +305,21 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Run starts the agent and blocks until ctx ends or a part fails.
 //
-// Start-up, in this order: the saved state is loaded (checkpoint, then the
-// journal); the sensor attaches its programs and takes over those of the
-// previous agent; kernel events are applied from then on, the previous
+// Start-up, in this order: what can fail for a reason outside the agent
+// (the API socket, which another agent may hold; the metrics address,
+// which anyone may, and which is tried again while the agent runs
+// without it; the state and history directories); the saved state is
+// loaded (checkpoint, then the journal); the sensor attaches its
+// programs and takes over those of the previous agent; kernel events are applied from then on, the previous
 // agent's unread ones first; /proc is read and checked against the graph
 // (Seed on a first start, Repair after a restart); once the graph has
 // caught up with the kernel (a barrier), sessions are scanned for roots
 // that died meanwhile, the endings that were under way are resumed, and
 // the API serves.
 //
-// Stopping (ctx ends) leaves the kernel side running (pinned), interrupts
+// A start that fails once the sensor attached, before the API serves,
+// takes its programs out of the kernel again (sensor.Withdraw). Stopping
+// (ctx ends) leaves the kernel side running (pinned), interrupts
 // enforcement (it resumes at the next start; the kernel keeps killing
 // doomed processes meanwhile), and writes a final checkpoint.
 func (a *Agent) Run(ctx context.Context) error {
@@ -322,9 +329,28 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := sensor.Preflight(); err != nil {
 		return err
 	}
+	// What can fail for a reason outside the agent is taken before the
+	// kernel side is touched. The socket first: another agent serving
+	// (or starting) there means this one stops having changed nothing,
+	// no directory secured, no state read, no program loaded, nothing
+	// pinned.
+	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)
+	if err != nil {
+		return err
+	}
+	defer l.Close() // Serve closes it too; the socket file goes, then its lock
 	defer a.closeSystem()
 	if err := a.openSystem(); err != nil {
 		return err
+	}
+	// The metrics address is anyone's to take on a loopback port: one
+	// that cannot be had is tried again while the agent enforces.
+	var ml net.Listener
+	if a.opts.MetricsAddress != "" {
+		ml = a.listenMetrics()
+		if ml != nil {
+			defer ml.Close()
+		}
 	}
 	// The history first: the state's replay hands it the events a crash
 	// may have taken from it.
@@ -354,6 +380,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.sensor = s
 	defer s.Close()
+	// A start that fails from here until it serves leaves nothing
+	// attached that it attached (Withdraw says when it keeps its set).
+	serving := false
+	defer func() {
+		if serving {
+			return
+		}
+		withdrawn, werr := s.Withdraw()
+		switch {
+		case werr != nil:
+			a.log.Error("start failed, and its programs could not all be taken out of the kernel (mcptrace uninstall removes them)", "err", werr)
+		case withdrawn:
+			a.log.Info("start failed: its programs were taken out of the kernel")
+		default:
+			a.log.Warn("start failed after taking over the previous agent's programs: this start's programs stay attached in their place, for the next agent", "pin_dir", a.opts.PinDir)
+		}
+	}()
 	ecfg := a.opts.Enforcer
 	ecfg.Sync = a.Sync
 	ecfg.Containers = engineStopper{a}
@@ -393,6 +436,12 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	if err := a.reconcile(ctx); err != nil {
 		cancel()
+		// Withdrawn before the sensor closes: its links are unpinned
+		// while it still holds them, and detach as it closes them.
+		serving = true
+		if withdrawn, werr := s.Withdraw(); werr != nil || !withdrawn {
+			a.log.Warn("start failed; this start's programs stay attached", "withdrawn", withdrawn, "err", werr)
+		}
 		s.Close()
 		wg.Wait()
 		return err
@@ -403,26 +452,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	// than hold them until the scavenger gets to them.
 	debug.FreeOSMemory()
 
-	var ml net.Listener
-	if a.opts.MetricsAddress != "" {
-		if ml, err = exporter.Listen(a.opts.MetricsAddress); err != nil {
-			cancel()
-			s.Close()
-			wg.Wait()
-			return err
-		}
-		a.metricsAddr = ml.Addr().String() // before anything may read it
-	}
-	l, err := api.Listen(a.opts.Socket, a.opts.SocketMode)
-	if err != nil {
-		if ml != nil {
-			ml.Close()
-		}
-		cancel()
-		s.Close()
-		wg.Wait()
-		return err
-	}
 	srv := &api.Server{
 		Graph:    a.graph,
 		Sessions: a.tracker,
@@ -446,6 +475,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.systemAPI(srv)
 	a.api.Store(srv)
+	serving = true
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -466,21 +496,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer close(hdone)
 		a.recordHistory(hctx)
 	}()
-	if ml != nil || a.opts.ReapSupersededAfter > 0 || a.hist.j != nil {
+	if a.opts.MetricsAddress != "" || a.opts.ReapSupersededAfter > 0 || a.hist.j != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			a.sample(ctx)
 		}()
 	}
-	if ml != nil {
-		reg := exporter.NewRegistry(func() (exporter.Picture, exporter.Health) { return a.Picture(), a.Health() })
+	if a.opts.MetricsAddress != "" {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- exporter.Serve(ctx, ml, exporter.WithProbes(exporter.Handler(reg, a.opts.Logger.With("component", "exporter")), a.probes()))
+			a.serveMetrics(ctx, ml)
 		}()
-		a.log.Info("serving metrics", "address", a.metricsAddr, "path", "/metrics", "sample_interval", a.opts.SampleInterval)
 	}
 	a.log.Info("serving", "socket", a.opts.Socket, "mode", fmt.Sprintf("%#o", a.opts.SocketMode),
 		"start_to_serving", a.boot.ready.Round(time.Millisecond))
@@ -506,7 +534,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The last records of the sessions, after the last endings' reports.
 	hcancel()
 	<-hdone
-	os.Remove(a.opts.Socket)
 	if err != nil && !errors.Is(err, sensor.ErrClosed) {
 		return err
 	}

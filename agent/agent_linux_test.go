@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 		"threads-exec": agenttest.ThreadsThenExec,
 		"api-flood":    floodHelper,
 		"chain":        chainHelper,
+		"hold-port":    holdPortHelper,
+		"second-agent": secondAgentHelper,
 		"own-pgroup": func() {
 			// A member that moved to its own process group.
 			syscall.Setpgid(0, 0)

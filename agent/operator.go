@@ -226,7 +226,7 @@ func (a *Agent) live() error {
 	if pic := a.Picture(); !pic.At.IsZero() {
 		since = pic.At
 	}
-	if a.metricsAddr != "" && time.Since(since) > bound {
+	if a.opts.MetricsAddress != "" && time.Since(since) > bound {
 		return fmt.Errorf("not live: no metrics sample for %v (metrics.sample-interval is %v)", time.Since(since).Round(time.Second), a.opts.SampleInterval)
 	}
 	return nil

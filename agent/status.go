@@ -64,7 +64,7 @@ func (a *Agent) Status() api.Status {
 		st.Start.Problems = append(st.Start.Problems, p.What)
 	}
 	st.Containers = a.containerStatus()
-	st.Metrics.Address = a.metricsAddr
+	a.metricsStatus(&st.Metrics)
 	if pic := a.Picture(); !pic.At.IsZero() {
 		st.Metrics.SampleAgeSeconds, st.Metrics.SampleSeconds = time.Since(pic.At).Seconds(), pic.Took.Seconds()
 	}

@@ -90,6 +90,11 @@ type Server struct {
 	events  eventsState // events.go
 }
 
+// ErrServing: another agent holds the socket or pipe (it serves there,
+// or is starting to). Listen then changed nothing, and the agent that
+// gets it stops having touched nothing else either.
+var ErrServing = errors.New("another agent is already serving there")
+
 // Caller is who sent a request, from the socket's peer credentials.
 type Caller struct {
 	PID uint32

@@ -366,3 +366,80 @@ func TestSilentConnectionsAreClosedAfterTheHeaderTimeout(t *testing.T) {
 		})
 	}
 }
+
+// One agent at a time serves a socket: a second Listen is ErrServing
+// while the first serves, and while another holds the socket's lock
+// without serving yet (an agent starting), and changes nothing then; the
+// first's Close removes the socket and lets go. A lock file that is a
+// link or another user's is replaced, not trusted.
+func TestListenServesOneAgentAtATime(t *testing.T) {
+	testenv.Root(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "api.sock")
+	first, err := Listen(sock, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(sock, 0o666); !errors.Is(err, ErrServing) {
+		t.Fatalf("second Listen while the first serves: %v; want ErrServing", err)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("the first no longer answers after the second's refusal: %v", err)
+	}
+	c.Close()
+	first.Close()
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket after Close: %v; want it removed", err)
+	}
+
+	// An agent starting: its lock held, no socket yet.
+	lock, err := os.OpenFile(sock+".lock", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(sock, 0o666); !errors.Is(err, ErrServing) {
+		t.Errorf("Listen while another holds the lock: %v; want ErrServing", err)
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused Listen left a socket: %v", err)
+	}
+	lock.Close()
+
+	for _, plant := range []struct {
+		name string
+		make func(string) error
+	}{
+		{"uid 65534's file", func(p string) error {
+			os.Remove(p)
+			if err := os.WriteFile(p, nil, 0o666); err != nil {
+				return err
+			}
+			return os.Chown(p, 65534, 65534)
+		}},
+		{"a link to another file", func(p string) error {
+			os.Remove(p)
+			return os.Symlink(filepath.Join(dir, "elsewhere"), p)
+		}},
+	} {
+		if err := plant.make(sock + ".lock"); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Listen(sock, 0o666)
+		if err != nil {
+			t.Errorf("Listen with %s as the lock: %v", plant.name, err)
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(sock+".lock", &st); err != nil || st.Uid != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o777 != 0o600 {
+			t.Errorf("lock after replacing %s: uid %d mode %o (%v); want root's regular 0600 file", plant.name, st.Uid, st.Mode, err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "elsewhere")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the link's target was created: %v", err)
+		}
+		l.Close()
+	}
+}

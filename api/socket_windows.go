@@ -62,7 +62,7 @@ func Listen(path string, _ os.FileMode) (net.Listener, error) {
 	// under wine: ask first, as Listen on Linux dials first.
 	switch err := waitNamedPipe(path, 1); {
 	case err == nil || errors.Is(err, windows.ERROR_SEM_TIMEOUT):
-		return nil, fmt.Errorf("listen on %s: another agent is already serving there (the pipe exists)", path)
+		return nil, fmt.Errorf("listen on %s: %w (the pipe exists)", path, ErrServing)
 	case !errors.Is(err, windows.ERROR_FILE_NOT_FOUND):
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
@@ -71,7 +71,7 @@ func Listen(path string, _ os.FileMode) (net.Listener, error) {
 	// accept loop writes it, and must not wait on anyone.
 	l, err := winio.ListenPipe(path, &winio.PipeConfig{SecurityDescriptor: pipeSDDL, InputBufferSize: pipeBuffer, OutputBufferSize: pipeBuffer})
 	if errors.Is(err, windows.ERROR_ACCESS_DENIED) {
-		return nil, fmt.Errorf("listen on %s: another agent is already serving there (the pipe exists): %w", path, err)
+		return nil, fmt.Errorf("listen on %s: %w (the pipe exists): %w", path, ErrServing, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)

@@ -171,8 +171,14 @@ type ContainerStatus struct {
 
 // MetricsStatus describes the agent's Prometheus endpoint.
 type MetricsStatus struct {
-	// Address is where /metrics is served; "" when metrics are off.
+	// Address is where /metrics is served; "" when metrics are off or
+	// the configured address could not be had (yet).
 	Address string `json:"address"`
+	// ListenError says why the configured address is not served (another
+	// program holds it); the agent tries again every 10 s and enforces
+	// meanwhile. ListenFailures counts the attempts that failed.
+	ListenError    string `json:"listen_error,omitempty"`
+	ListenFailures uint64 `json:"listen_failures_total,omitempty"`
 	// SampleAgeSeconds is how long ago the last sample was taken, and
 	// SampleSeconds how long it took; both 0 before the first.
 	SampleAgeSeconds float64 `json:"sample_age_seconds,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -406,5 +407,58 @@ func TestSetCutShortIsTakenOverAndRemoved(t *testing.T) {
 	})
 	if _, err := os.Stat(stub); !os.IsNotExist(err) {
 		t.Errorf("the set cut short is still there: %v", err)
+	}
+}
+
+// A start that fails before its agent serves takes its own programs out
+// of the kernel (Withdraw): none of its links is left, nothing is left
+// pinned. One that took over a previous agent's set keeps its own in
+// that set's place.
+func TestWithdrawLeavesNothingAttachedThatTheStartAttached(t *testing.T) {
+	dir := pinDir(t)
+	a := open(t, Options{PinDir: dir})
+	var ids []link.ID
+	for _, l := range a.links {
+		info, err := l.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	if withdrawn, err := a.Withdraw(); !withdrawn || err != nil {
+		t.Fatalf("withdraw of a first start: %v, %v", withdrawn, err)
+	}
+	a.Close()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left pinned in %s: %v", dir, ents)
+	}
+	for _, id := range ids {
+		if l, err := link.NewFromID(id); err == nil {
+			l.Close()
+			t.Errorf("link %d still attached after the start withdrew", id)
+		}
+	}
+
+	prev := open(t, Options{PinDir: dir})
+	prev.Close() // pinned: the previous agent's set
+	b := open(t, Options{PinDir: dir})
+	if withdrawn, err := b.Withdraw(); withdrawn || err != nil {
+		t.Fatalf("withdraw after a takeover: %v, %v; want its set kept", withdrawn, err)
+	}
+	b.Close()
+	// The previous set's maps stay until its ring is read; its programs
+	// were detached at the takeover, and the new set's stay attached.
+	sets, _, _ := listSets(dir)
+	links := map[string]int{}
+	for _, set := range sets {
+		ents, _ := os.ReadDir(filepath.Join(dir, set))
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), linkPrefix) {
+				links[set]++
+			}
+		}
+	}
+	if len(sets) != 2 || links[sets[0]] != 0 || links[sets[1]] == 0 {
+		t.Errorf("pinned links by set after a withdrawn takeover: %v of %v; want the new set's alone", links, sets)
 	}
 }

@@ -224,6 +224,32 @@ func (s *Sensor) abandon() {
 	}
 }
 
+// Withdraw undoes this sensor's start for an agent that fails before it
+// serves: when it took over no previous agent's set, its own programs
+// are unpinned (they detach at Close) and its set removed, so the failed
+// start leaves nothing attached that it attached. When it took one over,
+// its own set stays: it replaced that set (whose programs it detached,
+// and whose doomed processes it holds), and the next agent takes it over
+// in turn. It reports whether it withdrew. Call it before Close.
+func (s *Sensor) Withdraw() (bool, error) {
+	s.mu.Lock()
+	took := len(s.old) + len(s.retired)
+	s.mu.Unlock()
+	if took > 0 {
+		return false, nil
+	}
+	var errs []error
+	for _, l := range s.links {
+		if err := l.Unpin(); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if s.own != nil && s.own.dir != "" {
+		errs = append(errs, os.RemoveAll(s.own.dir))
+	}
+	return true, errors.Join(errs...)
+}
+
 // haveKfunc reports whether the kernel's BTF has the function name. The
 // programs reference kfuncs weakly: where one is missing the loader turns
 // its call into dead code, and this says which path runs.

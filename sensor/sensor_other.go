@@ -34,6 +34,7 @@ func (*Sensor) SetEngineSockets([]string) error                  { return ErrNot
 func (*Sensor) RequestsDropped() uint64                          { return 0 }
 func (*Sensor) RequestsErr() error                               { return ErrNotSupported }
 func (*Sensor) RequestDrops() (uint64, error)                    { return 0, ErrNotSupported }
+func (*Sensor) Withdraw() (bool, error)                          { return true, nil }
 func (*Sensor) Close() error                                     { return nil }
 
 // Uninstall has nothing to remove on this OS.

@@ -351,6 +351,10 @@ func (s *Sensor) RequestsErr() error { return errNoContainers }
 // RequestDrops fails: no container requests are read on Windows.
 func (s *Sensor) RequestDrops() (uint64, error) { return 0, errNoContainers }
 
+// Withdraw: the ETW session ends at Close, and nothing outlives it;
+// there is nothing to withdraw.
+func (s *Sensor) Withdraw() (bool, error) { return true, nil }
+
 // Close stops the session (ControlTrace stop), waits up to closeWait for
 // the consumer and the loss poller to return, and makes ReadBatch return
 // ErrClosed, a blocked one too. What was queued and not read is dropped:

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// checkAlone fails when an agent already serves on socket: a second one
-// would fail later on the state or the pins it holds, and this says why
-// first, with the command that stops the one that runs.
+// checkAlone fails when an agent already serves on socket. The agent's
+// start would refuse too, at the socket and before it touches anything
+// (api.ErrServing, agentExit); this says which agent runs, since when and
+// the command that stops it. One that holds the socket's lock but does
+// not answer yet (starting) is left to the start's own refusal.
 func checkAlone(ctx context.Context, socket string) error {
 	st, err := agentStatus(ctx, socket, time.Second)
 	if err != nil {

@@ -43,8 +43,8 @@ func runAgent(ctx context.Context, a *agent.Agent, log *slog.Logger) error {
 // how to run it as root, with sensor.ExitNoPrivilege; a missing kernel
 // feature exits with sensor.ExitUnsupported. The systemd unit restarts
 // neither (it fails once, with the reason in its status, instead of
-// restarting every two seconds). Another agent holding the state or the
-// pins is named as such, with the command that stops it. Anything else
+// restarting every two seconds). Another agent holding the socket (its
+// lock: one starting), the state or the pins is named as such, with the command that stops it. Anything else
 // exits with 1.
 func agentExit(err error, socket string) error {
 	var ferr *sensor.FeatureError
@@ -54,7 +54,7 @@ func agentExit(err error, socket string) error {
 			os.Geteuid(), runAsRoot(api.DetectInstall()))}
 	case errors.As(err, &ferr):
 		return exitError{code: sensor.ExitUnsupported, err: fmt.Errorf("this kernel cannot run the agent: %w", err)}
-	case errors.Is(err, state.ErrLocked), errors.Is(err, sensor.ErrPinDirInUse):
+	case errors.Is(err, api.ErrServing), errors.Is(err, state.ErrLocked), errors.Is(err, sensor.ErrPinDirInUse):
 		return fmt.Errorf("another mcptrace agent is running or starting (%w). Stop it first: %s; or give this one its own api.socket, bpf.pin-dir, state.dir and history.dir",
 			err, api.ReadInstall(socket).Stop())
 	}

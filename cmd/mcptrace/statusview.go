@@ -87,7 +87,7 @@ func writeStatus(w io.Writer, st api.Status, now time.Time) error {
 
 	lk := st.Leaks
 	switch {
-	case lk.SampledAgoSeconds == 0 && st.Metrics.Address == "":
+	case lk.SampledAgoSeconds == 0 && st.Metrics.Address == "" && st.Metrics.ListenError == "":
 		line("leaks", "not sampled: metrics are off (metrics.listen-address); mcptrace orphans looks now")
 	case st.Partial:
 		line("leaks", "(root only)")
@@ -139,9 +139,12 @@ func writeStatus(w io.Writer, st api.Status, now time.Time) error {
 		line("history", "%s", l)
 	}
 
-	if m := st.Metrics; m.Address == "" {
+	switch m := st.Metrics; {
+	case m.Address == "" && m.ListenError != "":
+		line("metrics", "not served, tried again every 10s (%s failed; enforcement goes on): %s", plural(int(m.ListenFailures), "attempt", "attempts"), m.ListenError)
+	case m.Address == "":
 		line("metrics", "off (metrics.listen-address is empty)")
-	} else {
+	default:
 		l := fmt.Sprintf("http://%s/metrics, /healthz, /readyz", m.Address)
 		if m.SampleAgeSeconds > 0 {
 			l += fmt.Sprintf(" (sampled %s ago in %s)", treeview.Duration(secs(m.SampleAgeSeconds)), treeview.Duration(secs(m.SampleSeconds)))

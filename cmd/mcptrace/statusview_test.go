@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,15 @@ func TestStatusSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "status-fresh.golden", b.Bytes())
+
+	// Another program holds the metrics address: said, with the count of
+	// failed attempts, and not as "off".
+	st.Metrics = api.MetricsStatus{ListenError: "metrics: listen on 127.0.0.1:9467 (…): bind: address already in use", ListenFailures: 3}
+	b.Reset()
+	if err := writeStatus(&b, st, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.Contains(got, "metrics     not served, tried again every 10s (3 attempts failed; enforcement goes on): metrics: listen on 127.0.0.1:9467") {
+		t.Errorf("status with the metrics address taken:\n%s", got)
+	}
 }
