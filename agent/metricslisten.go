@@ -56,7 +56,10 @@ func (a *Agent) metricsRetry() time.Duration {
 // once it can be had) until ctx ends. A listener that fails is given up
 // and the address tried again: the metrics never stop the agent.
 func (a *Agent) serveMetrics(ctx context.Context, l net.Listener) {
-	reg := exporter.NewRegistry(func() (exporter.Picture, exporter.Health) { return a.Picture(), a.Health() })
+	// One Peers for every listener in turn: what a peer holds and what
+	// was refused go on across them.
+	peers := exporter.NewPeers()
+	reg := exporter.NewRegistry(func() (exporter.Picture, exporter.Health) { return a.Picture(), a.Health() }, peers)
 	h := exporter.WithProbes(exporter.Handler(reg, a.opts.Logger.With("component", "exporter")), a.probes())
 	for ctx.Err() == nil {
 		if l == nil {
@@ -71,7 +74,7 @@ func (a *Agent) serveMetrics(ctx context.Context, l net.Listener) {
 		}
 		a.log.Info("serving metrics", "address", l.Addr().String(), "path", "/metrics", "sample_interval", a.opts.SampleInterval,
 			"failed_attempts_before", a.metrics.failed())
-		err := exporter.Serve(ctx, l, h)
+		err := exporter.Serve(ctx, l, h, peers)
 		l.Close()
 		l = nil
 		a.metrics.mu.Lock()

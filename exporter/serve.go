@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -33,10 +31,12 @@ const (
 )
 
 // NewRegistry returns a private registry with the mcptrace collector over
-// src and the Go runtime and process collectors.
-func NewRegistry(src Source) *prometheus.Registry {
+// src, the Go runtime and process collectors, and extra (the endpoint's
+// Peers, which count what they refuse).
+func NewRegistry(src Source, extra ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(src), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	return reg
 }
 
@@ -56,29 +56,22 @@ func Handler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
 	return mux
 }
 
-// MaxConnections bounds the connections /metrics serves at once; further
-// ones wait in the kernel's backlog. Anyone who reaches the address may
-// connect: each connection costs the agent a file descriptor, which the
-// enforcer needs for pidfds, so their number stays small, and an idle one
-// is closed after IdleTimeout.
-const (
-	MaxConnections = 8
-	IdleTimeout    = 10 * time.Second
-)
-
-// Listen opens addr for Serve, at most MaxConnections served at once; the
-// error says what to change when the address is taken.
+// Listen opens addr for Serve; the error says what to change when the
+// address is taken.
 func Listen(addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s (set metrics.listen-address to another address, or \"\" to serve no metrics): %w", addr, err)
 	}
-	return netutil.LimitListener(l, MaxConnections), nil
+	return l, nil
 }
 
-// Serve serves h on l until ctx ends.
-func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+// Serve serves h on l until ctx ends, admitting connections by peer
+// (peers.go): no one local user can hold the connections or the /metrics
+// requests a scrape needs.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, p *Peers) error {
+	srv := &http.Server{Handler: p.oneAtATime(h), ConnContext: connContext,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
 		IdleTimeout: IdleTimeout, MaxHeaderBytes: 16 << 10}
 	go func() {
 		<-ctx.Done()
@@ -86,7 +79,7 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(listener{Listener: l, p: p}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("metrics: serve: %w", err)
 	}
 	return nil

@@ -1,0 +1,172 @@
+package exporter
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// What one peer of the metrics endpoint may hold. Anyone who reaches the
+// address may connect, and a connection costs the agent a file
+// descriptor, which the enforcer needs for pidfds: the total is small.
+// So that no one peer can fill it (8 keep-alive connections of one local
+// user once kept every scrape waiting 10 s), each peer holds at most
+// MaxConnectionsPerPeer of them and has at most one /metrics request in
+// flight; a connection over either bound is closed at once, and counted.
+//
+// A peer is whom the kernel says: the uid that owns the connecting socket
+// when it is on this host (sock_diag; Linux), else the remote address.
+// Every uid, root included, is a peer of its own, as is every remote
+// address. What no peer can be told apart from another (loopback where
+// the kernel does not say the owner: Windows) shares one peer.
+const (
+	MaxConnections        = 16
+	MaxConnectionsPerPeer = 2
+	IdleTimeout           = 10 * time.Second
+)
+
+// Peers admits the metrics endpoint's connections by peer and counts
+// what it refuses, by reason: "total-cap", "peer-cap" (connections) and
+// "peer-in-flight" (a second /metrics of one peer while its first is
+// served). One Peers outlives the listeners the agent opens in turn.
+type Peers struct {
+	mu    sync.Mutex
+	conns map[string]int
+	total int
+	// busy is the peers with a /metrics request in flight.
+	busy map[string]bool
+
+	totalCap, peerCap, inFlight atomic.Uint64
+	// identify names a connection's peer (peer_linux.go).
+	identify func(net.Conn) string
+}
+
+// NewPeers returns an empty Peers.
+func NewPeers() *Peers {
+	return &Peers{conns: map[string]int{}, busy: map[string]bool{}, identify: identify}
+}
+
+// Refused is what was refused so far, by reason.
+func (p *Peers) Refused() map[string]uint64 {
+	return map[string]uint64{"total-cap": p.totalCap.Load(), "peer-cap": p.peerCap.Load(), "peer-in-flight": p.inFlight.Load()}
+}
+
+var descMetricsRefused = desc("metrics", "refused_total",
+	"Connections and /metrics requests of the metrics endpoint refused, by reason: total-cap, peer-cap (a peer over its connections), peer-in-flight (a peer's second /metrics at once).", "reason")
+
+// Describe and Collect make Peers a collector of its refusals.
+func (p *Peers) Describe(ch chan<- *prometheus.Desc) { ch <- descMetricsRefused }
+
+func (p *Peers) Collect(ch chan<- prometheus.Metric) {
+	for reason, n := range p.Refused() {
+		ch <- prometheus.MustNewConstMetric(descMetricsRefused, prometheus.CounterValue, float64(n), reason)
+	}
+}
+
+// admit takes a slot for peer, or says why not.
+func (p *Peers) admit(peer string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.total >= MaxConnections:
+		p.totalCap.Add(1)
+		return false
+	case p.conns[peer] >= MaxConnectionsPerPeer:
+		p.peerCap.Add(1)
+		return false
+	}
+	p.total++
+	p.conns[peer]++
+	return true
+}
+
+func (p *Peers) release(peer string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.total--
+	if p.conns[peer]--; p.conns[peer] <= 0 {
+		delete(p.conns, peer)
+	}
+}
+
+// listener accepts every connection at once (none waits in the kernel's
+// backlog behind another peer's), names its peer, and closes it at once
+// when that peer is over its bound or the total is reached.
+type listener struct {
+	net.Listener
+	p *Peers
+}
+
+func (l listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		peer := l.p.identify(c)
+		if !l.p.admit(peer) {
+			c.Close()
+			continue
+		}
+		return &peerConn{Conn: c, peer: peer, p: l.p}, nil
+	}
+}
+
+// peerConn is an admitted connection; its Close gives its slot back.
+type peerConn struct {
+	net.Conn
+	peer string
+	p    *Peers
+	once sync.Once
+}
+
+func (c *peerConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.p.release(c.peer) })
+	return err
+}
+
+type peerKey struct{}
+
+// connContext puts the connection's peer in its requests' context.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if pc, ok := c.(*peerConn); ok {
+		return context.WithValue(ctx, peerKey{}, pc.peer)
+	}
+	return ctx
+}
+
+// oneAtATime serves /metrics to each peer one request at a time: a
+// second one while the first is served is answered 429 at once. Other
+// paths (/, the probes) cost nothing to speak of and are not held.
+func (p *Peers) oneAtATime(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		peer, _ := r.Context().Value(peerKey{}).(string)
+		p.mu.Lock()
+		if p.busy[peer] {
+			p.mu.Unlock()
+			p.inFlight.Add(1)
+			w.Header().Set("Retry-After", strconv.Itoa(1))
+			http.Error(w, "one /metrics request at a time per peer", http.StatusTooManyRequests)
+			return
+		}
+		p.busy[peer] = true
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			delete(p.busy, peer)
+			p.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
