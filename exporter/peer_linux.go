@@ -13,15 +13,22 @@ import (
 
 // identify names c's peer: "uid N" when the kernel finds the connecting
 // socket on this host (in this network namespace) and says whose it is,
-// else "addr IP" (another host, another network namespace).
+// "addr IP" for another host. A loopback peer the kernel does not name
+// (sock_diag unavailable: no tcp_diag, or a peer in another network
+// namespace behind a loopback proxy) is peerUnknown, bound only by the
+// total: two connections of whoever that is must not shut out every
+// other local scraper.
 func identify(c net.Conn) string {
 	local, lok := c.LocalAddr().(*net.TCPAddr)
 	remote, rok := c.RemoteAddr().(*net.TCPAddr)
 	if !lok || !rok {
-		return "unknown"
+		return peerUnknown
 	}
 	if uid, err := socketUID(remote.AddrPort(), local.AddrPort()); err == nil {
 		return fmt.Sprintf("uid %d", uid)
+	}
+	if remote.AddrPort().Addr().Unmap().IsLoopback() {
+		return peerUnknown
 	}
 	return "addr " + remote.AddrPort().Addr().Unmap().String()
 }

@@ -23,13 +23,18 @@ import (
 // A peer is whom the kernel says: the uid that owns the connecting socket
 // when it is on this host (sock_diag; Linux), else the remote address.
 // Every uid, root included, is a peer of its own, as is every remote
-// address. What no peer can be told apart from another (loopback where
-// the kernel does not say the owner: Windows) shares one peer.
+// address. A loopback connection whose owner the kernel does not say
+// (Windows; Linux without tcp_diag) is peerUnknown: bound by the total
+// alone, as before peers, since one bound for all of them would let two
+// connections of anyone shut out every local scraper.
 const (
 	MaxConnections        = 16
 	MaxConnectionsPerPeer = 2
 	IdleTimeout           = 10 * time.Second
 )
+
+// peerUnknown is a peer that cannot be told apart from others.
+const peerUnknown = "unknown"
 
 // Peers admits the metrics endpoint's connections by peer and counts
 // what it refuses, by reason: "total-cap", "peer-cap" (connections) and
@@ -77,7 +82,7 @@ func (p *Peers) admit(peer string) bool {
 	case p.total >= MaxConnections:
 		p.totalCap.Add(1)
 		return false
-	case p.conns[peer] >= MaxConnectionsPerPeer:
+	case peer != peerUnknown && p.conns[peer] >= MaxConnectionsPerPeer:
 		p.peerCap.Add(1)
 		return false
 	}
@@ -152,6 +157,10 @@ func (p *Peers) oneAtATime(h http.Handler) http.Handler {
 			return
 		}
 		peer, _ := r.Context().Value(peerKey{}).(string)
+		if peer == peerUnknown || peer == "" {
+			h.ServeHTTP(w, r) // promhttp's MaxRequestsInFlight bounds these
+			return
+		}
 		p.mu.Lock()
 		if p.busy[peer] {
 			p.mu.Unlock()
