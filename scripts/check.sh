@@ -20,9 +20,9 @@ MAKE=${MAKE:-make}
 # stage  budget(s)  what it runs (make and its arguments)
 stages=(
 	"setup         150  setup-test"
-	"vet           180  vet"
+	"vet           330  vet"
 	"generate       60  check-generate"
-	"test          420  test"
+	"test          540  test"
 	"wine          120  wine-test"
 	"bench-once     90  bench-once"
 	"fuzz          300  fuzz FUZZTIME=5s"
