@@ -80,6 +80,10 @@ type Options struct {
 	// (exporter.DefaultOrphansEvery); samples in between show the last
 	// look.
 	OrphansEvery time.Duration
+	// HideServerNames puts "hidden" on /metrics for every server name
+	// (metrics.server-names false); the agent's API still names them to
+	// whom may see them.
+	HideServerNames bool
 	// OrphansConfirmAfter is how long a server's stdin must stay cut off
 	// before it counts as a leak (orphans.DefaultConfirmAfter).
 	OrphansConfirmAfter time.Duration

@@ -164,6 +164,46 @@ func TestMetricsNameServersAndDuplicatesAndNeverShowASecretFromArgv(t *testing.T
 	}
 }
 
+// With metrics.server-names off (HideServerNames), /metrics counts the
+// same servers under "hidden" and names none of them; the API still
+// names them to the session's owner.
+func TestMetricsWithServerNamesOffNameNoServer(t *testing.T) {
+	a := startAgent(t, agent.Options{MetricsAddress: "127.0.0.1:0", SampleInterval: time.Hour, HideServerNames: true,
+		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyImmediate}})
+	host, _ := startChain(t, 2, []string{"npx", "-y", "@acme/merger-globex"},
+		[]string{"node", "/opt/n/node_modules/@acme/merger-globex/dist/index.js"})
+	if _, err := a.client.Begin(context.Background(), uint32(host.Process.Pid), "metrics-hidden"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.Sample()
+	body := scrape(t, a.MetricsAddress())
+	if strings.Contains(body, "merger-globex") || !strings.Contains(body, `mcptrace_servers{host_kind="api",server="hidden"} 2`) {
+		t.Errorf("/metrics with server names off:\n%s", grepLines(body, "mcptrace_servers"))
+	}
+	d, err := a.client.Session(context.Background(), "metrics-hidden", nil)
+	named := false
+	for _, r := range d.Roles {
+		named = named || r.Server == "@acme/merger-globex"
+	}
+	if err != nil || !named {
+		t.Errorf("the API no longer names the server to its owner: %v %+v", err, d.Roles)
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func TestReapingEndsOnlyTheOlderIdleInstanceOfAServerItsHostStartedAgain(t *testing.T) {
 	a := startAgent(t, agent.Options{SampleInterval: 100 * time.Millisecond, ReapSupersededAfter: time.Second,
 		Enforcer: enforcer.Config{Mode: enforcer.ModeEnforce, Policy: enforcer.PolicyImmediate}})

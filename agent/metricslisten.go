@@ -59,7 +59,13 @@ func (a *Agent) serveMetrics(ctx context.Context, l net.Listener) {
 	// One Peers for every listener in turn: what a peer holds and what
 	// was refused go on across them.
 	peers := exporter.NewPeers()
-	reg := exporter.NewRegistry(func() (exporter.Picture, exporter.Health) { return a.Picture(), a.Health() }, peers)
+	reg := exporter.NewRegistry(func() (exporter.Picture, exporter.Health) {
+		pic := a.Picture()
+		if a.opts.HideServerNames {
+			pic = exporter.WithoutServerNames(pic)
+		}
+		return pic, a.Health()
+	}, peers)
 	h := exporter.WithProbes(exporter.Handler(reg, a.opts.Logger.With("component", "exporter")), a.probes())
 	for ctx.Err() == nil {
 		if l == nil {

@@ -90,6 +90,10 @@ type Metrics struct {
 	// OrphansEvery is how often the metrics look for leaked servers no
 	// session owns (metrics.orphans-every).
 	OrphansEvery time.Duration
+	// ServerNames puts MCP server names on /metrics (metrics.server-names,
+	// on by default); off, every name is "hidden" and the counts stay:
+	// anyone who reaches the endpoint reads them (docs/SECURITY.md).
+	ServerNames bool
 }
 
 // State configures the agent's memory across restarts.
@@ -257,6 +261,7 @@ func Default() Config {
 			SampleInterval: exporter.DefaultSampleInterval,
 			IdleAfter:      exporter.DefaultIdleAfter,
 			OrphansEvery:   exporter.DefaultOrphansEvery,
+			ServerNames:    true,
 		},
 		Containers: Containers{EngineSocket: containers.DefaultEngineSocket},
 		History: History{
@@ -358,6 +363,8 @@ func (c *Config) options() []option {
 			func() error { return between(c.Metrics.IdleAfter, time.Second, maxRetention) }},
 		{"metrics.orphans-every", "how often the metrics look for leaked MCP servers that no session owns (mcptrace orphans): a look reads /proc for unowned wrappers and servers", &c.Metrics.OrphansEvery,
 			func() error { return between(c.Metrics.OrphansEvery, time.Second, time.Hour) }},
+		{"metrics.server-names", "put MCP server names on /metrics, which every local user can read; false: each name is \"hidden\" and the counts stay (a shared node where users should not see each other's servers)", &c.Metrics.ServerNames,
+			func() error { return nil }},
 		{"containers.engine-socket", "the container engine's API socket: containers that session members start through it are attributed to their session and stopped with it; empty: off", &c.Containers.EngineSocket,
 			func() error {
 				if c.Containers.EngineSocket == "" {

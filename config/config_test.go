@@ -283,6 +283,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 		switch o.key {
 		case "sessions.default-rules", // false is valid
 			"enforcer.cross-uid",               // false is valid
+			"metrics.server-names",             // false is valid
 			"sessions.within-pid",              // 0 (the whole node) is valid
 			"metrics.listen-address",           // "" (no metrics) is valid
 			"containers.engine-socket",         // "" (attribution off) is valid
@@ -336,6 +337,7 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"metrics.sample-interval":        "15s",
 		"metrics.idle-after":             "30m0s",
 		"metrics.orphans-every":          "1m0s",
+		"metrics.server-names":           "true",
 		"containers.engine-socket":       "/var/run/docker.sock",
 		"export.file":                    "",
 		"export.max-bytes":               "67108864",

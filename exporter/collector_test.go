@@ -179,3 +179,33 @@ func TestOneOwnersManyNamesHideNoOtherOwnersServer(t *testing.T) {
 		t.Errorf("one owner shows %d names, want %d", mine, MaxNamesPerOwner)
 	}
 }
+
+// With server names off, /metrics says "hidden" for every server and
+// counts the same: no name of any user's server reaches the endpoint.
+func TestWithoutServerNamesHidesEveryNameAndKeepsTheCounts(t *testing.T) {
+	id := func(pid uint32) lineage.ID { return lineage.ID{PID: pid, Start: uint64(pid) * 1e9} }
+	pic := Build([]SessionView{
+		{Active: true, HostKind: "claude", Owner: 1000, Members: []MemberView{
+			{ID: id(1), Role: roles.Host, Alive: true},
+			{ID: id(2), Role: roles.Server, Server: "acme_merger_globex", Alive: true, RSSBytes: 100},
+			{ID: id(3), Role: roles.Server, Server: "@modelcontextprotocol/server-memory", Alive: true, RSSBytes: 50},
+		}},
+		{Active: false, HostKind: "claude", Owner: 1001, Members: []MemberView{
+			{ID: id(4), Role: roles.Server, Server: "secret-project", Alive: true, RSSBytes: 7},
+		}},
+	})
+	hidden := WithoutServerNames(pic)
+	var names []string
+	var live, orphaned int
+	var rss uint64
+	for k, s := range hidden.Servers {
+		names = append(names, k.Server)
+		live, orphaned, rss = live+s.Live, orphaned+s.Orphaned, rss+s.RSSBytes+s.OrphanedRSS
+	}
+	if len(names) != 1 || names[0] != HiddenLabel || live != 2 || orphaned != 1 || rss != 157 {
+		t.Errorf("hidden: names %v, live %d, orphaned %d, rss %d; want [hidden] 2 1 157", names, live, orphaned, rss)
+	}
+	if _, ok := pic.Servers[ServerKey{"claude", "acme_merger_globex"}]; !ok {
+		t.Errorf("the picture itself was changed: %v", pic.Servers)
+	}
+}

@@ -107,6 +107,43 @@ type UnownedStats struct {
 	RSSBytes           uint64
 }
 
+// HiddenLabel is the server name of every server on /metrics when names
+// are not shown (metrics.server-names false).
+const HiddenLabel = "hidden"
+
+// WithoutServerNames is p with every server's name HiddenLabel, the
+// counts summed: what /metrics shows where users should not learn each
+// other's servers. Members of no server ("") stay apart. p is not
+// changed.
+func WithoutServerNames(p Picture) Picture {
+	out := p
+	out.Servers = make(map[ServerKey]*ServerStats, len(p.Servers))
+	for k, s := range p.Servers {
+		if k.Server != "" {
+			k.Server = HiddenLabel
+		}
+		t := out.Servers[k]
+		if t == nil {
+			t = &ServerStats{Owners: map[uint32]OwnerCount{}}
+			out.Servers[k] = t
+		}
+		t.Live += s.Live
+		t.RSSBytes += s.RSSBytes
+		t.CPUSeconds += s.CPUSeconds
+		t.Orphaned += s.Orphaned
+		t.OrphanedRSS += s.OrphanedRSS
+		t.Duplicates += s.Duplicates
+		t.Idle += s.Idle
+		for u, c := range s.Owners {
+			oc := t.Owners[u]
+			oc.Processes += c.Processes
+			oc.Orphaned += c.Orphaned
+			t.Owners[u] = oc
+		}
+	}
+	return out
+}
+
 // Build aggregates sampled sessions into a Picture. Each process should
 // appear in one view only (the agent gives top-level sessions, whose
 // members include their sub-sessions').

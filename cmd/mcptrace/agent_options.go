@@ -40,6 +40,7 @@ func agentOptions(cfg config.Config, log *slog.Logger) (agent.Options, error) {
 		SampleInterval:          cfg.Metrics.SampleInterval,
 		IdleAfter:               cfg.Metrics.IdleAfter,
 		OrphansEvery:            cfg.Metrics.OrphansEvery,
+		HideServerNames:         !cfg.Metrics.ServerNames,
 		ReapSupersededAfter:     cfg.Enforcer.ReapSupersededAfter,
 		ContainerEngineSocket:   offAsDash(cfg.Containers.EngineSocket),
 		HistoryDir:              offAsDash(cfg.History.Dir),
