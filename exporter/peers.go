@@ -17,24 +17,37 @@ import (
 // descriptor, which the enforcer needs for pidfds: the total is small.
 // So that no one peer can fill it (8 keep-alive connections of one local
 // user once kept every scrape waiting 10 s), each peer holds at most
-// MaxConnectionsPerPeer of them and has at most one /metrics request in
-// flight; a connection over either bound is closed at once, and counted.
+// MaxConnectionsPerPeer of them and has at most MaxInFlightPerPeer
+// /metrics requests in flight; a connection over the first bound is
+// closed at once, a request over the second answered 429, both counted.
+// Four and two leave room for a Prometheus pair and a person with curl
+// under one uid.
 //
 // A peer is whom the kernel says: the uid that owns the connecting socket
 // when it is on this host (sock_diag; Linux), else the remote address.
-// Every uid, root included, is a peer of its own, as is every remote
-// address. A loopback connection whose owner the kernel does not say
-// (Windows; Linux without tcp_diag) is peerUnknown: bound by the total
-// alone, as before peers, since one bound for all of them would let two
-// connections of anyone shut out every local scraper.
+// Every uid is a peer of its own, as is every remote address. Root is
+// bound by the total alone: it is no attacker, and its scrapers (a
+// Prometheus pair, a test, an operator) must not shut each other out. So
+// is a loopback connection whose owner the kernel does not say (Windows;
+// Linux without tcp_diag), peerUnknown, since one bound for all of them
+// would let a few connections of anyone shut out every local scraper.
 const (
 	MaxConnections        = 16
-	MaxConnectionsPerPeer = 2
+	MaxConnectionsPerPeer = 4
+	MaxInFlightPerPeer    = 2
 	IdleTimeout           = 10 * time.Second
 )
 
-// peerUnknown is a peer that cannot be told apart from others.
-const peerUnknown = "unknown"
+// peerUnknown is a peer that cannot be told apart from others; peerRoot
+// is uid 0 on this host.
+const (
+	peerUnknown = "unknown"
+	peerRoot    = "uid 0"
+)
+
+// bounded reports whether peer's connections and requests are bounded
+// per peer (else by the total only).
+func bounded(peer string) bool { return peer != peerUnknown && peer != peerRoot && peer != "" }
 
 // Peers admits the metrics endpoint's connections by peer and counts
 // what it refuses, by reason: "total-cap", "peer-cap" (connections) and
@@ -44,8 +57,8 @@ type Peers struct {
 	mu    sync.Mutex
 	conns map[string]int
 	total int
-	// busy is the peers with a /metrics request in flight.
-	busy map[string]bool
+	// busy counts the /metrics requests in flight of each bounded peer.
+	busy map[string]int
 
 	totalCap, peerCap, inFlight atomic.Uint64
 	// identify names a connection's peer (peer_linux.go).
@@ -54,7 +67,7 @@ type Peers struct {
 
 // NewPeers returns an empty Peers.
 func NewPeers() *Peers {
-	return &Peers{conns: map[string]int{}, busy: map[string]bool{}, identify: identify}
+	return &Peers{conns: map[string]int{}, busy: map[string]int{}, identify: identify}
 }
 
 // Refused is what was refused so far, by reason.
@@ -82,7 +95,7 @@ func (p *Peers) admit(peer string) bool {
 	case p.total >= MaxConnections:
 		p.totalCap.Add(1)
 		return false
-	case peer != peerUnknown && p.conns[peer] >= MaxConnectionsPerPeer:
+	case bounded(peer) && p.conns[peer] >= MaxConnectionsPerPeer:
 		p.peerCap.Add(1)
 		return false
 	}
@@ -147,9 +160,10 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// oneAtATime serves /metrics to each peer one request at a time: a
-// second one while the first is served is answered 429 at once. Other
-// paths (/, the probes) cost nothing to speak of and are not held.
+// oneAtATime serves /metrics to each bounded peer at most
+// MaxInFlightPerPeer requests at a time: one more while those are served
+// is answered 429 at once. Other paths (/, the probes) cost nothing to
+// speak of and are not held.
 func (p *Peers) oneAtATime(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
@@ -157,23 +171,25 @@ func (p *Peers) oneAtATime(h http.Handler) http.Handler {
 			return
 		}
 		peer, _ := r.Context().Value(peerKey{}).(string)
-		if peer == peerUnknown || peer == "" {
+		if !bounded(peer) {
 			h.ServeHTTP(w, r) // promhttp's MaxRequestsInFlight bounds these
 			return
 		}
 		p.mu.Lock()
-		if p.busy[peer] {
+		if p.busy[peer] >= MaxInFlightPerPeer {
 			p.mu.Unlock()
 			p.inFlight.Add(1)
 			w.Header().Set("Retry-After", strconv.Itoa(1))
-			http.Error(w, "one /metrics request at a time per peer", http.StatusTooManyRequests)
+			http.Error(w, "too many /metrics requests of one peer at a time", http.StatusTooManyRequests)
 			return
 		}
-		p.busy[peer] = true
+		p.busy[peer]++
 		p.mu.Unlock()
 		defer func() {
 			p.mu.Lock()
-			delete(p.busy, peer)
+			if p.busy[peer]--; p.busy[peer] <= 0 {
+				delete(p.busy, peer)
+			}
 			p.mu.Unlock()
 		}()
 		h.ServeHTTP(w, r)

@@ -45,9 +45,11 @@ func NewRegistry(src Source, extra ...prometheus.Collector) *prometheus.Registry
 func Handler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(log.Handler(), slog.LevelError),
-		ErrorHandling:       promhttp.HTTPErrorOnError,
-		MaxRequestsInFlight: 4,
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.HTTPErrorOnError,
+		// Per peer the bound is MaxInFlightPerPeer (peers.go); this one is
+		// the total, which only root and unknown peers may fill.
+		MaxRequestsInFlight: MaxConnections,
 		Timeout:             10 * time.Second,
 	}))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

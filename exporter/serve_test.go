@@ -8,42 +8,56 @@ import (
 	"testing"
 )
 
-// A peer's second /metrics while its first is served is answered 429 at
-// once; another peer's, and the probes, are served.
-func TestOneMetricsRequestAtATimePerPeer(t *testing.T) {
+// A bounded peer's /metrics beyond MaxInFlightPerPeer at once is
+// answered 429 at once; another peer's, root's beyond it, and the probes
+// are served.
+func TestMetricsRequestsInFlightAreBoundedPerPeer(t *testing.T) {
 	p := NewPeers()
-	inside, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	release := make(chan struct{})
+	var inside sync.WaitGroup
 	h := p.oneAtATime(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/metrics" && r.Context().Value(peerKey{}) == "uid 1000" {
-			once.Do(func() { close(inside) })
+		if r.URL.Path == "/metrics" && r.Header.Get("Hold") != "" {
+			inside.Done()
 			<-release
 		}
 		w.WriteHeader(200)
 	}))
-	req := func(peer, path string) int {
+	req := func(peer, path string, hold bool) int {
 		r := httptest.NewRequestWithContext(context.WithValue(context.Background(), peerKey{}, peer), "GET", path, nil)
+		if hold {
+			r.Header.Set("Hold", "1")
+		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w.Code
 	}
-	first := make(chan int)
-	go func() { first <- req("uid 1000", "/metrics") }()
-	<-inside
-	if c := req("uid 1000", "/metrics"); c != http.StatusTooManyRequests {
-		t.Errorf("a second /metrics of the same peer: %d, want 429", c)
+	held := make(chan int, 2*MaxInFlightPerPeer)
+	for _, peer := range []string{"uid 1000", peerRoot} {
+		for range MaxInFlightPerPeer {
+			inside.Add(1)
+			go func() { held <- req(peer, "/metrics", true) }()
+		}
 	}
-	if c := req("uid 1000", "/healthz"); c != 200 {
+	inside.Wait()
+	if c := req("uid 1000", "/metrics", false); c != http.StatusTooManyRequests {
+		t.Errorf("uid 1000's /metrics beyond %d at once: %d, want 429", MaxInFlightPerPeer, c)
+	}
+	if c := req("uid 1000", "/healthz", false); c != 200 {
 		t.Errorf("the same peer's probe: %d, want 200", c)
 	}
-	if c := req("uid 0", "/metrics"); c != 200 {
+	if c := req("uid 1001", "/metrics", false); c != 200 {
 		t.Errorf("another peer's /metrics: %d, want 200", c)
 	}
-	close(release)
-	if c := <-first; c != 200 {
-		t.Errorf("the first: %d", c)
+	if c := req(peerRoot, "/metrics", false); c != 200 {
+		t.Errorf("root's /metrics beyond %d at once: %d, want 200 (root is bound by the total only)", MaxInFlightPerPeer, c)
 	}
-	if c := req("uid 1000", "/metrics"); c != 200 {
+	close(release)
+	for range 2 * MaxInFlightPerPeer {
+		if c := <-held; c != 200 {
+			t.Errorf("a held request: %d", c)
+		}
+	}
+	if c := req("uid 1000", "/metrics", false); c != 200 {
 		t.Errorf("the peer's next /metrics: %d, want 200", c)
 	}
 	if n := p.Refused()["peer-in-flight"]; n != 1 {
