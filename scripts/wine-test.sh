@@ -48,7 +48,9 @@ for pkg in "${pkgs[@]}"; do
 	echo "wine-test: $pkg" >&2
 	log=$bin/log
 	set +e
-	timeout 600 wine "$exe" -test.v -test.count=1 -test.timeout=5m 2>&1 | tee "$log"
+	# In the package's directory, as go test runs a test: testdata/ is
+	# found where the test looks for it.
+	(cd "$pkg" && timeout 600 wine "$exe" -test.v -test.count=1 -test.timeout=5m) 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	set -e
 	if [ "$rc" != 0 ]; then
