@@ -211,7 +211,10 @@ func c0(k int, procs []lineage.Process, id lineage.ID) *lineage.Process {
 	return nil
 }
 
-// refKind is a naive, recursive reading of Classify's rules.
+// refKind is a naive, recursive reading of Classify's rules (with a
+// HostTable that knows nothing of the host: no Self, no Tools). The
+// folding of short branches never applies here: no fuzzed process has
+// an exit time.
 func refKind(root lineage.ID, rootIsHost bool, procs []lineage.Process, i int) (kind, lineage.ID) {
 	p := &procs[i]
 	if p.ID == root {
@@ -235,16 +238,35 @@ func refKind(root lineage.ID, rootIsHost bool, procs []lineage.Process, i int) (
 			pk, ps = kServer, root
 		}
 	}
+	// Created by the host's own processes (or by one not listed, read as
+	// the host's child).
+	host := pk == kHost || pk == kUnset && rootIsHost
+	im := p.Current()
+	pr := parseImage(im)
+	cli := !pr.wrapper && pr.top != nil && progKey(pr.top.argv[0]) == "mcptrace"
+	cut := im.Stdio.Known() && !im.Stdio.Connected()
 	switch {
 	case pk == kServer || pk == kBelow:
 		return kBelow, ps
+	case pk == kTool:
+		return kTool, lineage.ID{}
 	case !executed(p) && pk == kWrapper:
 		return kWrapper, lineage.ID{}
+	case !executed(p) && pk == kHost && len(p.Images) > 0:
+		return kHost, lineage.ID{} // a fork of the host runs the host's code
 	case !executed(p):
 		return kPlain, lineage.ID{}
+	case host && (cli || cut):
+		return kTool, lineage.ID{}
 	}
-	if _, w := Identity(p.Current()); w {
+	if _, w := Identity(im); w {
 		return kWrapper, lineage.ID{}
+	}
+	switch {
+	case cli:
+		return kTool, lineage.ID{}
+	case cut:
+		return kPlain, lineage.ID{}
 	}
 	return kServer, p.ID
 }
@@ -259,7 +281,7 @@ var wrapperProgs = map[string]bool{
 	"docker compose run": true, "podman compose run": true,
 }
 
-var kindRole = map[kind]Role{kHost: Host, kPlain: Other, kWrapper: Wrapper, kServer: Server, kBelow: Other}
+var kindRole = map[kind]Role{kHost: Host, kPlain: Other, kWrapper: Wrapper, kServer: Server, kBelow: Other, kTool: Tool}
 
 func FuzzClassify(f *testing.F) {
 	f.Add([]byte{0, 0xc0, 0, 0, 0xc1, 0, 1, 0x40, 0, 2, 0x40, 0x20}, "", true, true)
@@ -286,7 +308,9 @@ func FuzzClassify(f *testing.F) {
 		}
 		for i, m := range ms {
 			p := &procs[i]
-			if (m.Role == Host) != (rootIsHost && p.ID == root) {
+			// The host is the root, and forks of the host's own
+			// processes that executed nothing (refKind below says which).
+			if m.Role == Host && !rootIsHost || (rootIsHost && p.ID == root) && m.Role != Host {
 				t.Fatalf("pid %d: role %v, root %v, rootIsHost %v", p.ID.PID, m.Role, root, rootIsHost)
 			}
 			checkName(t, "Server", m.Server)
