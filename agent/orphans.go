@@ -425,16 +425,28 @@ func (a *Agent) EndOrphans(ctx context.Context, uid uint32, root, includeLikely,
 	a.ending.Add(1)
 	a.mu.Unlock()
 	defer a.ending.Done()
+	// What a caller asks for as often as they like logs within their
+	// uid's bound, shared with every endpoint (issue 31: 8 connections of
+	// one user asking for dry runs wrote 72,097 lines in 10 s); root's
+	// all go out.
+	lg := a.log
+	if srv := a.apiServer(); srv != nil {
+		lg = srv.CallerLog(uid)
+	}
+	if len(list) == 0 {
+		lg.Debug("ending orphans: none to end", "caller_uid", uid, "include_likely", includeLikely, "dry_run", dryRun)
+		return list, enforcer.Report{}, nil
+	}
 	e := a.enf
 	if dryRun {
 		cfg := e.Config()
 		cfg.Mode = enforcer.ModeAudit
-		e = enforcer.New(cfg, nil, a.log.With("dry_run", true))
+		e = enforcer.New(cfg, nil, lg.With("dry_run", true))
 	}
 	var cancel context.CancelFunc
 	ectx, cancel = context.WithTimeout(ctx, orphanEndTimeout)
 	defer cancel()
-	a.log.Info("ending orphans", "caller_uid", uid, "orphans", len(list), "include_likely", includeLikely, "dry_run", dryRun)
+	lg.Info("ending orphans", "caller_uid", uid, "orphans", len(list), "include_likely", includeLikely, "dry_run", dryRun)
 	rep := e.End(ectx, en)
 	if !dryRun && len(rep.Records) > 0 {
 		key := fmt.Sprintf("%d/%s@%d", owner, OrphansSession, time.Now().UnixNano())

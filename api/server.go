@@ -186,6 +186,21 @@ func (s *Server) note(level slog.Level, uid uint32, msg string, args ...any) {
 	s.logs.Log(s.Log, level, uid, uint64(time.Now().UnixNano()), msg, args...)
 }
 
+// CallerLog is the logger for work uid asked for (an ending of orphans
+// and its dry run): root's lines all go to Log; anyone else's share the
+// per-uid bound of every endpoint's lines (logBurst, then one per
+// logEvery, the rest counted into the next one), across requests and
+// connections. Before Serve, Log itself.
+func (s *Server) CallerLog(uid uint32) *slog.Logger {
+	if s == nil || s.Log == nil {
+		return slog.Default()
+	}
+	if uid == 0 || s.logs == nil {
+		return s.Log
+	}
+	return slog.New(s.logs.Handler(s.Log.Handler(), &s.logMu, uid, func() uint64 { return uint64(time.Now().UnixNano()) }))
+}
+
 // Serve answers requests on l until ctx ends.
 //
 // Every accepted connection is bound to the process that opened it (see

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Limiter limits log lines per key. Use New.
@@ -107,4 +108,54 @@ func Field(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:max], "") + "…(" + strconv.Itoa(len(s)-max) + " more bytes)"
+}
+
+// Handler is inner with key's lines limited by l, as Log limits them:
+// what a logger made from it logs for key (below Error) is let through
+// only when l allows, with the count held back since. mu is l's owner's
+// lock, now its clock. For the loggers of work a caller asked for (an
+// ending of orphans, a dry run), whose lines would otherwise be as many
+// as the caller's requests.
+func (l *Limiter[K]) Handler(inner slog.Handler, mu sync.Locker, key K, now func() uint64) slog.Handler {
+	return &limited[K]{inner: inner, l: l, mu: mu, key: key, now: now}
+}
+
+type limited[K comparable] struct {
+	inner slog.Handler
+	l     *Limiter[K]
+	mu    sync.Locker
+	key   K
+	now   func() uint64
+}
+
+func (h *limited[K]) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.inner.Enabled(ctx, level)
+}
+
+func (h *limited[K]) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelError {
+		h.mu.Lock()
+		ok, held := h.l.Allow(h.key, h.now())
+		h.mu.Unlock()
+		if !ok {
+			return nil
+		}
+		if held > 0 {
+			r = r.Clone()
+			r.AddAttrs(slog.Uint64("held_back_logs", held))
+		}
+	}
+	return h.inner.Handle(ctx, r)
+}
+
+func (h *limited[K]) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.inner = h.inner.WithAttrs(attrs)
+	return &c
+}
+
+func (h *limited[K]) WithGroup(name string) slog.Handler {
+	c := *h
+	c.inner = h.inner.WithGroup(name)
+	return &c
 }

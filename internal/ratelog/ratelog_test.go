@@ -2,7 +2,9 @@ package ratelog
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -52,5 +54,33 @@ func TestFieldCutsWhatACallerChose(t *testing.T) {
 		if got := Field(tc.in); got != tc.want {
 			t.Errorf("%s: Field = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A logger made from Handler logs a key's lines as Log does: the burst,
+// then one per interval with the count held back, errors always, and
+// what With adds kept; another key has its own burst.
+func TestHandlerBoundsAKeysLinesAndCountsTheRest(t *testing.T) {
+	l := New[uint32](2, uint64(10*time.Second), 8)
+	var mu sync.Mutex
+	now := uint64(1000 * time.Second)
+	clock := func() uint64 { return now }
+	var out strings.Builder
+	inner := slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})
+	user := slog.New(l.Handler(inner, &mu, 65534, clock)).With("dry_run", true)
+	for range 50 {
+		user.Info("ending orphans")
+	}
+	user.Error("must be seen")
+	slog.New(l.Handler(inner, &mu, 1000, clock)).Info("another user")
+	now += uint64(10 * time.Second)
+	user.Info("ending orphans")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[2], "must be seen") || !strings.Contains(lines[3], "another user") ||
+		!strings.Contains(lines[4], "held_back_logs=48") || !strings.Contains(lines[4], "dry_run=true") {
+		t.Errorf("want 2 lines, the error, the other user's and one with 48 held back:\n%s", out.String())
+	}
+	if l.Suppressed != 48 {
+		t.Errorf("suppressed %d, want 48", l.Suppressed)
 	}
 }
