@@ -76,7 +76,7 @@ func (p *Peers) Refused() map[string]uint64 {
 }
 
 var descMetricsRefused = desc("metrics", "refused_total",
-	"Connections and /metrics requests of the metrics endpoint refused, by reason: total-cap, peer-cap (a peer over its connections), peer-in-flight (a peer's second /metrics at once).", "reason")
+	"Connections and /metrics requests of the metrics endpoint refused, by reason: total-cap, peer-cap (a peer over its connections), peer-in-flight (a peer's /metrics beyond 2 at once). Root is bound by the total only.", "reason")
 
 // Describe and Collect make Peers a collector of its refusals.
 func (p *Peers) Describe(ch chan<- *prometheus.Desc) { ch <- descMetricsRefused }
