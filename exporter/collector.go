@@ -223,13 +223,7 @@ func (c *collector) collectPicture(pic Picture, gauge func(*prometheus.Desc, flo
 			t = &ServerStats{}
 			servers[fk] = t
 		}
-		t.Live += s.Live
-		t.RSSBytes += s.RSSBytes
-		t.CPUSeconds += s.CPUSeconds
-		t.Orphaned += s.Orphaned
-		t.OrphanedRSS += s.OrphanedRSS
-		t.Duplicates += s.Duplicates
-		t.Idle += s.Idle
+		t.add(s)
 	}
 	for k, s := range servers {
 		if s.Live > 0 || s.RSSBytes > 0 {

@@ -107,6 +107,17 @@ type UnownedStats struct {
 	RSSBytes           uint64
 }
 
+// add sums s's counts into t (not its owners).
+func (t *ServerStats) add(s *ServerStats) {
+	t.Live += s.Live
+	t.RSSBytes += s.RSSBytes
+	t.CPUSeconds += s.CPUSeconds
+	t.Orphaned += s.Orphaned
+	t.OrphanedRSS += s.OrphanedRSS
+	t.Duplicates += s.Duplicates
+	t.Idle += s.Idle
+}
+
 // HiddenLabel is the server name of every server on /metrics when names
 // are not shown (metrics.server-names false).
 const HiddenLabel = "hidden"
@@ -127,13 +138,7 @@ func WithoutServerNames(p Picture) Picture {
 			t = &ServerStats{Owners: map[uint32]OwnerCount{}}
 			out.Servers[k] = t
 		}
-		t.Live += s.Live
-		t.RSSBytes += s.RSSBytes
-		t.CPUSeconds += s.CPUSeconds
-		t.Orphaned += s.Orphaned
-		t.OrphanedRSS += s.OrphanedRSS
-		t.Duplicates += s.Duplicates
-		t.Idle += s.Idle
+		t.add(s)
 		for u, c := range s.Owners {
 			oc := t.Owners[u]
 			oc.Processes += c.Processes
