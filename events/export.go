@@ -140,12 +140,8 @@ func (x *Export) run() {
 		<-x.stop
 		cancel()
 	}()
-	for {
-		e, ok := x.f.Next(ctx)
-		if !ok {
-			break
-		}
-		x.write(e)
+	// drain writes what is queued without waiting, then flushes.
+	drain := func() {
 		for {
 			e, ok := x.f.Pending()
 			if !ok {
@@ -155,15 +151,15 @@ func (x *Export) run() {
 		}
 		x.flush()
 	}
-	// Closing: what is queued still goes to the file.
 	for {
-		e, ok := x.f.Pending()
+		e, ok := x.f.Next(ctx)
 		if !ok {
 			break
 		}
 		x.write(e)
+		drain()
 	}
-	x.flush()
+	drain() // closing: what is queued still goes to the file
 }
 
 // write appends e's line, rotating first when the line would take the
