@@ -353,6 +353,14 @@ func (s *sweep) enforce(ctx context.Context, members MembersFunc, r *Report) {
 			}
 		}
 		s.doomAll(live)
+		doomed := 0
+		for _, t := range live {
+			if t.doomed {
+				doomed++
+			}
+		}
+		s.e.log.Info("ending interrupted: its live members are doomed in the kernel until an agent resumes it",
+			"session", s.session, "live", len(live), "doomed", doomed)
 	}
 	for _, t := range s.order {
 		if t.state == stDone {
