@@ -86,10 +86,11 @@ bench-once:
 
 # Every Go fuzz target in the repository (every func FuzzX in a _test.go
 # file, found by scripts/fuzz.sh), FUZZTIME each; the total is printed
-# before and after. `make fuzz FUZZTIME=5m` for a longer run.
+# before and after. `make fuzz FUZZTIME=5m` for a longer run; FUZZFLAGS
+# go to go test (make check: -p=1 -parallel=1, beside the VM matrix).
 FUZZTIME ?= 30s
 fuzz:
-	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
+	GO=$(GO) FUZZFLAGS="$(FUZZFLAGS)" scripts/fuzz.sh $(FUZZTIME)
 
 # Everything CI runs: formatting, vet, generated code, host tests, every
 # benchmark once, fuzzing, the VM kernel matrix; one stage after another,

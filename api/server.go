@@ -264,17 +264,31 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			})
 		},
 	}
+	// At ctx's end the listener closes, idle connections close, and busy
+	// ones get 2 s to finish before they are closed too. Serve returns
+	// once every connection is closed, not when the listener is: on
+	// Windows a pipe lives while any instance of it is open, and an agent
+	// started again on the same pipe must find it gone.
+	shut := make(chan struct{})
 	go func() {
+		defer close(shut)
 		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
-		s.http.Shutdown(shut)
+		if err := s.http.Shutdown(sctx); err != nil {
+			s.Log.Debug("api connections still busy at stop; closing them", "grace", shutdownGrace, "err", err)
+			s.http.Close()
+		}
 	}()
 	if err := s.http.Serve(ll); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve api: %w", err)
 	}
+	<-shut
 	return nil
 }
+
+// shutdownGrace is how long a request under way at stop may take.
+const shutdownGrace = 2 * time.Second
 
 // authenticate refuses a request whose connection has no bound peer, or
 // whose peer process exited, was replaced by a reused pid or changed uid

@@ -29,6 +29,17 @@ stages=(
 	"vmtest        840  vmtest"
 )
 
+# The fuzz stage runs beside the VM matrix, on one core (one worker, one
+# build job): a guest under TCG leaves most of the second core idle (it
+# waits, as its tests do, for graces and sweeps), and fuzzing is pure CPU.
+# Its row says so; its budget is its own. Run alone (scripts/check.sh
+# fuzz) it runs as any stage.
+fuzz_beside=vmtest
+fuzz_flags="-p=1 -parallel=1"
+fuzz_pid=""
+fuzz_log=$(mktemp)
+fuzz_t0=0
+
 # The real agent hosts from npm (about 1.2 GB, two minutes on a fresh
 # machine, mostly waiting on the registry) install beside vet, generate
 # and the wine build, which need the CPU: setup leaves them out, and the
@@ -42,7 +53,7 @@ hosts_log=$(mktemp)
 # before the test stage (internal/debian/cmd/debianroot).
 root_pid=""
 root_log=$(mktemp)
-trap 'rm -f "$hosts_log" "$root_log"; [ -n "$hosts_pid" ] && kill "$hosts_pid" 2>/dev/null; [ -n "$root_pid" ] && kill "$root_pid" 2>/dev/null' EXIT
+trap 'rm -f "$hosts_log" "$root_log" "$fuzz_log"; [ -n "$hosts_pid" ] && kill "$hosts_pid" 2>/dev/null; [ -n "$root_pid" ] && kill "$root_pid" 2>/dev/null; [ -n "$fuzz_pid" ] && kill -- -"$fuzz_pid" 2>/dev/null' EXIT
 
 declare -a want=("$@")
 declare -a rows=()
@@ -65,13 +76,32 @@ print_table() {
 	printf '  %-12s %9s\n' total "$(fmt_time $((SECONDS - total_start)))"
 }
 
+wanted() { # stage
+	[ ${#want[@]} -eq 0 ] && return 0
+	for w in "${want[@]}"; do [ "$w" = "$1" ] && return 0; done
+	return 1
+}
+fuzz_budget=0 fuzz_target=""
+for s in "${stages[@]}"; do
+	read -r name budget target <<<"$s"
+	[ "$name" = fuzz ] && fuzz_budget=$budget fuzz_target=$target
+done
+wanted "$fuzz_beside" || fuzz_beside=""
+
 for s in "${stages[@]}"; do
 	read -r name budget target <<<"$s"
 	read -ra margs <<<"$target"
-	if [ ${#want[@]} -gt 0 ]; then
-		found=false
-		for w in "${want[@]}"; do [ "$w" = "$name" ] && found=true; done
-		$found || continue
+	wanted "$name" || continue
+	if [ "$name" = fuzz ] && [ -n "$fuzz_beside" ]; then
+		continue # started with its companion stage, below
+	fi
+	if [ "$name" = "$fuzz_beside" ] && wanted fuzz; then
+		read -ra fargs <<<"$fuzz_target"
+		echo
+		echo "==== make check: stage fuzz, beside $name on one core (budget $(fmt_time "$fuzz_budget"), stopped at $(fmt_time $((fuzz_budget * 3 / 2)))); its output follows $name's ===="
+		fuzz_t0=$SECONDS
+		setsid timeout -k 30 $((fuzz_budget * 3 / 2)) "$MAKE" --no-print-directory "${fargs[@]}" FUZZFLAGS="$fuzz_flags" >"$fuzz_log" 2>&1 &
+		fuzz_pid=$!
 	fi
 	if [ "$name" = test ] && [ -n "$hosts_pid" ]; then
 		t0=$SECONDS
@@ -128,6 +158,32 @@ for s in "${stages[@]}"; do
 		rows+=("$name $took $budget ok, but over its budget")
 	else
 		rows+=("$name $took $budget ok")
+	fi
+	if [ -n "$fuzz_pid" ] && [ "$name" = "$fuzz_beside" ]; then
+		echo
+		echo "==== make check: stage fuzz (ran beside $name): its output ===="
+		t1=$SECONDS
+		wait "$fuzz_pid"
+		frc=$?
+		fuzz_pid=""
+		cat "$fuzz_log"
+		ftook=$((SECONDS - fuzz_t0))
+		fwait=$((SECONDS - t1))
+		if [ $frc -eq 124 ] || [ $frc -eq 137 ] && [ $ftook -ge $((fuzz_budget * 3 / 2)) ]; then
+			rows+=("fuzz $ftook $fuzz_budget FAIL: over its budget by more than half, stopped (beside $name)")
+			failed=fuzz
+			echo "make check: FAIL: stage fuzz went over its budget ($(fmt_time "$fuzz_budget")) by more than half and was stopped" >&2
+			break
+		elif [ $frc -ne 0 ]; then
+			rows+=("fuzz $ftook $fuzz_budget FAIL (exit $frc; beside $name)")
+			failed=fuzz
+			echo "make check: FAIL: stage fuzz (make $fuzz_target) exited $frc" >&2
+			break
+		elif [ $ftook -gt "$fuzz_budget" ]; then
+			rows+=("fuzz $ftook $fuzz_budget ok, but over its budget (beside $name; waited $(fmt_time $fwait) after it)")
+		else
+			rows+=("fuzz $ftook $fuzz_budget ok (beside $name; waited $(fmt_time $fwait) after it)")
+		fi
 	fi
 	if [ "$name" = setup ]; then
 		scripts/setup.sh hosts >"$hosts_log" 2>&1 &

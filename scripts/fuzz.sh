@@ -68,7 +68,8 @@ for t in "${targets[@]}"; do
 	# -fuzzminimizetime 5s: Go minimizes every new interesting input for
 	# up to 60 s by default, which spent a short run's whole budget on
 	# a few inputs of the config rewriters (about 10 executions in 30 s).
-	if $go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s "./$dir" 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+	# shellcheck disable=SC2086 # FUZZFLAGS is words (make check: -p=1 -parallel=1)
+	if $go test ${FUZZFLAGS:-} -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s "./$dir" 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
 		continue
 	fi
 	if isEndRace "$log" "$name"; then
