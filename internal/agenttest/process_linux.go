@@ -103,12 +103,17 @@ func (p *Process) Start() time.Duration {
 
 // MetricsURL is the URL of the agent's /metrics: test agents listen on
 // a free loopback port, which the agent logs when it starts serving.
+//
+// The agent serves its metrics from a goroutine of their own once it
+// serves the API (a taken port must not hold up enforcement), so the line
+// may come a moment after it is ready: MetricsURL waits for it, bounded.
 func (p *Process) MetricsURL() string {
 	p.t.Helper()
-	m := metricsAddr.FindStringSubmatch(p.Logs())
-	if m == nil {
-		p.t.Fatalf("the agent logged no metrics address:\n%s", p.Logs())
-	}
+	var m []string
+	testenv.Eventually(p.t, "the agent's metrics address in its log", func() (bool, string) {
+		m = metricsAddr.FindStringSubmatch(p.Logs())
+		return m != nil, p.Logs()
+	})
 	return "http://" + m[1] + "/metrics"
 }
 
