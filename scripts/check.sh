@@ -76,6 +76,27 @@ print_table() {
 	printf '  %-12s %9s\n' total "$(fmt_time $((SECONDS - total_start)))"
 }
 
+# verdict NAME RC TOOK BUDGET TARGET NOTE: the stage's row in the table;
+# fails (and says so) when it failed or was stopped past 1.5 × its budget.
+verdict() {
+	local name=$1 rc=$2 took=$3 budget=$4 target=$5 note=${6:+ ($6)}
+	if { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && [ "$took" -ge $((budget * 3 / 2)) ]; then
+		rows+=("$name $took $budget FAIL: over its budget by more than half, stopped$note")
+		failed=$name
+		echo "make check: FAIL: stage $name went over its budget ($(fmt_time "$budget")) by more than half and was stopped at $(fmt_time "$took")" >&2
+		return 1
+	elif [ "$rc" -ne 0 ]; then
+		rows+=("$name $took $budget FAIL (exit $rc)$note")
+		failed=$name
+		echo "make check: FAIL: stage $name (make $target) exited $rc" >&2
+		return 1
+	elif [ "$took" -gt "$budget" ]; then
+		rows+=("$name $took $budget ok, but over its budget$note")
+	else
+		rows+=("$name $took $budget ok$note")
+	fi
+}
+
 wanted() { # stage
 	[ ${#want[@]} -eq 0 ] && return 0
 	for w in "${want[@]}"; do [ "$w" = "$1" ] && return 0; done
@@ -143,22 +164,7 @@ for s in "${stages[@]}"; do
 	# process it started with it (guests, dockerd, test binaries).
 	timeout -k 30 "$limit" "$MAKE" --no-print-directory "${margs[@]}"
 	rc=$?
-	took=$((SECONDS - t0))
-	if [ $rc -eq 124 ] || [ $rc -eq 137 ] && [ $took -ge "$limit" ]; then
-		rows+=("$name $took $budget FAIL: over its budget by more than half, stopped")
-		failed="$name"
-		echo "make check: FAIL: stage $name went over its budget ($(fmt_time "$budget")) by more than half and was stopped at $(fmt_time "$took")" >&2
-		break
-	elif [ $rc -ne 0 ]; then
-		rows+=("$name $took $budget FAIL (exit $rc)")
-		failed="$name"
-		echo "make check: FAIL: stage $name (make $target) exited $rc" >&2
-		break
-	elif [ $took -gt "$budget" ]; then
-		rows+=("$name $took $budget ok, but over its budget")
-	else
-		rows+=("$name $took $budget ok")
-	fi
+	verdict "$name" $rc $((SECONDS - t0)) "$budget" "$target" "" || break
 	if [ -n "$fuzz_pid" ] && [ "$name" = "$fuzz_beside" ]; then
 		echo
 		echo "==== make check: stage fuzz (ran beside $name): its output ===="
@@ -167,23 +173,8 @@ for s in "${stages[@]}"; do
 		frc=$?
 		fuzz_pid=""
 		cat "$fuzz_log"
-		ftook=$((SECONDS - fuzz_t0))
-		fwait=$((SECONDS - t1))
-		if [ $frc -eq 124 ] || [ $frc -eq 137 ] && [ $ftook -ge $((fuzz_budget * 3 / 2)) ]; then
-			rows+=("fuzz $ftook $fuzz_budget FAIL: over its budget by more than half, stopped (beside $name)")
-			failed=fuzz
-			echo "make check: FAIL: stage fuzz went over its budget ($(fmt_time "$fuzz_budget")) by more than half and was stopped" >&2
-			break
-		elif [ $frc -ne 0 ]; then
-			rows+=("fuzz $ftook $fuzz_budget FAIL (exit $frc; beside $name)")
-			failed=fuzz
-			echo "make check: FAIL: stage fuzz (make $fuzz_target) exited $frc" >&2
-			break
-		elif [ $ftook -gt "$fuzz_budget" ]; then
-			rows+=("fuzz $ftook $fuzz_budget ok, but over its budget (beside $name; waited $(fmt_time $fwait) after it)")
-		else
-			rows+=("fuzz $ftook $fuzz_budget ok (beside $name; waited $(fmt_time $fwait) after it)")
-		fi
+		verdict fuzz $frc $((SECONDS - fuzz_t0)) "$fuzz_budget" "$fuzz_target" \
+			"beside $name; waited $(fmt_time $((SECONDS - t1))) after it" || break
 	fi
 	if [ "$name" = setup ]; then
 		scripts/setup.sh hosts >"$hosts_log" 2>&1 &
