@@ -20,6 +20,7 @@ import (
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
 	"github.com/mcptrace/mcptrace/sessions"
 )
@@ -228,22 +229,14 @@ func pinnedDoomDump(pinDir string) string {
 	return b.String()
 }
 
-// procState is what /proc says of pid's state and signals, for a
-// failure's message.
+// procState is what /proc says of pid's state and parent, for a
+// failure's message (procfs.ReadStat reports a zombie too).
 func procState(pid uint32) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procfs.ReadStat("", pid)
 	if err != nil {
 		return err.Error()
 	}
-	var keep []string
-	for _, l := range strings.Split(string(b), "\n") {
-		for _, k := range []string{"State:", "PPid:", "SigPnd:", "ShdPnd:", "SigBlk:", "SigIgn:", "SigCgt:"} {
-			if strings.HasPrefix(l, k) {
-				keep = append(keep, strings.Join(strings.Fields(l), " "))
-			}
-		}
-	}
-	return strings.Join(keep, ", ")
+	return fmt.Sprintf("state %c, parent %d", st.State, st.PPID)
 }
 
 // pinnedLostForks is the kernel's count of fork records that found no
