@@ -138,7 +138,7 @@ func (a *Agent) historyEvents(evs []lineage.Event, data func(i int) []byte, buf 
 	}
 	buf = buf[:0]
 	for i, ev := range evs {
-		buf = append(buf, history.Event{Time: ev.Time, PID: ev.Proc.PID, Kind: uint8(ev.Kind), Data: data(i)})
+		buf = append(buf, history.Event{Time: ev.Time, PID: ev.Proc.PID, Kind: uint8(ev.Kind), UID: ev.UID, Data: data(i)})
 	}
 	a.hist.j.Events(buf)
 	return buf
@@ -327,6 +327,15 @@ func (a *Agent) baseUsage(k historyKey, hs history.Session) {
 func (a *Agent) summary(s sessions.Session, rec api.SessionRecord) history.Session {
 	j := a.hist.j
 	hs := history.Session{Owner: s.Owner, ID: s.ID, Origin: s.Origin, Began: j.Wall(s.Began), EndReason: s.EndReason, Written: time.Now()}
+	// Every process the record holds, whoever may see it: the index
+	// `tree PID --at` looks a pid up in (api.pastTree narrows the answer).
+	hs.PIDs = make([]uint32, 0, len(rec.Members)+len(rec.ContainerProcesses))
+	for _, p := range rec.Members {
+		hs.PIDs = append(hs.PIDs, p.ID.PID)
+	}
+	for _, cp := range rec.ContainerProcesses {
+		hs.PIDs = append(hs.PIDs, cp.Process.ID.PID)
+	}
 	if s.State == sessions.Ended && s.EndedAt != 0 {
 		hs.Ended = j.Wall(s.EndedAt)
 	}

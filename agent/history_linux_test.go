@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -23,22 +24,6 @@ import (
 	"github.com/mcptrace/mcptrace/sessions"
 	"github.com/mcptrace/mcptrace/state"
 )
-
-// pastSession waits until the agent answers for session id from its
-// history (it no longer holds it) and returns that answer.
-func pastSession(t *testing.T, ag *agenttest.Process, id string) api.SessionDetail {
-	t.Helper()
-	var d api.SessionDetail
-	testenv.Eventually(t, "session "+id+" answered from the history", func() (bool, string) {
-		var err error
-		d, err = ag.Client().Session(context.Background(), id, nil)
-		if err != nil {
-			return false, err.Error()
-		}
-		return !d.Recorded.IsZero(), fmt.Sprintf("answered from memory: %s %v", d.Session.State, d.Session.EndReason)
-	})
-	return d
-}
 
 // checkSessionA checks the history's answer for sessionA after its root
 // was killed: every member, the dead wrapper among them, and a kill
@@ -124,7 +109,7 @@ func TestHistoryAnswersForSessionsTheAgentForgotAndAcrossARestart(t *testing.T) 
 		return len(left) == 0, fmt.Sprint(left)
 	})
 
-	d := pastSession(t, ag, "hist-a")
+	d := agenttest.Recorded(t, ag, "hist-a")
 	checkSessionA(t, d, s)
 	out, err := ag.CLI("tree", "--session", "hist-a")
 	t.Logf("tree --session hist-a from the history:\n%s", out)
@@ -163,7 +148,7 @@ func TestHistoryAnswersForSessionsTheAgentForgotAndAcrossARestart(t *testing.T) 
 
 	ag.Stop(syscall.SIGKILL)
 	ag.Start()
-	d = pastSession(t, ag, "hist-a")
+	d = agenttest.Recorded(t, ag, "hist-a")
 	checkSessionA(t, d, s)
 	out, err = ag.CLI("history")
 	t.Logf("history after a restart:\n%s", out)
@@ -425,4 +410,64 @@ func TestHistoryUsageGoesOnAcrossARestart(t *testing.T) {
 		t.Errorf("history --id hist-use: %v\n%s", err, out)
 	}
 	t.Logf("history --id hist-use after a restart:\n%s", out)
+}
+
+// TestAnExecFloodOfNobodysLeavesRootsHistory: issue 31's flood, with
+// real processes: two exec loops of uid 65534, each /bin/true with a
+// 4,000-byte argv, write several times the store's size (4 MiB here).
+// Root's ended session stays in the history as it was, and only uid
+// 65534's records are evicted, counted under its uid and in the metrics.
+// Before per-uid retention root's session was gone after 70 s at 256 MiB.
+func TestAnExecFloodOfNobodysLeavesRootsHistory(t *testing.T) {
+	const maxBytes = 4 << 20
+	ag := agenttest.StartProcess(t, "--sessions.retention=1s", "--lineage.retention=1s", fmt.Sprintf("--history.max-bytes=%d", maxBytes))
+	s := startSessionA(t, ag, "hist-flood")
+	s.root.Kill()
+	s.rootCmd.Wait()
+	s.waitNoSurvivor(t, "session hist-flood's members dead")
+	before := agenttest.Recorded(t, ag, "hist-flood")
+	checkSessionA(t, before, s)
+
+	const nobody = 65534
+	stop := agenttest.ExecFlood(t, nobody, 2)
+	// Until uid 65534 has written three times the store, 90 s at most
+	// (an emulated guest execs slower).
+	var st api.Status
+	start := time.Now()
+	deadline := start.Add(90 * time.Second)
+	for {
+		var err error
+		if st, err = ag.Client().Status(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if hs := st.History.Stats; hs != nil && hs.Pruned > 0 && hs.Evicted[nobody] > 0 && hs.Events*4000 > 3*maxBytes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("uid 65534's exec loops did not fill the history in 90 s: %+v", st.History.Stats)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	stop()
+	hs := st.History.Stats
+	t.Logf("in %s: %d events written, %d records evicted by uid %v, store %d bytes (bound %d)",
+		time.Since(start).Round(time.Second), hs.Events, hs.Pruned, hs.Evicted, hs.FileBytes, maxBytes)
+	for uid := range hs.Evicted {
+		if uid != nobody {
+			t.Errorf("records of uid %d were evicted for a flood of uid %d's: %v", uid, nobody, hs.Evicted)
+		}
+	}
+	if hs.FileBytes > maxBytes {
+		t.Errorf("the store takes %d bytes, bound %d", hs.FileBytes, maxBytes)
+	}
+	after := agenttest.Recorded(t, ag, "hist-flood")
+	checkSessionA(t, after, s)
+	if len(after.Processes) != len(before.Processes) || len(after.Kills) != len(before.Kills) {
+		t.Errorf("root's session changed in the flood: %d processes and %d kills, before %d and %d",
+			len(after.Processes), len(after.Kills), len(before.Processes), len(before.Kills))
+	}
+	body := scrape(t, strings.TrimSuffix(strings.TrimPrefix(ag.MetricsURL(), "http://"), "/metrics"))
+	if !regexp.MustCompile(`(?m)^mcptrace_history_records_total\{result="evicted"\} [1-9]`).MatchString(body) {
+		t.Errorf("the metrics count no eviction after %d:\n%s", hs.Evicted[nobody], grepLines(body, "mcptrace_history_records_total"))
+	}
 }

@@ -250,18 +250,21 @@ func (a *Agent) Health() exporter.Health {
 	}
 	if hs := st.History.Stats; hs != nil {
 		h.History, h.HistoryBytes = true, hs.FileBytes
-		h.HistoryRecords = map[string]uint64{"written": hs.Events + hs.Sessions, "dropped": hs.Dropped, "failed": hs.Failed}
+		h.HistoryRecords = map[string]uint64{"written": hs.Events + hs.Sessions, "dropped": hs.Dropped, "failed": hs.Failed, "evicted": 0}
+		for _, n := range hs.Evicted {
+			h.HistoryRecords["evicted"] += n
+		}
 	}
 	if a.sensor != nil {
-		if n, err := a.sensor.RequestDrops(); err == nil {
-			h.ContainerClaims["unread"] = n
+		if n, overUID, err := a.sensor.RequestDrops(); err == nil {
+			h.ContainerClaims["unread"], h.ContainerClaims["over-uid-budget"] = n, overUID
 		}
 	}
 	if srv := a.apiServer(); srv != nil {
 		as := srv.APIStatus()
 		h.Requests = as.Requests
 		h.Refused = map[string]uint64{"total-cap": as.RefusedTotalCap, "uid-cap": as.RefusedUIDCap,
-			"identity": as.RefusedIdentity, "gone": as.RefusedGone, "oversize": as.Oversize}
+			"identity": as.RefusedIdentity, "gone": as.RefusedGone, "oversize": as.Oversize, "history-busy": as.RefusedHistoryBusy}
 	}
 	// The failures the alerts watch exist from the start at 0, so the
 	// first one is an increase Prometheus sees.

@@ -83,6 +83,11 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release, ok := s.histWork.take(w, c)
+	if !ok {
+		return
+	}
+	defer release()
 	owner, ok := ownerParam(w, r)
 	if !ok {
 		return
@@ -169,6 +174,11 @@ func (s *Server) pastSession(w http.ResponseWriter, c Caller, id string, owner *
 		noSession(w, id)
 		return
 	}
+	release, ok := s.histWork.take(w, c)
+	if !ok {
+		return
+	}
+	defer release()
 	j, err := s.History()
 	f, may := historyFilter(c, owner)
 	if err != nil || !may || !sessions.ValidID(id) {
@@ -197,6 +207,9 @@ func (s *Server) pastSession(w http.ResponseWriter, c Caller, id string, owner *
 	writeJSON(w, http.StatusOK, d)
 }
 
+// maxPastTrees bounds the session records one `tree PID --at` reads.
+const maxPastTrees = 8
+
 // pastTree answers GET /v1/tree/{pid}?at=TIME from the history: the
 // process with that pid alive at that time in a session the caller may
 // see, and what it had created by then, as it was then (what exited
@@ -209,6 +222,11 @@ func (s *Server) pastTree(w http.ResponseWriter, c Caller, pid uint32, at time.T
 		notFound()
 		return
 	}
+	release, ok := s.histWork.take(w, c)
+	if !ok {
+		return
+	}
+	defer release()
 	j, err := s.History()
 	f, may := historyFilter(c, nil)
 	if err != nil || !may {
@@ -216,7 +234,10 @@ func (s *Server) pastTree(w http.ResponseWriter, c Caller, pid uint32, at time.T
 		return
 	}
 	f.From, f.To = at, at
-	list, err := j.Sessions(f, MaxHistoryLimit)
+	// The index names the sessions whose records hold pid: only those
+	// are read, at most maxPastTrees of them (a pid reused within one
+	// moment's sessions, newest first).
+	list, err := j.SessionsWithPID(f, pid, maxPastTrees)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "the history could not be read (see the agent's log)")
 		return

@@ -81,6 +81,7 @@ type Server struct {
 	fdLimit  uint64 // RLIMIT_NOFILE
 	oversize atomic.Uint64
 	gone     atomic.Uint64 // requests refused: the peer process is gone
+	histWork historyWork   // history requests running, per uid (historywork.go)
 	// requests counts requests by route pattern (fixed when the handler
 	// is built; read-only afterwards).
 	requests     map[string]*atomic.Uint64
@@ -343,7 +344,7 @@ func (s *Server) apiStatus() APIStatus {
 		Connections: s.adm.open(), MaxConnections: s.adm.maxTotal, MaxConnectionsPerUID: s.adm.maxPerUID,
 		RefusedTotalCap: s.adm.refused.overTotal.Load(), RefusedUIDCap: s.adm.refused.overUID.Load(),
 		RefusedIdentity: s.adm.refused.identity.Load(), RefusedGone: s.gone.Load(),
-		Oversize: s.oversize.Load(), FDLimit: s.fdLimit, PeerIdentity: peerIdentity(s.pidfd),
+		Oversize: s.oversize.Load(), RefusedHistoryBusy: s.histWork.refused.Load(), FDLimit: s.fdLimit, PeerIdentity: peerIdentity(s.pidfd),
 		Requests: requests,
 	}
 }

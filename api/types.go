@@ -203,6 +203,9 @@ type APIStatus struct {
 	RefusedGone uint64 `json:"refused_gone_total"`
 	// Oversize counts request bodies refused over the body limit.
 	Oversize uint64 `json:"oversize_requests_total"`
+	// RefusedHistoryBusy counts history requests refused because the
+	// caller's uid, or all users, had the most running (historywork.go).
+	RefusedHistoryBusy uint64 `json:"refused_history_busy_total"`
 	// FDLimit is the agent's RLIMIT_NOFILE (0 on Windows, which has
 	// none).
 	FDLimit uint64 `json:"fd_limit"`

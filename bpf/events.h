@@ -128,14 +128,24 @@ struct barrier_event {
  * request line `POST /v1.41/containers/<64 hex>/start` needs 23 + 64 + 6;
  * a power of two, for the verifier's mask. */
 #define REQUEST_LEN 128
-/* Request records one CPU sends in a second at most (map request_rate). */
-#define REQUESTS_PER_SEC 256
+/* Request records one uid's clients send in a second at most (map
+ * request_uid_rate), and one CPU (map request_rate): a user whose clients
+ * write start lines in a loop uses up their own budget, not the node's,
+ * and the node's keeps the ring buffer for fork, exec and exit records
+ * against many users at once. A `docker run` sends 4 or 5 requests. */
+#define REQUESTS_PER_UID_PER_SEC 256
+#define REQUESTS_PER_SEC 1024
+/* uids whose windows are kept (map request_uid_rate, least recently used
+ * out first: a uid evicted starts a new window, so uids past it share
+ * only the per-CPU bound). */
+#define REQUEST_UIDS 4096
 
 /* Requests read and not sent (map request_drops). */
 enum request_drop {
 	REQUEST_DROP_RATE = 0,       /* over REQUESTS_PER_SEC on a CPU */
 	REQUEST_DROP_UNREADABLE = 1, /* the bytes could not be read */
-	REQUEST_DROP_MAX = 2,
+	REQUEST_DROP_UID_RATE = 2,   /* over REQUESTS_PER_UID_PER_SEC for the sender's uid */
+	REQUEST_DROP_MAX = 3,
 };
 
 /* An engine API request (kind EVENT_REQUEST): the first bytes a container

@@ -211,9 +211,11 @@ struct {
 	__type(value, __u64);
 } request_drops SEC(".maps");
 
-/* The rate limit of request records, per CPU: at most REQUESTS_PER_SEC
- * in each second (a client writing start lines in a loop must not crowd
- * fork, exec and exit records out of the ring buffer). */
+/* The rate limits of request records: per uid, at most
+ * REQUESTS_PER_UID_PER_SEC in each second (one user's clients writing
+ * start lines in a loop use up their own budget only), then per CPU, at
+ * most REQUESTS_PER_SEC (many users at once must not crowd fork, exec
+ * and exit records out of the ring buffer). */
 struct request_window {
 	__u64 second;
 	__u64 sent;
@@ -225,6 +227,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct request_window);
 } request_rate SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, REQUEST_UIDS);
+	__type(key, __u32);
+	__type(value, struct request_window);
+} request_uid_rate SEC(".maps");
 
 static __always_inline void count(void *map, __u32 key)
 {
@@ -519,9 +528,38 @@ static __always_inline bool to_engine(struct task_struct *task, unsigned long fd
 	return bpf_map_lookup_elem(&engine_sockets, &id) != NULL;
 }
 
-/* request_allowed applies the per-CPU rate limit of request records. */
-static __always_inline bool request_allowed(void)
+/* request_uid_allowed applies the per-uid rate limit of request
+ * records. The window is shared by the uid's CPUs: a reset racing an
+ * increment may let a few more through in that second, never fewer. */
+static __always_inline bool request_uid_allowed(__u32 uid)
 {
+	__u64 second = bpf_ktime_get_boot_ns() / 1000000000ULL;
+	struct request_window *w = bpf_map_lookup_elem(&request_uid_rate, &uid);
+	if (!w) {
+		struct request_window fresh = {.second = second, .sent = 0};
+		bpf_map_update_elem(&request_uid_rate, &uid, &fresh, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&request_uid_rate, &uid);
+		if (!w)
+			return true; /* evicted at once: the per-CPU bound holds */
+	}
+	if (w->second != second) {
+		w->second = second;
+		w->sent = 0;
+	}
+	if (w->sent >= REQUESTS_PER_UID_PER_SEC) {
+		count(&request_drops, REQUEST_DROP_UID_RATE);
+		return false;
+	}
+	__sync_fetch_and_add(&w->sent, 1);
+	return true;
+}
+
+/* request_allowed applies the per-uid, then the per-CPU rate limit of
+ * request records. */
+static __always_inline bool request_allowed(__u32 uid)
+{
+	if (!request_uid_allowed(uid))
+		return false;
 	__u32 zero = 0;
 	struct request_window *w = bpf_map_lookup_elem(&request_rate, &zero);
 	if (!w)
@@ -593,7 +631,7 @@ int BPF_PROG(request_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	if (head[0] != 'P' || head[1] != 'O' || head[2] != 'S' || head[3] != 'T' || head[4] != ' ' || head[5] != '/')
 		return 0;
-	if (!request_allowed())
+	if (!request_allowed((__u32)bpf_get_current_uid_gid()))
 		return 0;
 	struct request_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

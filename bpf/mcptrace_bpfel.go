@@ -117,7 +117,8 @@ type McptraceRequestDrop uint32
 const (
 	McptraceRequestDropREQUEST_DROP_RATE       McptraceRequestDrop = 0
 	McptraceRequestDropREQUEST_DROP_UNREADABLE McptraceRequestDrop = 1
-	McptraceRequestDropREQUEST_DROP_MAX        McptraceRequestDrop = 2
+	McptraceRequestDropREQUEST_DROP_UID_RATE   McptraceRequestDrop = 2
+	McptraceRequestDropREQUEST_DROP_MAX        McptraceRequestDrop = 3
 )
 
 type McptraceRequestEvent struct {
@@ -163,6 +164,7 @@ const (
 	McptraceMapRecovered               = "recovered"
 	McptraceMapRequestDrops            = "request_drops"
 	McptraceMapRequestRate             = "request_rate"
+	McptraceMapRequestUidRate          = "request_uid_rate"
 	McptraceMapSpareAll                = "spare_all"
 	McptraceMapSpareComms              = "spare_comms"
 	McptraceProgRequestSysEnter        = "request_sys_enter"
@@ -242,19 +244,20 @@ type McptraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceMapSpecs struct {
-	Claims        *ebpf.MapSpec `ebpf:"claims"`
-	ClientComms   *ebpf.MapSpec `ebpf:"client_comms"`
-	DoomKills     *ebpf.MapSpec `ebpf:"doom_kills"`
-	Doomed        *ebpf.MapSpec `ebpf:"doomed"`
-	EngineSockets *ebpf.MapSpec `ebpf:"engine_sockets"`
-	Events        *ebpf.MapSpec `ebpf:"events"`
-	ExecScratch   *ebpf.MapSpec `ebpf:"exec_scratch"`
-	LostEvents    *ebpf.MapSpec `ebpf:"lost_events"`
-	Recovered     *ebpf.MapSpec `ebpf:"recovered"`
-	RequestDrops  *ebpf.MapSpec `ebpf:"request_drops"`
-	RequestRate   *ebpf.MapSpec `ebpf:"request_rate"`
-	SpareAll      *ebpf.MapSpec `ebpf:"spare_all"`
-	SpareComms    *ebpf.MapSpec `ebpf:"spare_comms"`
+	Claims         *ebpf.MapSpec `ebpf:"claims"`
+	ClientComms    *ebpf.MapSpec `ebpf:"client_comms"`
+	DoomKills      *ebpf.MapSpec `ebpf:"doom_kills"`
+	Doomed         *ebpf.MapSpec `ebpf:"doomed"`
+	EngineSockets  *ebpf.MapSpec `ebpf:"engine_sockets"`
+	Events         *ebpf.MapSpec `ebpf:"events"`
+	ExecScratch    *ebpf.MapSpec `ebpf:"exec_scratch"`
+	LostEvents     *ebpf.MapSpec `ebpf:"lost_events"`
+	Recovered      *ebpf.MapSpec `ebpf:"recovered"`
+	RequestDrops   *ebpf.MapSpec `ebpf:"request_drops"`
+	RequestRate    *ebpf.MapSpec `ebpf:"request_rate"`
+	RequestUidRate *ebpf.MapSpec `ebpf:"request_uid_rate"`
+	SpareAll       *ebpf.MapSpec `ebpf:"spare_all"`
+	SpareComms     *ebpf.MapSpec `ebpf:"spare_comms"`
 }
 
 // McptraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -294,19 +297,20 @@ func (o *McptraceObjects) Close() error {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptraceMaps struct {
-	Claims        *ebpf.Map `ebpf:"claims"`
-	ClientComms   *ebpf.Map `ebpf:"client_comms"`
-	DoomKills     *ebpf.Map `ebpf:"doom_kills"`
-	Doomed        *ebpf.Map `ebpf:"doomed"`
-	EngineSockets *ebpf.Map `ebpf:"engine_sockets"`
-	Events        *ebpf.Map `ebpf:"events"`
-	ExecScratch   *ebpf.Map `ebpf:"exec_scratch"`
-	LostEvents    *ebpf.Map `ebpf:"lost_events"`
-	Recovered     *ebpf.Map `ebpf:"recovered"`
-	RequestDrops  *ebpf.Map `ebpf:"request_drops"`
-	RequestRate   *ebpf.Map `ebpf:"request_rate"`
-	SpareAll      *ebpf.Map `ebpf:"spare_all"`
-	SpareComms    *ebpf.Map `ebpf:"spare_comms"`
+	Claims         *ebpf.Map `ebpf:"claims"`
+	ClientComms    *ebpf.Map `ebpf:"client_comms"`
+	DoomKills      *ebpf.Map `ebpf:"doom_kills"`
+	Doomed         *ebpf.Map `ebpf:"doomed"`
+	EngineSockets  *ebpf.Map `ebpf:"engine_sockets"`
+	Events         *ebpf.Map `ebpf:"events"`
+	ExecScratch    *ebpf.Map `ebpf:"exec_scratch"`
+	LostEvents     *ebpf.Map `ebpf:"lost_events"`
+	Recovered      *ebpf.Map `ebpf:"recovered"`
+	RequestDrops   *ebpf.Map `ebpf:"request_drops"`
+	RequestRate    *ebpf.Map `ebpf:"request_rate"`
+	RequestUidRate *ebpf.Map `ebpf:"request_uid_rate"`
+	SpareAll       *ebpf.Map `ebpf:"spare_all"`
+	SpareComms     *ebpf.Map `ebpf:"spare_comms"`
 }
 
 func (m *McptraceMaps) Close() error {
@@ -322,6 +326,7 @@ func (m *McptraceMaps) Close() error {
 		m.Recovered,
 		m.RequestDrops,
 		m.RequestRate,
+		m.RequestUidRate,
 		m.SpareAll,
 		m.SpareComms,
 	)

@@ -29,10 +29,13 @@ type Health struct {
 	// ("attributed", "unattributed": contested or not verified).
 	Containers map[string]int
 	// ContainerClaims counts container starts by what became of them
-	// ("claimed", "contested", "refused", "ignored", "unread").
+	// ("claimed", "contested", "refused", "ignored", "unread", and
+	// "over-uid-budget": unread because the sender's uid sent more than
+	// its budget).
 	ContainerClaims map[string]uint64
 	// History: the agent keeps a history. HistoryRecords counts records
-	// by result ("written", "dropped", "failed"); HistoryBytes is the
+	// by result ("written", "dropped", "failed", "evicted": removed to
+	// make room, of the uid that held the most); HistoryBytes is the
 	// store's file size.
 	History        bool
 	HistoryRecords map[string]uint64

@@ -24,8 +24,11 @@
 // had queued when the agent was killed are repaired that way.
 //
 // The store is bounded by age (Options.MaxAge) and size
-// (Options.MaxBytes): the oldest records go first, events a segment at
-// a time. The queue in front of
+// (Options.MaxBytes), shared by uid (retention.go): each uid's events
+// are a stream of segments of their own (streams.go), and when the store
+// is full the uid that holds the most loses its oldest records, events a
+// segment at a time: one user's churn removes only their own. The
+// queue in front of
 // the writer is bounded too (Options.MaxQueue); what does not fit is
 // counted (Stats.Dropped) and noted in the store, never blocked on.
 //

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +92,10 @@ type Stats struct {
 	Batches uint64 `json:"batches"`
 	// Pruned counts records removed by retention (age or size).
 	Pruned uint64 `json:"pruned"`
+	// Evicted counts, by uid, the records retention removed for size,
+	// of the uid that held the most (retention.go); uids past
+	// maxStreams are counted under 4294967295.
+	Evicted map[uint32]uint64 `json:"evicted,omitempty"`
 	// FileBytes is what the store's files take (history.db and the
 	// events' segments), InUseBytes what its records take of it.
 	FileBytes  int64 `json:"file_bytes"`
@@ -107,16 +113,16 @@ type Stats struct {
 // Journal is an open history store and its writer.
 type Journal struct {
 	db    *bolt.DB
-	segs  *segmentLog
+	segs  *streams
 	path  string
 	opts  Options
 	epoch uint64 // this boot's wall ns at boot time 0
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	chunks   []chunk // sealed chunks of events, oldest first
-	filling  chunk   // the chunk events are appended to
-	events   int     // events in chunks and filling
+	chunks   []chunk           // sealed chunks of events, oldest first
+	filling  map[uint32]*chunk // the chunk each uid's events are appended to
+	events   int               // events in chunks and filling
 	sessions []Session
 	notes    []Note
 	queued   int    // bytes in the queue
@@ -130,6 +136,9 @@ type Journal struct {
 	finished chan struct{}
 
 	stats      statsCounters
+	evictMu    sync.Mutex
+	evictedBy  map[uint32]uint64 // records removed of each uid that held the most
+	lastEvict  time.Time
 	movedAside string
 	lastFail   time.Time
 	broken     atomic.Bool // a read or write found the store corrupt
@@ -168,6 +177,7 @@ func Open(opts Options) (*Journal, error) {
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		finished: make(chan struct{}),
+		filling:  map[uint32]*chunk{},
 	}
 	db, err := j.open()
 	if err == nil {
@@ -201,14 +211,14 @@ func Open(opts Options) (*Journal, error) {
 	}
 	// The segments are opened once bbolt's lock is held: no other agent
 	// appends to them.
-	segs, cut, err := openSegments(filepath.Join(opts.Dir, segmentsDir), opts.MaxBytes, stamp(opts.Now()))
+	segs, cut, err := openStreams(filepath.Join(opts.Dir, segmentsDir), opts.MaxBytes, stamp(opts.Now()))
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	j.segs = segs
 	for _, what := range cut {
-		j.log.Warn("history: "+what, "dir", segs.dir)
+		j.log.Warn("history: "+what, "dir", segs.root)
 		j.notes = append(j.notes, Note{At: opts.Now(), What: what})
 		j.seq++
 	}
@@ -268,7 +278,7 @@ func (j *Journal) open() (db *bolt.DB, err error) {
 		case len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion:
 			return fmt.Errorf("the store's format is %x, not %d", v, formatVersion)
 		}
-		for _, name := range [][]byte{bucketSessions, bucketDetails, bucketNotes, bucketBoots} {
+		for _, name := range [][]byte{bucketSessions, bucketDetails, bucketMembers, bucketNotes, bucketBoots} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -331,10 +341,12 @@ func (j *Journal) Events(evs []Event) {
 }
 
 // chunk is a chunk of events being queued: its buffer (a frame head,
-// segments.go, then the chunk, records.go), the wall time of its oldest
-// and newest event and how many it holds.
+// segments.go, then the chunk, records.go), the uid whose events it
+// holds, the wall time of its oldest and newest event and how many it
+// holds.
 type chunk struct {
 	buf            []byte
+	uid            uint32
 	oldest, newest uint64
 	events         int
 }
@@ -345,40 +357,51 @@ type chunk struct {
 // collections.
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, chunkBytes); return &b }}
 
-// appendEvent encodes e into the chunk being filled, sealing it first when e
-// does not fit. An event too large for a chunk of its own size gets one
-// of its own size. j.mu is held.
+// appendEvent encodes e into the chunk of its uid being filled, sealing
+// it first when e does not fit. An event too large for a chunk of its
+// own size gets one of its own size. j.mu is held.
 func (j *Journal) appendEvent(e Event) {
 	need := eventKeyLen + binary.MaxVarintLen32 + len(e.Data)
-	if j.filling.buf != nil && len(j.filling.buf)+need > chunkBytes {
-		j.seal()
+	c := j.filling[e.UID]
+	if c != nil && len(c.buf)+need > chunkBytes {
+		j.seal(e.UID)
+		c = nil
 	}
-	if j.filling.buf == nil {
+	if c == nil {
+		c = &chunk{uid: e.UID, oldest: math.MaxUint64}
 		const head = frameHeadLen + chunkHeadLen
 		if head+need > chunkBytes {
-			j.filling.buf = make([]byte, head, head+need)
+			c.buf = make([]byte, head, head+need)
 		} else {
-			j.filling.buf = (*chunkPool.Get().(*[]byte))[:head]
+			c.buf = (*chunkPool.Get().(*[]byte))[:head]
 		}
-		j.filling.oldest, j.filling.newest = math.MaxUint64, 0
+		j.filling[e.UID] = c
 	}
 	wall := j.epoch + e.Time
-	j.filling.oldest, j.filling.newest = min(j.filling.oldest, wall), max(j.filling.newest, wall)
-	j.filling.events++
-	b := appendEventKey(j.filling.buf, wall, e.PID, e.Kind)
+	c.oldest, c.newest = min(c.oldest, wall), max(c.newest, wall)
+	c.events++
+	b := appendEventKey(c.buf, wall, e.PID, e.Kind)
 	b = binary.AppendUvarint(b, uint64(len(e.Data)))
-	j.filling.buf = append(b, e.Data...)
+	c.buf = append(b, e.Data...)
 }
 
-// seal moves the chunk being filled, if any, to the chunks to write. j.mu is
-// held.
-func (j *Journal) seal() {
-	if j.filling.buf == nil {
+// seal moves uid's chunk being filled, if any, to the chunks to write.
+// j.mu is held.
+func (j *Journal) seal(uid uint32) {
+	c := j.filling[uid]
+	if c == nil {
 		return
 	}
-	binary.BigEndian.PutUint64(j.filling.buf[frameHeadLen:], j.filling.newest)
-	j.chunks = append(j.chunks, j.filling)
-	j.filling = chunk{}
+	binary.BigEndian.PutUint64(c.buf[frameHeadLen:], c.newest)
+	j.chunks = append(j.chunks, *c)
+	delete(j.filling, uid)
+}
+
+// sealAll seals every chunk being filled, by uid. j.mu is held.
+func (j *Journal) sealAll() {
+	for _, uid := range slices.Sorted(maps.Keys(j.filling)) {
+		j.seal(uid)
+	}
 }
 
 // recycle returns the buffers of chunks written (or failed) to
@@ -488,6 +511,11 @@ func (j *Journal) Stats() Stats {
 		MovedAside: j.movedAside,
 		Corrupt:    j.broken.Load(),
 	}
+	j.evictMu.Lock()
+	if len(j.evictedBy) > 0 {
+		s.Evicted = maps.Clone(j.evictedBy)
+	}
+	j.evictMu.Unlock()
 	if o := j.segs.oldest(); o != 0 {
 		// Events past MaxAge in a segment kept for newer ones are not
 		// read.
@@ -528,7 +556,7 @@ func (j *Journal) run() {
 // segments, sessions and notes in one bbolt transaction.
 func (j *Journal) write() {
 	j.mu.Lock()
-	j.seal()
+	j.sealAll()
 	chunks, events, sess, notes, upto := j.chunks, j.events, j.sessions, j.notes, j.seq
 	j.chunks, j.events, j.sessions, j.notes, j.queued = nil, 0, nil, nil, 0
 	if j.dropped > 0 {
@@ -552,6 +580,17 @@ func (j *Journal) write() {
 					return err
 				}
 				if err := db.Put(k, detail); err != nil {
+					return err
+				}
+				// A record without pids is read as holding every pid
+				// (SessionsWithPID), as one written before the index.
+				mb := tx.Bucket(bucketMembers)
+				if len(s.PIDs) == 0 {
+					err = mb.Delete(k)
+				} else {
+					err = mb.Put(k, packPIDs(s.PIDs))
+				}
+				if err != nil {
 					return err
 				}
 			}
@@ -591,30 +630,42 @@ func (j *Journal) write() {
 	j.mu.Unlock()
 }
 
-// appendEvents appends chunks to the segments: as one batch when they
-// fit a segment, else as several, each whole. Before each, retention
-// makes room for it when it would take the records past 3/4 of MaxBytes.
-// It reports whether any was written; what was not is counted failed.
+// appendEvents appends chunks to the streams of their uids: each uid's
+// as one batch when they fit a segment, else as several, each whole.
+// Before each, retention makes room for it when it would take the
+// records past 3/4 of MaxBytes. It reports whether any was written;
+// what was not is counted failed.
 func (j *Journal) appendEvents(chunks []chunk) bool {
 	rotateBefore := wallNS(j.opts.Now().Add(-j.opts.MaxAge / 8))
 	wrote := false
-	for len(chunks) > 0 {
-		n, bytes, events := 0, int64(0), 0
-		for ; n < len(chunks) && (n == 0 || bytes+int64(len(chunks[n].buf)) <= j.segs.maxSize); n++ {
-			bytes += int64(len(chunks[n].buf))
-			events += chunks[n].events
+	byUID := map[uint32][]chunk{}
+	for _, c := range chunks {
+		byUID[c.uid] = append(byUID[c.uid], c)
+	}
+	for _, uid := range slices.Sorted(maps.Keys(byUID)) {
+		chunks := byUID[uid]
+		l, err := j.segs.log(uid)
+		if err != nil {
+			j.failed("the events of a uid could not have a stream of their own; they are kept in the shared one", "uid", uid, "err", err)
 		}
-		if j.inUse()+bytes > j.opts.MaxBytes*3/4 {
-			j.prune(bytes)
+		for len(chunks) > 0 {
+			n, bytes, events := 0, int64(0), 0
+			for ; n < len(chunks) && (n == 0 || bytes+int64(len(chunks[n].buf)) <= j.segs.maxSize); n++ {
+				bytes += int64(len(chunks[n].buf))
+				events += chunks[n].events
+			}
+			if j.inUse()+bytes > j.opts.MaxBytes*3/4 {
+				j.prune(bytes)
+			}
+			if err := l.append(chunks[:n], rotateBefore); err != nil {
+				j.stats.failed.Add(uint64(events))
+				j.failed("a batch of events could not be written; its events are lost to the history (counted in failed)", "events", events, "uid", uid, "err", err)
+			} else {
+				j.stats.events.Add(uint64(events))
+				wrote = true
+			}
+			chunks = chunks[n:]
 		}
-		if err := j.segs.append(chunks[:n], rotateBefore); err != nil {
-			j.stats.failed.Add(uint64(events))
-			j.failed("a batch of events could not be written; its events are lost to the history (counted in failed)", "events", events, "err", err)
-		} else {
-			j.stats.events.Add(uint64(events))
-			wrote = true
-		}
-		chunks = chunks[n:]
 	}
 	return wrote
 }

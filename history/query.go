@@ -36,11 +36,30 @@ func (f Filter) match(s Session) bool {
 // Sessions returns up to limit sessions f selects, the newest (by Began)
 // first, without their details.
 func (j *Journal) Sessions(f Filter, limit int) ([]Session, error) {
+	return j.selectSessions(f, limit, nil)
+}
+
+// SessionsWithPID returns up to limit sessions f selects whose records
+// hold a process pid, the newest first, without their details: the
+// index (records.go, members) decides, no detail is read. A record
+// written before the index is returned as if it held pid.
+func (j *Journal) SessionsWithPID(f Filter, pid uint32, limit int) ([]Session, error) {
+	return j.selectSessions(f, limit, func(tx *bolt.Tx, k []byte) bool {
+		m := tx.Bucket(bucketMembers).Get(k)
+		return m == nil || holdsPID(m, pid)
+	})
+}
+
+// selectSessions is Sessions of the records hold (when not nil) keeps.
+func (j *Journal) selectSessions(f Filter, limit int, hold func(tx *bolt.Tx, k []byte) bool) ([]Session, error) {
 	var out []Session
 	err := j.view("reading sessions", func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketSessions).Cursor()
 		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
 			if _, owner, id, ok := parseSessionKey(k); !ok || f.Owner != nil && owner != *f.Owner || f.ID != "" && id != f.ID {
+				continue
+			}
+			if hold != nil && !hold(tx, k) {
 				continue
 			}
 			var s Session
@@ -111,26 +130,28 @@ func (j *Journal) EventsBetween(from, to time.Time, fn func(at time.Time, data [
 	type found struct{ key, data []byte }
 	var evs []found
 	start, end := max(wallNS(from), j.ageCutoff()), wallNS(to)
-	for _, s := range j.segs.snapshot() {
-		if s.empty() || s.oldest > end || s.newest < start {
-			continue
-		}
-		err := j.segs.read(s, start, end, func(chunk []byte) error {
-			err := eachInChunk(chunk, func(key, data []byte) bool {
-				if t := keyTime(key); t >= start && t <= end {
-					evs = append(evs, found{bytes.Clone(key), bytes.Clone(data)})
+	for _, st := range j.segs.all() {
+		for _, s := range st.log.snapshot() {
+			if s.empty() || s.oldest > end || s.newest < start {
+				continue
+			}
+			err := st.log.read(s, start, end, func(chunk []byte) error {
+				err := eachInChunk(chunk, func(key, data []byte) bool {
+					if t := keyTime(key); t >= start && t <= end {
+						evs = append(evs, found{bytes.Clone(key), bytes.Clone(data)})
+					}
+					return true
+				})
+				if err != nil {
+					// A frame whose checksum holds but whose chunk does
+					// not read: written so by a fault of ours.
+					return fmt.Errorf("%w: segment %s: %v", errDamagedSegment, st.log.path(s.seq), err)
 				}
-				return true
+				return nil
 			})
 			if err != nil {
-				// A frame whose checksum holds but whose chunk does
-				// not read: written so by a fault of ours.
-				return fmt.Errorf("%w: segment %s: %v", errDamagedSegment, segmentName(s.seq), err)
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 	}
 	slices.SortStableFunc(evs, func(a, b found) int { return bytes.Compare(a.key, b.key) })

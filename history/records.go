@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -14,6 +15,9 @@ type Event struct {
 	Time uint64
 	PID  uint32
 	Kind uint8
+	// UID is the uid the process ran under: its events are kept in that
+	// uid's stream (streams.go), and go with that uid's (retention.go).
+	UID uint32
 	// Data is the event as state.AppendEvent encodes it, argv redacted.
 	// Events copies it.
 	Data []byte
@@ -55,6 +59,10 @@ type Session struct {
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	// Written is when the agent last handed the session in.
 	Written time.Time `json:"written"`
+	// PIDs are the pids of every process the record holds: the index
+	// SessionsWithPID reads, so that a lookup by pid decodes no other
+	// session's details. Not part of the summary.
+	PIDs []uint32 `json:"-"`
 	// Detail is what the agent handed in to show the session; it is
 	// stored apart, and Sessions lists without it.
 	Detail json.RawMessage `json:"detail,omitempty"`
@@ -76,6 +84,9 @@ type Note struct {
 //
 //	sessions  began wall ns u64 | owner u32 | id → Session without Detail
 //	details   the same key → the Session's Detail
+//	members   the same key → the Session's PIDs, sorted, u32 each (none
+//	          for a record written before the index: it is read as
+//	          holding every pid)
 //	notes     wall ns u64 | sequence u64
 //	boots     boot id → epoch (wall ns at boot) u64
 //
@@ -99,6 +110,7 @@ const (
 var (
 	bucketSessions = []byte("sessions")
 	bucketDetails  = []byte("details")
+	bucketMembers  = []byte("members")
 	bucketNotes    = []byte("notes")
 	bucketBoots    = []byte("boots")
 	bucketMeta     = []byte("meta")
@@ -178,4 +190,31 @@ func wallNS(t time.Time) uint64 {
 		return 0
 	}
 	return uint64(t.UnixNano())
+}
+
+// packPIDs is pids sorted and deduplicated, u32 each.
+func packPIDs(pids []uint32) []byte {
+	sorted := slices.Compact(slices.Sorted(slices.Values(pids)))
+	b := make([]byte, 0, 4*len(sorted))
+	for _, p := range sorted {
+		b = binary.BigEndian.AppendUint32(b, p)
+	}
+	return b
+}
+
+// holdsPID reports whether a members value (packPIDs) holds pid.
+func holdsPID(packed []byte, pid uint32) bool {
+	lo, hi := 0, len(packed)/4
+	for lo < hi {
+		m := (lo + hi) / 2
+		switch v := binary.BigEndian.Uint32(packed[4*m:]); {
+		case v == pid:
+			return true
+		case v < pid:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return false
 }

@@ -10,15 +10,29 @@ import (
 	"time"
 )
 
-// segmentFiles are the segment files in a store's directory, oldest
-// first.
-func segmentFiles(t *testing.T, dir string) []string {
+// segmentFiles are the segment files in a store's directory, of every
+// stream: the shared one's, then each uid's, oldest first.
+func segmentFiles(t testing.TB, dir string) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, segmentsDir, "*"+segmentSuffix))
+	var all []string
+	for _, pat := range []string{"*" + segmentSuffix, streamPrefix + "*/*" + segmentSuffix} {
+		m, err := filepath.Glob(filepath.Join(dir, segmentsDir, pat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, m...)
+	}
+	return all
+}
+
+// uidLog is uid's stream (the tests' events are uid 0's unless set).
+func uidLog(t testing.TB, j *Journal, uid uint32) *segmentLog {
+	t.Helper()
+	l, err := j.segs.log(uid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return l
 }
 
 // writeBatches writes batches of per events each (event i of size
@@ -155,7 +169,7 @@ func TestSegmentsRotateAndRetentionRemovesTheFirstWritten(t *testing.T) {
 		j.Events(evs)
 		flush(t, j)
 	}
-	segs := j.segs.snapshot()
+	segs := uidLog(t, j, 0).snapshot()
 	if len(segs) < 4 {
 		t.Fatalf("%d segments after 2 MB, want them 64 KiB each", len(segs))
 	}
@@ -277,10 +291,10 @@ func FuzzSegment(f *testing.F) {
 		if err := j.Flush(f.Context()); err != nil {
 			f.Fatal(err)
 		}
-		ends = append(ends, j.segs.newest().size)
+		ends = append(ends, uidLog(f, j, 0).newest().size)
 	}
 	j.Close()
-	m, _ := filepath.Glob(filepath.Join(dir, segmentsDir, "*"+segmentSuffix))
+	m := segmentFiles(f, dir)
 	valid, err := os.ReadFile(m[0])
 	if err != nil || int64(len(valid)) != ends[len(ends)-1] {
 		f.Fatalf("the written segment: %d bytes, %v; batches end at %v", len(valid), err, ends)

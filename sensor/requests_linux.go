@@ -174,23 +174,28 @@ func (s *Sensor) RequestsDropped() uint64 { return s.requestsDropped.Load() }
 func (s *Sensor) RequestsErr() error { return s.requestsErr }
 
 // RequestDrops counts the requests the kernel read but did not send (over
-// its rate limit, or unreadable) and the runs of the reader it skipped
-// (Counters.RequestSkips). Each may be a container that goes unattributed.
-func (s *Sensor) RequestDrops() (uint64, error) {
+// the node's rate limit, or unreadable) and the runs of the reader it
+// skipped (Counters.RequestSkips); overUID those over their sender's
+// uid's budget (REQUESTS_PER_UID_PER_SEC), which blind that user alone.
+// Each may be a container that goes unattributed.
+func (s *Sensor) RequestDrops() (node, overUID uint64, err error) {
 	cs, err := s.Counters()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var n uint64
 	for _, c := range cs {
-		n += c.RequestSkips
+		node += c.RequestSkips
 	}
 	for i := uint32(0); i < uint32(bpf.McptraceRequestDropREQUEST_DROP_MAX); i++ {
 		v, err := sumPerCPU(s.objs.RequestDrops, "request_drops", i)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		n += v
+		if i == uint32(bpf.McptraceRequestDropREQUEST_DROP_UID_RATE) {
+			overUID += v
+		} else {
+			node += v
+		}
 	}
-	return n, nil
+	return node, overUID, nil
 }

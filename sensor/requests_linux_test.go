@@ -2,6 +2,7 @@ package sensor_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,12 +31,23 @@ func sendRequests() {
 		os.Exit(3)
 	}
 	r := bufio.NewReader(c)
-	for _, line := range strings.Split(os.Getenv("MCPTRACE_TEST_LINES"), "|") {
-		if _, err := c.Write([]byte(line)); err != nil {
-			os.Exit(4)
+	// With $MCPTRACE_TEST_FOR (a duration), the lines again and again
+	// until it has passed: a flood.
+	var until time.Time
+	if d, err := time.ParseDuration(os.Getenv("MCPTRACE_TEST_FOR")); err == nil {
+		until = time.Now().Add(d)
+	}
+	for {
+		for _, line := range strings.Split(os.Getenv("MCPTRACE_TEST_LINES"), "|") {
+			if _, err := c.Write([]byte(line)); err != nil {
+				os.Exit(4)
+			}
+			if _, err := r.ReadByte(); err != nil {
+				os.Exit(5)
+			}
 		}
-		if _, err := r.ReadByte(); err != nil {
-			os.Exit(5)
+		if !time.Now().Before(until) {
+			return
 		}
 	}
 }
@@ -272,4 +285,105 @@ func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *te
 		t.Fatalf("only %d attach rounds in %v", rounds, testenv.Bound(3*time.Minute))
 	}
 	t.Logf("%d attach and detach rounds under %d write(2) calls", rounds, calls.Load())
+}
+
+// TestOneUsersRequestFloodBlindsOnlyThemselves: issue 31's docker-group
+// user, whose clients write `POST /` lines at the engine's socket in a
+// loop (two at once, one per CPU, for 3 s), used up the kernel's
+// per-CPU budget of request records, and root's session then claimed
+// none of its containers. Now the budget is per uid first: root's
+// starts sent in the middle of the flood are every one reported, and
+// the flooder's excess is counted as over its uid's budget.
+func TestOneUsersRequestFloodBlindsOnlyThemselves(t *testing.T) {
+	const nobody = 65534
+	// A directory every uid may enter, the engine's socket anyone may
+	// connect to (standing in for a docker group member's access), and
+	// the test binary where nobody may run it, named docker.
+	dir, err := os.MkdirTemp("", "mcptrace-engine-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	engine := filepath.Join(dir, "engine.sock")
+	engineStandIn(t, engine)
+	if err := os.Chmod(engine, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	self := testenv.SelfForEveryone(t)
+	docker := filepath.Join(filepath.Dir(self), "docker")
+	if err := os.Symlink(self, docker); err != nil {
+		t.Fatal(err)
+	}
+	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
+	if err := s.RequestsErr(); err != nil {
+		testenv.Missing(t, "reading container clients' engine requests", err.Error())
+	}
+	if err := s.SetEngineSockets([]string{engine}); err != nil {
+		t.Fatal(err)
+	}
+	_, overBefore, err := s.RequestDrops()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	flood := "POST /v1.41/containers/create HTTP/1.1\r\nHost: api.moby.localhost\r\n\r\n"
+	var flooders []*exec.Cmd
+	var stderr testenv.LockedBuffer
+	for range 2 {
+		c := exec.Command(docker)
+		c.Env = testenv.HelperEnv("send-requests", "MCPTRACE_TEST_SOCKET="+engine, "MCPTRACE_TEST_LINES="+flood, "MCPTRACE_TEST_FOR=3s")
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		c.Stderr = &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		flooders = append(flooders, c)
+	}
+	t.Cleanup(func() {
+		for _, c := range flooders {
+			c.Process.Kill()
+			c.Wait()
+		}
+	})
+	time.Sleep(time.Second) // the flood is at full rate: past its budget in this second
+
+	// Root's client: 20 starts, one container each, in the flood.
+	var starts []string
+	want := map[string]bool{}
+	for i := range 20 {
+		id := fmt.Sprintf("%062x%02d", 0xabc, i)
+		starts = append(starts, "POST /v1.41/containers/"+id+"/start HTTP/1.1\r\nHost: api.moby.localhost\r\n\r\n")
+		want[containers.Request(id, containers.VerbStart)] = true
+	}
+	client := runClient(t, "docker", engine, starts...)
+	evs := collect(t, s,
+		func(ev lineage.Event) bool {
+			return ev.Kind == lineage.KindRequest && ev.Proc.PID == client || ev.Kind == lineage.KindExit && ev.Proc.PID == client
+		},
+		func(ev lineage.Event) bool { return ev.Kind == lineage.KindExit && ev.Proc.PID == client })
+	got := 0
+	for _, ev := range evs {
+		if ev.Kind == lineage.KindRequest && want[ev.Request] {
+			got++
+		}
+	}
+	for _, c := range flooders {
+		if err := c.Wait(); err != nil {
+			t.Errorf("a flooder: %v\n%s", err, stderr.String())
+		}
+	}
+	_, overAfter, err := s.RequestDrops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("root's starts reported: %d of %d; uid %d's requests over its budget: %d", got, len(want), nobody, overAfter-overBefore)
+	if got != len(want) {
+		t.Errorf("root's client sent %d starts in uid %d's flood; %d were reported", len(want), nobody, got)
+	}
+	if overAfter == overBefore {
+		t.Errorf("uid %d's flood of 3 s counted nothing over its budget: the flood proved nothing", nobody)
+	}
 }

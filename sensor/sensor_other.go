@@ -33,7 +33,7 @@ func (*Sensor) MapUsage() ([]MapUsage, error)                    { return nil, E
 func (*Sensor) SetEngineSockets([]string) error                  { return ErrNotSupported }
 func (*Sensor) RequestsDropped() uint64                          { return 0 }
 func (*Sensor) RequestsErr() error                               { return ErrNotSupported }
-func (*Sensor) RequestDrops() (uint64, error)                    { return 0, ErrNotSupported }
+func (*Sensor) RequestDrops() (node, overUID uint64, err error)  { return 0, 0, ErrNotSupported }
 func (*Sensor) Withdraw() (bool, error)                          { return true, nil }
 func (*Sensor) Close() error                                     { return nil }
 

@@ -349,7 +349,7 @@ func (s *Sensor) RequestsDropped() uint64 { return 0 }
 func (s *Sensor) RequestsErr() error { return errNoContainers }
 
 // RequestDrops fails: no container requests are read on Windows.
-func (s *Sensor) RequestDrops() (uint64, error) { return 0, errNoContainers }
+func (s *Sensor) RequestDrops() (node, overUID uint64, err error) { return 0, 0, errNoContainers }
 
 // Withdraw: the ETW session ends at Close, and nothing outlives it;
 // there is nothing to withdraw.
