@@ -24,6 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testenv.RunHelper(map[string]func(){"hostile": hostileHelper})
 	code := dockertest.Run(m)
 	testenv.RemoveBinary()
 	os.Exit(code)

@@ -148,6 +148,9 @@ func (p *Process) Continue() { p.cmd.Process.Signal(syscall.SIGCONT) }
 // Client talks to the agent.
 func (p *Process) Client() *api.Client { return api.NewClient(p.Socket) }
 
+// PID is the running agent's pid.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Logs returns what the agent logged so far, over every start.
 func (p *Process) Logs() string { return p.logs.String() }
 
