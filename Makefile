@@ -10,7 +10,7 @@ endif
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build check-go run setup setup-test generate check-generate vet test wine-test bench-once fuzz vmtest stress check bench deb image clean
+.PHONY: all build check-go run setup setup-test generate check-generate vet vet-linux vet-ports test wine-test bench-once fuzz vmtest stress check bench deb image clean
 
 all: build
 
@@ -58,9 +58,14 @@ check-generate: generate
 # for a system, Linux vets them, and their 127 k8s.io packages compiled
 # twice more cost 80 s of a cold CI run (docs/ci.md).
 PORTABLE_SKIP = -e '/deploy$$' -e '/e2e$$' -e '/internal/daemonset$$'
-vet:
+# `make vet` is both halves: vet-linux (formatting, go vet for Linux) and
+# vet-ports (Windows and darwin); make check runs vet-ports beside the VM
+# matrix (scripts/check.sh).
+vet: vet-linux vet-ports
+vet-linux:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
+vet-ports:
 	GOOS=windows $(GO) vet $$(GOOS=windows $(GO) list ./... | grep -v $(PORTABLE_SKIP))
 	GOOS=darwin $(GO) build $$(GOOS=darwin $(GO) list ./... | grep -v $(PORTABLE_SKIP))
 

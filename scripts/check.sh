@@ -20,26 +20,29 @@ MAKE=${MAKE:-make}
 # stage  budget(s)  what it runs (make and its arguments)
 stages=(
 	"setup         150  setup-test"
-	"vet           330  vet"
+	"vet           330  vet-linux"
 	"generate       60  check-generate"
 	"test          540  test"
-	"wine          120  wine-test"
 	"bench-once     90  bench-once"
 	"fuzz          300  fuzz FUZZTIME=3s"
-	"vmtest        900  vmtest"
+	"vet-ports     240  vet-ports"
+	"wine          150  wine-test"
+	"vmtest        960  vmtest"
 )
 
-# The fuzz stage runs beside the VM matrix, on one core (one worker, one
-# build job): a guest under TCG leaves most of the second core idle (it
-# waits, as its tests do, for graces and sweeps), and fuzzing is pure CPU.
-# Its row says so; its budget is its own. Run alone (scripts/check.sh
-# fuzz) it runs as any stage.
-fuzz_beside=vmtest
+# These stages run beside the VM matrix, one after another on one core
+# (fuzzing with one worker and one build job): a guest under TCG leaves
+# much of the second core idle (it waits, as its tests do, for graces and
+# sweeps), and fuzzing and compiling for other systems are pure CPU, the
+# wine tests mostly waiting on wine. Each has its row ("beside vmtest")
+# and its own budget; the first that fails stops the ones after it. Run
+# alone (scripts/check.sh fuzz wine) each runs as any stage.
+beside_of=vmtest
+beside=(fuzz vet-ports wine)
 fuzz_flags="-p=1 -parallel=1"
-fuzz_pid=""
-fuzz_log=$(mktemp)
-fuzz_end=$(mktemp)
-fuzz_t0=0
+beside_pid=""
+beside_dir=$(mktemp -d)
+beside_run=()
 
 # The real agent hosts from npm (about 1.2 GB, two minutes on a fresh
 # machine, mostly waiting on the registry) install beside vet, generate
@@ -54,9 +57,10 @@ hosts_log=$(mktemp)
 # before the test stage (internal/debian/cmd/debianroot).
 root_pid=""
 root_log=$(mktemp)
-# A stage that fails stops the run: the fuzz stage beside it goes too
-# (its timeout leads a process group of its own and passes the signal on).
-trap 'rm -f "$hosts_log" "$root_log" "$fuzz_log" "$fuzz_end"; [ -n "$hosts_pid" ] && kill "$hosts_pid" 2>/dev/null; [ -n "$root_pid" ] && kill "$root_pid" 2>/dev/null; [ -n "$fuzz_pid" ] && pkill -TERM -P "$fuzz_pid" 2>/dev/null' EXIT
+# A stage that fails stops the run: the stages beside it go too (each
+# one's timeout leads a process group of its own and passes the signal
+# on).
+trap 'rm -rf "$hosts_log" "$root_log" "$beside_dir"; [ -n "$hosts_pid" ] && kill "$hosts_pid" 2>/dev/null; [ -n "$root_pid" ] && kill "$root_pid" 2>/dev/null; [ -n "$beside_pid" ] && pkill -TERM -P "$beside_pid" 2>/dev/null' EXIT
 
 declare -a want=("$@")
 declare -a rows=()
@@ -105,32 +109,56 @@ wanted() { # stage
 	for w in "${want[@]}"; do [ "$w" = "$1" ] && return 0; done
 	return 1
 }
-fuzz_budget=0 fuzz_target=""
-for s in "${stages[@]}"; do
-	read -r name budget target <<<"$s"
-	[ "$name" = fuzz ] && fuzz_budget=$budget fuzz_target=$target
+# stage_of NAME: its budget and target, from the table.
+stage_of() {
+	local s n b t
+	for s in "${stages[@]}"; do
+		read -r n b t <<<"$s"
+		[ "$n" = "$1" ] && echo "$b $t" && return 0
+	done
+	return 1
+}
+is_beside() { # stage
+	[ -n "$beside_of" ] || return 1
+	for b in "${beside[@]}"; do [ "$b" = "$1" ] && return 0; done
+	return 1
+}
+wanted "$beside_of" || beside_of=""
+for b in "${beside[@]}"; do
+	wanted "$b" && [ -n "$beside_of" ] && beside_run+=("$b")
 done
-wanted "$fuzz_beside" || fuzz_beside=""
+
+# run_beside: the stages of beside_run, one after another, each under its
+# timeout; each leaves its output in $beside_dir/NAME.log and a line
+# "NAME EXIT START END" (SECONDS carries on in the subshell) in
+# $beside_dir/ends. The first that fails stops the rest.
+run_beside() {
+	local name budget target rc t0
+	for name in "${beside_run[@]}"; do
+		read -r budget target <<<"$(stage_of "$name")"
+		local -a bargs
+		read -ra bargs <<<"$target"
+		[ "$name" = fuzz ] && bargs+=(FUZZFLAGS="$fuzz_flags")
+		t0=$SECONDS
+		timeout -k 30 $((budget * 3 / 2)) "$MAKE" --no-print-directory "${bargs[@]}" >"$beside_dir/$name.log" 2>&1
+		rc=$?
+		echo "$name $rc $t0 $SECONDS" >>"$beside_dir/ends"
+		[ "$rc" -eq 0 ] || return
+	done
+}
 
 for s in "${stages[@]}"; do
 	read -r name budget target <<<"$s"
 	read -ra margs <<<"$target"
 	wanted "$name" || continue
-	if [ "$name" = fuzz ] && [ -n "$fuzz_beside" ]; then
-		continue # started with its companion stage, below
+	if is_beside "$name"; then
+		continue # started with the stage it runs beside, below
 	fi
-	if [ "$name" = "$fuzz_beside" ] && wanted fuzz; then
-		read -ra fargs <<<"$fuzz_target"
+	if [ "$name" = "$beside_of" ] && [ ${#beside_run[@]} -gt 0 ]; then
 		echo
-		echo "==== make check: stage fuzz, beside $name on one core (budget $(fmt_time "$fuzz_budget"), stopped at $(fmt_time $((fuzz_budget * 3 / 2)))); its output follows $name's ===="
-		fuzz_t0=$SECONDS
-		# Its exit and its own end (SECONDS carries on in the subshell):
-		# the row shows the time fuzzing took, not how long vmtest did.
-		(
-			timeout -k 30 $((fuzz_budget * 3 / 2)) "$MAKE" --no-print-directory "${fargs[@]}" FUZZFLAGS="$fuzz_flags" >"$fuzz_log" 2>&1
-			echo "$? $SECONDS" >"$fuzz_end"
-		) &
-		fuzz_pid=$!
+		echo "==== make check: stages ${beside_run[*]}, one after another beside $name on one core; their output follows $name's ===="
+		run_beside &
+		beside_pid=$!
 	fi
 	if [ "$name" = test ] && [ -n "$hosts_pid" ]; then
 		t0=$SECONDS
@@ -173,17 +201,24 @@ for s in "${stages[@]}"; do
 	timeout -k 30 "$limit" "$MAKE" --no-print-directory "${margs[@]}"
 	rc=$?
 	verdict "$name" $rc $((SECONDS - t0)) "$budget" "$target" "" || break
-	if [ -n "$fuzz_pid" ] && [ "$name" = "$fuzz_beside" ]; then
-		echo
-		echo "==== make check: stage fuzz (ran beside $name): its output ===="
+	if [ -n "$beside_pid" ] && [ "$name" = "$beside_of" ]; then
 		t1=$SECONDS
-		wait "$fuzz_pid"
-		fuzz_pid=""
-		frc=1 fend=$SECONDS
-		read -r frc fend <"$fuzz_end" || echo "make check: the fuzz stage left no exit status" >&2
-		cat "$fuzz_log"
-		verdict fuzz "$frc" $((fend - fuzz_t0)) "$fuzz_budget" "$fuzz_target" \
-			"beside $name; waited $(fmt_time $((SECONDS - t1))) after it" || break
+		wait "$beside_pid"
+		beside_pid=""
+		waited=$((SECONDS - t1))
+		ok=1
+		for b in "${beside_run[@]}"; do
+			line=$(grep "^$b " "$beside_dir/ends" 2>/dev/null)
+			[ -n "$line" ] || break # not run: one before it failed
+			read -r _ brc bstart bend <<<"$line"
+			read -r bbudget btarget <<<"$(stage_of "$b")"
+			echo
+			echo "==== make check: stage $b (ran beside $name; budget $(fmt_time "$bbudget"), stopped at $(fmt_time $((bbudget * 3 / 2)))): its output ===="
+			cat "$beside_dir/$b.log"
+			verdict "$b" "$brc" $((bend - bstart)) "$bbudget" "$btarget" \
+				"beside $name, which waited $(fmt_time "$waited") for them" || { ok=0; break; }
+		done
+		[ "$ok" -eq 1 ] || break
 	fi
 	if [ "$name" = setup ]; then
 		scripts/setup.sh hosts >"$hosts_log" 2>&1 &
