@@ -67,6 +67,9 @@ func (r *hostRun) leftovers() []agenttest.Proc {
 	return out
 }
 
+// envTag is the environment entry every process of the run inherits.
+func (r *hostRun) envTag() string { return "MCPTRACE_E2E_RUN=" + r.tag }
+
 // cleanup kills what the run left: its leftovers and any of its hosts
 // still running (every process whose argv holds the run's tag).
 func (r *hostRun) cleanup() {
@@ -79,10 +82,13 @@ func (r *hostRun) cleanup() {
 		}
 	}
 	// Until all are gone (an npx still starting a server may start it
-	// after the first kill), before the test removes HOME, which they
-	// write to.
+	// after the first kill; a host in a tmux pane still exiting after
+	// the server's kill-server), before the test removes HOME, which
+	// they write to. What runs in tmux is in none of the run's process
+	// groups, nor is the host's argv the run's: every process of the run
+	// carries its tag in the environment (command), tmux's included.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		left := append(r.leftovers(), agenttest.WithArgv(r.tag)...)
+		left := append(append(r.leftovers(), agenttest.WithArgv(r.tag)...), agenttest.WithEnv(r.envTag())...)
 		for _, p := range left {
 			p.Kill()
 		}
@@ -104,7 +110,7 @@ func (r *hostRun) command(t *testing.T, bin string, env []string, args ...string
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = r.home
 	cmd.Env = append(os.Environ(), append([]string{"HOME=" + r.home, "DISABLE_AUTOUPDATER=1",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "NO_UPDATE_NOTIFIER=1"}, env...)...)
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "NO_UPDATE_NOTIFIER=1", r.envTag()}, env...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", r.name, err)
