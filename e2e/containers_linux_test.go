@@ -172,14 +172,15 @@ func gone(t *testing.T, eng *dockertest.Engine, id string, since time.Time, boun
 	return time.Since(since)
 }
 
-// containerAgent is a test agent that attributes the engine's containers.
-func containerAgent(t *testing.T) (*agenttest.Process, *dockertest.Engine) {
+// containerAgent is a test agent that attributes the engine's containers,
+// started with flags besides.
+func containerAgent(t *testing.T, flags ...string) (*agenttest.Process, *dockertest.Engine) {
 	t.Helper()
 	eng := dockertest.Start(t)
 	if _, err := os.Stat(dockerCLI); err != nil {
 		testenv.Missing(t, "Debian's docker client "+dockerCLI, "package docker.io; make setup-test installs it")
 	}
-	ag := agenttest.StartProcess(t, "--containers.engine-socket", eng.Socket, "--metrics.sample-interval", "200ms")
+	ag := agenttest.StartProcess(t, append([]string{"--containers.engine-socket", eng.Socket, "--metrics.sample-interval", "200ms"}, flags...)...)
 	waitFor(t, containerWait, "container attribution to be on", func() (bool, string) {
 		st, err := ag.Client().Status(context.Background())
 		if err != nil {

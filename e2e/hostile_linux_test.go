@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +31,7 @@ const (
 	hostileFor     = 60 * time.Second
 	hostileP99     = 50 * time.Millisecond // root's API requests
 	hostileRSS     = 256 << 20             // the agent's resident memory at most
-	hostileHistory = 16 << 20              // history.max-bytes: the flood fills it several times
+	hostileHistory = 6 << 20               // history.max-bytes: the flood fills it several times
 	hostileGap     = 2 * time.Second       // longest time between two of Prometheus' scrapes
 )
 
@@ -76,6 +77,39 @@ func hostileHelper() {
 			}
 		})
 	}
+	// As a member of the engine's group, under the name docker: `POST /`
+	// lines at the engine's socket as fast as it answers (issue 31: they
+	// used up the kernel's request budget, and root's session claimed
+	// none of its containers).
+	var posted atomic.Int64
+	if engine := os.Getenv("MCPTRACE_HOSTILE_ENGINE"); engine != "" {
+		for range 1 {
+			wg.Go(func() {
+				for time.Now().Before(until) {
+					c, err := net.Dial("unix", engine)
+					if err != nil {
+						time.Sleep(50 * time.Millisecond)
+						continue
+					}
+					r := bufio.NewReader(c)
+					for n := 0; time.Now().Before(until); n++ {
+						c.SetDeadline(time.Now().Add(5 * time.Second))
+						if _, err := fmt.Fprintf(c, "POST /v1.41/containers/hostile-%d/start HTTP/1.1\r\nHost: docker\r\nContent-Length: 0\r\n\r\n", n); err != nil {
+							break
+						}
+						resp, err := http.ReadResponse(r, nil)
+						if err != nil {
+							break
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						posted.Add(1)
+					}
+					c.Close()
+				}
+			})
+		}
+	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -89,7 +123,7 @@ func hostileHelper() {
 		{"POST", "/v1/mark"},
 	}
 	bodies := map[string]string{"/v1/orphans/end": `{"dry_run":true,"include_likely":true}`, "/v1/mark": `{"session":"hostile-root-0"}`, "/v1/sessions/hostile-root-0/end": "{}"}
-	for range 4 {
+	for range 2 { // 8 API connections of uid 65534 in all, as issue 31 used
 		wg.Go(func() {
 			for n := 0; time.Now().Before(until); n++ {
 				r := reqs[n%len(reqs)]
@@ -105,7 +139,7 @@ func hostileHelper() {
 		})
 	}
 	wg.Wait()
-	fmt.Printf("api answers %d, metrics connections closed or refused %d\n", answered.Load(), refused.Load())
+	fmt.Printf("api answers %d, metrics connections closed or refused %d, engine requests %d\n", answered.Load(), refused.Load(), posted.Load())
 	os.Exit(0)
 }
 
@@ -118,19 +152,23 @@ func mustDuration(s string) time.Duration {
 }
 
 // TestHostileUsersSwitchNothingOff: issue 31's attacks at once, for
-// 60 s, on loopback: four hostile clients of uid 65534 (hostileHelper:
-// keep-alive connections held on the metrics port, API requests that
-// cost the most or write the log) and two exec loops of uid 65534 with a
-// 4,000-byte argv (filling the history several times), while root's
-// sessions start and end every few seconds, root asks the API every
-// 50 ms, and Debian's Prometheus scrapes every second. Then: no session
-// left a survivor, Prometheus missed no scrape for longer than 2 s,
+// 60 s, on loopback: four hostile clients of uid 65534, members of the
+// engine's group and named docker (hostileHelper: keep-alive connections
+// held on the metrics port, API requests that cost the most or write the
+// log, `POST /` lines at Debian's dockerd) and two exec loops of uid
+// 65534 with a 4,000-byte argv (filling the history several times),
+// while root's sessions start and end every few seconds, one of them
+// starting 3 containers, root asks the API every 50 ms, and Debian's
+// Prometheus scrapes every second. Then: no session left a survivor (its
+// containers included), Prometheus missed no scrape for longer than 2 s,
 // root's requests p99 is within 50 ms, root's session recorded before the
 // attack is unchanged in the history, the agent's RSS stayed under
 // 256 MiB, and every flood was counted.
 func TestHostileUsersSwitchNothingOff(t *testing.T) {
-	const nobody = 65534
-	ag := agenttest.StartProcess(t, "--sessions.retention=1s", "--lineage.retention=1s", fmt.Sprintf("--history.max-bytes=%d", hostileHistory))
+	const engineGroup = 4242
+	ag, eng := containerAgent(t, "--sessions.retention=1s", "--lineage.retention=1s", fmt.Sprintf("--history.max-bytes=%d", hostileHistory))
+	engineSocketFor(t, eng, engineGroup)
+	t.Cleanup(func() { engineSocketFor(t, eng, 0) })
 	metrics := strings.TrimSuffix(strings.TrimPrefix(ag.MetricsURL(), "http://"), "/metrics")
 	prom := startPrometheus(t, metrics)
 
@@ -143,13 +181,18 @@ func TestHostileUsersSwitchNothingOff(t *testing.T) {
 	// The attack.
 	start := time.Now()
 	self := testenv.SelfForEveryone(t)
+	docker := filepath.Join(filepath.Dir(self), "docker") // the kernel reads the requests of programs named so
+	if err := os.Symlink(self, docker); err != nil {
+		t.Fatal(err)
+	}
 	var helpers []*exec.Cmd
 	var outs []*strings.Builder
 	for range 4 {
-		c := exec.Command(self)
+		c := exec.Command(docker)
 		c.Env = testenv.HelperEnv("hostile", "MCPTRACE_HOSTILE_FOR="+hostileFor.String(), "MCPTRACE_HOSTILE_METRICS="+metrics,
-			"MCPTRACE_HOSTILE_SOCKET="+ag.Socket, "MCPTRACE_HOSTILE_AT="+at, "MCPTRACE_HOSTILE_PID="+strconv.Itoa(int(first.root)))
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+			"MCPTRACE_HOSTILE_SOCKET="+ag.Socket, "MCPTRACE_HOSTILE_AT="+at, "MCPTRACE_HOSTILE_PID="+strconv.Itoa(int(first.root)),
+			"MCPTRACE_HOSTILE_ENGINE="+eng.Socket)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{engineGroup}}}
 		out := &strings.Builder{}
 		c.Stdout, c.Stderr = out, out
 		if err := c.Start(); err != nil {
@@ -209,7 +252,32 @@ func TestHostileUsersSwitchNothingOff(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	})
-	ended := 0
+	// Root's session of three containers, in the flood's fifth second.
+	time.Sleep(time.Until(start.Add(5 * time.Second)))
+	w := startWrapper(t, ag, eng, "hostile-containers",
+		`for i in 1 2 3; do "$DOCKER" run -d --rm --network none "$IMAGE" sleep 600 >/dev/null || exit 1; done; exec sleep 600`)
+	var ids []string
+	waitFor(t, containerWait, "root's three containers attributed in the flood", func() (bool, string) {
+		d, err := sessionOf(ag, "hostile-containers", 0)
+		if err != nil {
+			return false, err.Error()
+		}
+		ids = ids[:0]
+		for _, c := range d.Containers {
+			if c.Attribution == "attributed" && c.Running {
+				ids = append(ids, c.ID)
+			}
+		}
+		return len(ids) == 3, fmt.Sprintf("%+v", d.Containers)
+	})
+	stopped := time.Now()
+	w.kill(syscall.SIGTERM)
+	for _, id := range ids {
+		if took := gone(t, eng, id, stopped, 30*time.Second); took > stopBound {
+			t.Errorf("root's container %s gone %s after its session ended, want within %s", id[:12], took, stopBound)
+		}
+	}
+	ended := 1
 	for n := 1; time.Until(deadline) > 10*time.Second; n++ {
 		s := rootSession(t, ag, fmt.Sprintf("hostile-root-%d", n))
 		time.Sleep(2 * time.Second)
@@ -281,6 +349,7 @@ func TestHostileUsersSwitchNothingOff(t *testing.T) {
 	for _, series := range []string{
 		`mcptrace_metrics_refused_total{reason="peer-cap"}`,
 		`mcptrace_history_records_total{result="evicted"}`,
+		`mcptrace_container_claims_total{result="over-uid-budget"}`,
 	} {
 		if v, ok := sample(body, series); !ok || v == 0 {
 			t.Errorf("%s: %v (found %v), want it counted", series, v, ok)

@@ -299,7 +299,7 @@ func TestOneUsersRequestFloodBlindsOnlyThemselves(t *testing.T) {
 	// A directory every uid may enter, the engine's socket anyone may
 	// connect to (standing in for a docker group member's access), and
 	// the test binary where nobody may run it, named docker.
-	dir, err := os.MkdirTemp("", "mcptrace-engine-")
+	dir, err := os.MkdirTemp("", "mcptrace-standin-engine-")
 	if err != nil {
 		t.Fatal(err)
 	}
