@@ -57,21 +57,7 @@ func hostileHelper() {
 					continue
 				}
 				held.Add(1)
-				r := bufio.NewReader(c)
-				for time.Now().Before(until) {
-					c.SetDeadline(time.Now().Add(5 * time.Second))
-					if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-						break
-					}
-					resp, err := http.ReadResponse(r, nil)
-					if err != nil {
-						break
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					time.Sleep(500 * time.Millisecond)
-				}
-				c.Close()
+				keepAsking(c, until, 500*time.Millisecond, func(int) string { return "GET / HTTP/1.1\r\nHost: x\r\n\r\n" })
 				held.Add(-1)
 				refused.Add(1)
 			}
@@ -91,21 +77,9 @@ func hostileHelper() {
 						time.Sleep(50 * time.Millisecond)
 						continue
 					}
-					r := bufio.NewReader(c)
-					for n := 0; time.Now().Before(until); n++ {
-						c.SetDeadline(time.Now().Add(5 * time.Second))
-						if _, err := fmt.Fprintf(c, "POST /v1.41/containers/hostile-%d/start HTTP/1.1\r\nHost: docker\r\nContent-Length: 0\r\n\r\n", n); err != nil {
-							break
-						}
-						resp, err := http.ReadResponse(r, nil)
-						if err != nil {
-							break
-						}
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						posted.Add(1)
-					}
-					c.Close()
+					posted.Add(int64(keepAsking(c, until, 0, func(n int) string {
+						return fmt.Sprintf("POST /v1.41/containers/hostile-%d/start HTTP/1.1\r\nHost: docker\r\nContent-Length: 0\r\n\r\n", n)
+					})))
 				}
 			})
 		}
@@ -141,6 +115,29 @@ func hostileHelper() {
 	wg.Wait()
 	fmt.Printf("api answers %d, metrics connections closed or refused %d, engine requests %d\n", answered.Load(), refused.Load(), posted.Load())
 	os.Exit(0)
+}
+
+// keepAsking sends request(n) on c and reads its answer, again and
+// again with pause between, until the time is up or c fails; it closes c
+// and returns how many were answered.
+func keepAsking(c net.Conn, until time.Time, pause time.Duration, request func(n int) string) int {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	n := 0
+	for ; time.Now().Before(until); n++ {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, request(n)); err != nil {
+			break
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			break
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(pause)
+	}
+	return n
 }
 
 func mustDuration(s string) time.Duration {
