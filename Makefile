@@ -40,11 +40,16 @@ setup-test:
 run: setup build
 	bin/mcptrace agent
 
-# Rebuild the BPF objects and their Go bindings (needs clang-19).
+# Rebuild the BPF objects and their Go bindings (needs clang-19). clang
+# numbers an object's BTF types in an order that depends on the
+# checkout's path; when that is all that changed, bpfsame puts the
+# committed bytes back (internal/bpfobj).
 generate: setup-test
 	cd bpf && $(GO) generate ./...
+	$(GO) run ./internal/bpfobj/cmd/bpfsame -keep bpf/mcptrace_bpfel.o
 
-# CI: the committed bpf2go output must match the sources.
+# CI: the committed bpf2go output must match the sources: the Go bindings
+# byte for byte, the object program for program.
 check-generate: generate
 	git diff --exit-code -- bpf/ || { echo "bpf/: generated files are stale: run 'make generate' and commit" >&2; exit 1; }
 
