@@ -17,17 +17,22 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
 
+# The whole run's budget (issue 35): the stages' own budgets are each a
+# little above what they took in the measured runs (docs/ci.md), and
+# their sum is more than this; the total row says when the run is over it.
+total_budget=2100
+
 # stage  budget(s)  what it runs (make and its arguments)
 stages=(
 	"setup         150  setup-test"
 	"vet           330  vet-linux"
 	"generate       60  check-generate"
-	"test          540  test"
+	"test          720  test"
 	"bench-once     90  bench-once"
-	"fuzz          300  fuzz FUZZTIME=3s"
-	"vet-ports     240  vet-ports"
+	"fuzz          390  fuzz FUZZTIME=3s"
+	"vet-ports     300  vet-ports"
 	"wine          150  wine-test"
-	"vmtest        960  vmtest"
+	"vmtest       1080  vmtest"
 )
 
 # These stages run beside the VM matrix, one after another on one core
@@ -80,7 +85,9 @@ print_table() {
 		[ "$3" -gt 0 ] && b=$(fmt_time "$3")
 		printf '  %-12s %9s %9s  %s\n' "$1" "$(fmt_time "$2")" "$b" "${*:4}"
 	done
-	printf '  %-12s %9s\n' total "$(fmt_time $((SECONDS - total_start)))"
+	local took=$((SECONDS - total_start)) verdict=""
+	[ "$took" -gt "$total_budget" ] && verdict="over the whole run's budget: find the stage that grew"
+	printf '  %-12s %9s %9s  %s\n' total "$(fmt_time "$took")" "$(fmt_time "$total_budget")" "$verdict"
 }
 
 # verdict NAME RC TOOK BUDGET TARGET NOTE: the stage's row in the table;
