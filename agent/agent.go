@@ -93,6 +93,11 @@ type Options struct {
 	// checked at every sample (enforcer.reap-superseded-after). 0, the
 	// default, never reaps.
 	ReapSupersededAfter time.Duration
+	// Nice, when not nil, is the scheduling priority the agent sets for
+	// every thread of its process when it starts (enforcer.nice,
+	// enforcer.DefaultNice; priority_linux.go). nil leaves it as it is:
+	// agents a test runs in its own process.
+	Nice *int
 	// ContainerEngineSocket is the container engine whose containers
 	// sessions start are attributed and ended
 	// (containers.DefaultEngineSocket); "-" turns attribution off.
@@ -332,6 +337,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// the privilege has to fix.
 	if err := sensor.Preflight(); err != nil {
 		return err
+	}
+	if a.opts.Nice != nil {
+		a.setPriority(*a.opts.Nice)
 	}
 	// What can fail for a reason outside the agent is taken before the
 	// kernel side is touched. The socket first: another agent serving

@@ -154,6 +154,9 @@ type Enforcer struct {
 	// started a newer instance of it once the older one did no I/O for
 	// this long (enforcer.reap-superseded-after); 0 never does.
 	ReapSupersededAfter time.Duration
+	// Nice is the agent's scheduling priority (enforcer.nice): other
+	// users' CPU floods must not starve the agent that ends their leaks.
+	Nice int
 }
 
 // API configures the local API socket.
@@ -255,6 +258,7 @@ func Default() Config {
 			Mode:        string(enforcer.ModeEnforce),
 			Policy:      string(enforcer.PolicyGraceful),
 			GracePeriod: enforcer.DefaultGrace,
+			Nice:        enforcer.DefaultNice,
 		},
 		Metrics: Metrics{
 			ListenAddress:  exporter.DefaultListenAddress,
@@ -349,6 +353,8 @@ func (c *Config) options() []option {
 				}
 				return between(c.Enforcer.ReapSupersededAfter, time.Second, maxRetention)
 			}},
+		{"enforcer.nice", "the agent's scheduling priority, -20 (first) to 19 (last), for every thread of it: other users' CPU floods must not starve the agent that ends their leaks (Linux; on Windows below 0 is the above-normal priority class)", &c.Enforcer.Nice,
+			func() error { return between(c.Enforcer.Nice, -20, 19) }},
 		{"enforcer.spare", "programs never signalled: a list of {name, comm, exe, argv, not}, each field a pattern or a list, every field given must match (configuration file only)", &c.Enforcer.Spare,
 			func() error { _, err := procmatch.CompileAll(c.Enforcer.Spare, procmatch.All); return err }},
 		{"state.dir", "where the agent keeps its memory across restarts: sessions, lineage, pending kills (tmpfs by default)", &c.State.Dir,

@@ -290,6 +290,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 			"history.dir",                      // "" (no history) is valid
 			"export.file",                      // "" (no export) is valid
 			"enforcer.reap-superseded-after",   // 0 (never) is valid
+			"enforcer.nice",                    // 0 is a nice value
 			"sessions.rules", "enforcer.spare": // no rules is valid
 			continue
 		}
@@ -334,6 +335,7 @@ func TestBindFlagsRegistersEveryOptionWithItsDefault(t *testing.T) {
 		"enforcer.cross-uid":             "false",
 		"metrics.listen-address":         "127.0.0.1:9467",
 		"enforcer.reap-superseded-after": "0s",
+		"enforcer.nice":                  "-10",
 		"metrics.sample-interval":        "15s",
 		"metrics.idle-after":             "30m0s",
 		"metrics.orphans-every":          "1m0s",

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/api"
+	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/daemonset"
 	"github.com/mcptrace/mcptrace/internal/dockertest"
@@ -34,7 +35,7 @@ const kustomizeBase = "../deploy/kubernetes"
 
 // daemonSetCaps are the capabilities the DaemonSet declares, as the
 // agent's /proc/PID/status must show them (CapEff, CapPrm, CapBnd).
-var daemonSetCaps = []string{"cap_kill", "cap_sys_ptrace", "cap_sys_admin", "cap_sys_resource"}
+var daemonSetCaps = []string{"cap_kill", "cap_sys_ptrace", "cap_sys_admin", "cap_sys_resource", "cap_sys_nice"}
 
 var (
 	imageOnce sync.Once
@@ -345,6 +346,16 @@ func TestNodeAgentImageRunsWithTheDaemonSetsPrivileges(t *testing.T) {
 	for _, field := range []string{"CapEff", "CapPrm", "CapBnd"} {
 		if got := slices.Sorted(slices.Values(capSet(t, pid, field))); !slices.Equal(got, want) {
 			t.Errorf("the agent's %s is %v, want the DaemonSet's %v", field, got, want)
+		}
+	}
+	// With SYS_NICE the agent in its container runs at enforcer.nice.
+	tids, err := procfs.Threads("", pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range tids {
+		if st, err := procfs.ReadStat(fmt.Sprintf("/proc/%d/task", pid), tid); err == nil && st.Nice != enforcer.DefaultNice {
+			t.Errorf("the agent's thread %d runs at nice %d in its container, want %d", tid, st.Nice, enforcer.DefaultNice)
 		}
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

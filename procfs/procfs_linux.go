@@ -359,6 +359,25 @@ func ReadStat(root string, pid uint32) (Stat, error) {
 	return st, nil
 }
 
+// Threads lists the thread IDs of process pid (root/PID/task). A process
+// that is gone wraps fs.ErrNotExist.
+func Threads(root string, pid uint32) ([]uint32, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	ents, err := os.ReadDir(filepath.Join(root, strconv.FormatUint(uint64(pid), 10), "task"))
+	if err != nil {
+		return nil, readErr(pid, err)
+	}
+	tids := make([]uint32, 0, len(ents))
+	for _, e := range ents {
+		if tid, err := strconv.ParseUint(e.Name(), 10, 32); err == nil {
+			tids = append(tids, uint32(tid))
+		}
+	}
+	return tids, nil
+}
+
 // kthreaddPID is the parent of every kernel thread.
 const kthreaddPID = 2
 
@@ -389,6 +408,7 @@ func parseStat(b []byte) (Stat, error) {
 		fPPID    = 4
 		fSession = 6
 		fFlags   = 9
+		fNice    = 19
 		fStart   = 22
 	)
 	var f [fStart + 1][]byte
@@ -413,6 +433,15 @@ func parseStat(b []byte) (Stat, error) {
 	}
 	if st.Flags, err = parseUint(f[fFlags], 64); err != nil {
 		return st, fmt.Errorf("malformed flags: %w", err)
+	}
+	neg := len(f[fNice]) > 0 && f[fNice][0] == '-'
+	nice, err := parseUint(bytes.TrimPrefix(f[fNice], []byte{'-'}), 5)
+	if err != nil || nice > 20 {
+		return st, fmt.Errorf("malformed nice %q", f[fNice])
+	}
+	st.Nice = int(nice)
+	if neg {
+		st.Nice = -st.Nice
 	}
 	if st.StartTicks, err = parseUint(f[fStart], 64); err != nil {
 		return st, fmt.Errorf("malformed starttime: %w", err)

@@ -19,6 +19,9 @@ func Read(root string, pid uint32) (lineage.Snapshot, error) {
 	return lineage.Snapshot{}, errUnsupported
 }
 
+// Threads is not supported on this OS.
+func Threads(root string, pid uint32) ([]uint32, error) { return nil, errUnsupported }
+
 // ReadCreds is not supported on this OS.
 func ReadCreds(root string, pid uint32) (lineage.Snapshot, UIDs, error) {
 	return lineage.Snapshot{}, UIDs{}, errUnsupported

@@ -10,6 +10,9 @@ type Stat struct {
 	// detached has its own.
 	Session uint32
 	Flags   uint64 // PF_* flags
+	// Nice is the scheduling priority, -20 to 19 (of the thread whose
+	// stat was read: a nice value is a thread's).
+	Nice int
 	// StartTicks is the start time in clock ticks since boot
 	// (lineage.TickNS each).
 	StartTicks uint64

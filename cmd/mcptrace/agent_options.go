@@ -42,6 +42,7 @@ func agentOptions(cfg config.Config, log *slog.Logger) (agent.Options, error) {
 		OrphansEvery:            cfg.Metrics.OrphansEvery,
 		HideServerNames:         !cfg.Metrics.ServerNames,
 		ReapSupersededAfter:     cfg.Enforcer.ReapSupersededAfter,
+		Nice:                    &cfg.Enforcer.Nice,
 		ContainerEngineSocket:   offAsDash(cfg.Containers.EngineSocket),
 		HistoryDir:              offAsDash(cfg.History.Dir),
 		HistoryMaxAge:           cfg.History.MaxAge,

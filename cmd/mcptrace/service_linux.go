@@ -69,7 +69,7 @@ func runAsRoot(in api.Install) string {
 	case api.InstallKubernetes:
 		return "The pod must run as uid 0 with the DaemonSet's capabilities (securityContext in deploy/kubernetes/daemonset.yaml): kubectl -n " + cmp.Or(in.Namespace, api.DefaultNamespace) + " edit daemonset mcptrace"
 	case api.InstallContainer:
-		return "Run the container as the README says: docker run --user=0 --cap-add=CAP_SYS_ADMIN --cap-add=CAP_SYS_PTRACE --cap-add=CAP_KILL --cap-add=CAP_SYS_RESOURCE …"
+		return "Run the container as the README says: docker run --user=0 --cap-add=CAP_SYS_ADMIN --cap-add=CAP_SYS_PTRACE --cap-add=CAP_KILL --cap-add=CAP_SYS_RESOURCE --cap-add=CAP_SYS_NICE …"
 	}
 	return "Run it as root: sudo mcptrace agent"
 }
