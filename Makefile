@@ -10,7 +10,7 @@ endif
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build check-go run setup setup-test generate check-generate vet vet-linux vet-ports test test-out wine-test bench-once fuzz vmtest stress check bench deb image clean
+.PHONY: all build check-go run setup setup-test generate check-generate vet vet-linux vet-ports test wine-test bench-once fuzz vmtest stress check bench deb image clean
 
 all: build
 
@@ -83,17 +83,9 @@ TEST_FIRST = ./e2e/ ./deploy/ ./agent/ ./vmtests/ ./vmtests/systemd/ ./enforcer/
 # attack the agent) run after the others, alone: beside other packages
 # they would measure those.
 ALONE = ^TestHostileUsersSwitchNothingOff$$
-# Packages make check takes out of its test stage and runs beside the VM
-# matrix, on the core its guests leave (scripts/check.sh: TEST_OUT, then
-# make test-out): mostly waiting (dpkg, debootstrap's root, helm). Empty,
-# as make test runs by hand: every package.
-TEST_OUT =
 test:
-	out=" $$($(if $(TEST_OUT),$(GO) list $(TEST_OUT),true) | tr '\n' ' ') " && \
-	$(GO) test -count=1 -timeout 20m -skip '$(ALONE)' $$($(GO) list $(TEST_FIRST) ./... | while read -r p; do case "$$out" in *" $$p "*) ;; *) echo "$$p" ;; esac; done)
+	$(GO) test -count=1 -timeout 20m -skip '$(ALONE)' $(TEST_FIRST) ./...
 	$(GO) test -count=1 -timeout 10m -run '$(ALONE)' ./e2e/
-test-out:
-	$(GO) test -count=1 -timeout 20m $(TEST_OUT)
 
 # The Windows tests, cross-compiled and run for real under wine: process
 # snapshots, command lines read from the PEB, handle-checked ends, the Job

@@ -27,12 +27,11 @@ stages=(
 	"setup         150  setup-test"
 	"vet           330  vet-linux"
 	"generate       60  check-generate"
-	"test          660  test TEST_OUT=./deploy/"
-	"deploy        300  test-out TEST_OUT=./deploy/"
+	"test          720  test"
+	"bench-once     90  bench-once"
 	"fuzz          390  fuzz FUZZTIME=3s"
 	"vet-ports     300  vet-ports"
 	"wine          150  wine-test"
-	"bench-once     90  bench-once"
 	"vmtest       1080  vmtest"
 )
 
@@ -40,14 +39,11 @@ stages=(
 # (fuzzing with one worker and one build job): a guest under TCG leaves
 # much of the second core idle (it waits, as its tests do, for graces and
 # sweeps), and fuzzing and compiling for other systems are pure CPU, the
-# wine tests mostly waiting on wine; the deploy package's tests wait on
-# dpkg and helm, and the benchmarks run once for their code, not to
-# measure (ci15 took 35m02s with both in the serial path: deploy was
-# 238 s of the test stage, bench-once 41 s). Each has its row ("beside vmtest")
+# wine tests mostly waiting on wine. Each has its row ("beside vmtest")
 # and its own budget; the first that fails stops the ones after it. Run
 # alone (scripts/check.sh fuzz wine) each runs as any stage.
 beside_of=vmtest
-beside=(deploy fuzz vet-ports wine bench-once)
+beside=(fuzz vet-ports wine)
 fuzz_flags="-p=1 -parallel=1"
 beside_pid=""
 beside_dir=$(mktemp -d)
