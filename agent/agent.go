@@ -95,7 +95,7 @@ type Options struct {
 	ReapSupersededAfter time.Duration
 	// Nice, when not nil, is the scheduling priority the agent sets for
 	// every thread of its process when it starts (enforcer.nice,
-	// enforcer.DefaultNice; priority_linux.go). nil leaves it as it is:
+	// enforcer.DefaultNice; priority_unix.go). nil leaves it as it is:
 	// agents a test runs in its own process.
 	Nice *int
 	// ContainerEngineSocket is the container engine whose containers
