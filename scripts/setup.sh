@@ -235,6 +235,41 @@ install() {
 	fi
 }
 
+# checkspace GIB DIR...: each filesystem that holds a DIR (or the nearest
+# part of its path that exists) has at least GIB GiB free; otherwise it
+# says which filesystem, what writes there and what to do, and exits 1.
+# A full disk otherwise surfaces minutes later as an ENOSPC from whichever
+# tool wrote last (npm, the linker, debootstrap), far from its cause.
+checkspace() {
+	local need=$1 d p fs avail bad=0
+	local -A holds=()
+	shift
+	for d in "$@"; do
+		p=$d
+		while [ ! -e "$p" ]; do p=$(dirname "$p"); done
+		fs=$(df -P "$p" | awk 'NR == 2 { print $6 }')
+		holds[$fs]+=" $d"
+	done
+	for fs in "${!holds[@]}"; do
+		avail=$(df -P -k "$fs" | awk 'NR == 2 { print int($4 / 1048576) }')
+		if [ "$avail" -lt "$need" ]; then
+			echo "setup: $fs has $avail GiB free; the tests need $need GiB there (it holds${holds[$fs]}): free space, or point TMPDIR, XDG_CACHE_HOME, GOCACHE and npm_config_cache at a filesystem with room" >&2
+			bad=1
+		fi
+	done
+	return "$bad"
+}
+
+# What a full `make check` writes, measured on a fresh machine (docs/ci.md):
+# the Go build and module caches, the kernels and the Debian root under
+# XDG_CACHE_HOME, node_modules and npm's cache, bin/ and the tests' temporary
+# directories.
+if [ "$mode" = test ]; then
+	checkspace 8 "$repo" "${TMPDIR:-/tmp}" "${XDG_CACHE_HOME:-$HOME/.cache}" \
+		"$(go env GOCACHE 2>/dev/null || echo "$HOME/.cache/go-build")" \
+		"$(go env GOMODCACHE 2>/dev/null || echo "$HOME/go/pkg/mod")" \
+		"${npm_config_cache:-$HOME/.npm}" || exit 1
+fi
 install "${want[@]}"
 if [ "$mode" = test ]; then
 	"$(dirname "$0")/../vmtests/setup.sh"

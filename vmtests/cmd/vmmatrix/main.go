@@ -334,8 +334,8 @@ type goTestJob struct {
 }
 
 // planJobs turns a kernel's planned packages into go test runs: one for
-// every package run whole, one per package run in part (its -run pattern
-// is its own). With callerRun (the caller passed -run) every planned
+// every package run whole, one per package run in part (its -run or
+// -skip pattern is its own). With callerRun (the caller passed -run) every planned
 // package runs in one go test with the caller's choice.
 func planJobs(pkgList []string, planned map[string]*selection, callerRun bool) []goTestJob {
 	var whole []string
@@ -344,8 +344,10 @@ func planJobs(pkgList []string, planned map[string]*selection, callerRun bool) [
 		s := planned[p]
 		switch {
 		case s == nil:
-		case s.whole || callerRun:
+		case (s.whole && len(s.skip) == 0) || callerRun:
 			whole = append(whole, p)
+		case s.whole:
+			jobs = append(jobs, goTestJob{pkgs: []string{p}, flags: []string{"-skip", runPattern(s.skip)}})
 		default:
 			jobs = append(jobs, goTestJob{pkgs: []string{p}, flags: []string{"-run", runPattern(s.tests)}})
 		}
@@ -742,6 +744,9 @@ func report(w io.Writer, runs []*kernelRun, pkgs []string, mod string, total tim
 			}
 			if sel != nil && !sel.whole {
 				detail += fmt.Sprintf(", %d of the plan", len(sel.tests))
+			}
+			if sel != nil && sel.whole && len(sel.skip) > 0 && !kr.callerRun {
+				detail += fmt.Sprintf(", %d left to the host", len(sel.skip))
 			}
 			fmt.Fprintf(tw, "%s (%s)\t", label, detail)
 			if p == nil {

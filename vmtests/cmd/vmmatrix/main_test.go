@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -72,7 +73,8 @@ func TestShellQuote(t *testing.T) {
 
 func TestPlanSaysWhatEachKernelRuns(t *testing.T) {
 	pl, err := parsePlan(strings.NewReader(`# comment
-all   ./sensor/
+all   ./sensor/ -TestW -TestX
+6.12  ./sensor/ -TestW -TestY  # left out where both leave it out
 all   ./agent/   TestB TestA   # a comment after
 7     ./agent/   TestC
 5.10  ./...
@@ -91,6 +93,8 @@ all   ./agent/   TestB TestA   # a comment after
 		for _, p := range []string{"m/agent", "m/api", "m/sensor", "m/state"} {
 			switch s := sel[p]; {
 			case s == nil:
+			case s.whole && len(s.skip) > 0:
+				out = append(out, p+"-["+strings.Join(s.skip, ",")+"]")
 			case s.whole:
 				out = append(out, p)
 			default:
@@ -100,10 +104,10 @@ all   ./agent/   TestB TestA   # a comment after
 		return strings.Join(out, " ")
 	}
 	for kernel, want := range map[string]string{
-		"5.10": "m/agent m/api m/sensor m/state", // ./... makes the agent whole
-		"6.1":  "m/agent[TestA,TestB] m/api m/sensor",
-		"6.12": "m/agent[TestA,TestB] m/sensor",
-		"7":    "m/agent[TestA,TestB,TestC] m/api m/sensor",
+		"5.10": "m/agent m/api m/sensor m/state", // ./... makes the agent and the sensor whole
+		"6.1":  "m/agent[TestA,TestB] m/api m/sensor-[TestW,TestX]",
+		"6.12": "m/agent[TestA,TestB] m/sensor-[TestW]",
+		"7":    "m/agent[TestA,TestB,TestC] m/api m/sensor-[TestW,TestX]",
 	} {
 		sel, err := pl.forKernel(kernel, expand)
 		if err != nil {
@@ -115,14 +119,15 @@ all   ./agent/   TestB TestA   # a comment after
 	}
 	sel, _ := pl.forKernel("7", expand)
 	jobs := planJobs([]string{"m/agent", "m/api", "m/sensor", "m/state"}, sel, false)
-	if len(jobs) != 2 || strings.Join(jobs[0].pkgs, " ") != "m/api m/sensor" || len(jobs[0].flags) != 0 ||
-		strings.Join(jobs[1].pkgs, " ") != "m/agent" || strings.Join(jobs[1].flags, " ") != "-run ^(TestA|TestB|TestC)$" {
+	if len(jobs) != 3 || strings.Join(jobs[0].pkgs, " ") != "m/api" || len(jobs[0].flags) != 0 ||
+		strings.Join(jobs[1].pkgs, " ") != "m/agent" || strings.Join(jobs[1].flags, " ") != "-run ^(TestA|TestB|TestC)$" ||
+		strings.Join(jobs[2].pkgs, " ") != "m/sensor" || strings.Join(jobs[2].flags, " ") != "-skip ^(TestW|TestX)$" {
 		t.Errorf("jobs for kernel 7: %+v", jobs)
 	}
 	if jobs := planJobs([]string{"m/agent", "m/api"}, sel, true); len(jobs) != 1 || len(jobs[0].pkgs) != 2 {
 		t.Errorf("with the caller's -run every planned package runs in one go test: %+v", jobs)
 	}
-	for _, bad := range []string{"all", "all ./x/ NotATest", ",7 ./x/"} {
+	for _, bad := range []string{"all", "all ./x/ NotATest", ",7 ./x/", "all ./x/ TestA -TestB", "all ./x/ -NotATest"} {
 		if _, err := parsePlan(strings.NewReader(bad)); err == nil {
 			t.Errorf("plan %q: want an error", bad)
 		}
@@ -163,7 +168,7 @@ func TestTheRepositorysPlanNamesTestsThatExist(t *testing.T) {
 			if len(files) == 0 {
 				t.Errorf("line %d: %s has no test files", r.line, pkg)
 			}
-			for _, test := range r.tests {
+			for _, test := range append(slices.Clone(r.tests), r.skip...) {
 				if !strings.Contains(src.String(), "\nfunc "+test+"(t *testing.T)") {
 					t.Errorf("line %d: %s has no test %s", r.line, pkg, test)
 				}

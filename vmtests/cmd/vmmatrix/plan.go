@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -20,9 +21,12 @@ import (
 // (5.10,7); PACKAGES a package pattern as go test takes it (./agent/,
 // ./...: patterns with ... leave out vmtests and what -exclude drops);
 // TESTS the names of top-level tests to run (with all their subtests),
-// or nothing for the whole package. Rules add up: a package named whole
-// by one rule for a kernel runs whole there, whatever other rules list.
-// '#' starts a comment.
+// or nothing for the whole package; or names each after a '-': the whole
+// package but those (tests of pure logic or of waiting, which the host
+// runs and which would only cost guest time). Rules add up: a package
+// named whole by one rule for a kernel runs whole there, whatever other
+// rules list; what two rules leave out, each whole but its own, runs when
+// either runs it. '#' starts a comment.
 type plan struct {
 	rules []planRule
 }
@@ -32,6 +36,7 @@ type planRule struct {
 	kernels []string // nil: all
 	pkgs    []string // patterns
 	tests   []string // nil: whole packages
+	skip    []string // whole packages but these (tests is nil)
 }
 
 var testNameRE = regexp.MustCompile(`^Test[A-Za-z0-9_]*$`)
@@ -63,21 +68,30 @@ func parsePlan(r io.Reader) (*plan, error) {
 			}
 		}
 		for _, t := range f[2:] {
-			if !testNameRE.MatchString(t) {
-				return nil, fmt.Errorf("line %d: %q is not a top-level test name (TestX)", n, t)
+			name, skip := strings.CutPrefix(t, "-")
+			if !testNameRE.MatchString(name) {
+				return nil, fmt.Errorf("line %d: %q is not a top-level test name (TestX, or -TestX to leave it out)", n, t)
 			}
-			rule.tests = append(rule.tests, t)
+			if skip {
+				rule.skip = append(rule.skip, name)
+			} else {
+				rule.tests = append(rule.tests, name)
+			}
+		}
+		if rule.tests != nil && rule.skip != nil {
+			return nil, fmt.Errorf("line %d: a rule lists the tests to run or the tests to leave out (-TestX), not both", n)
 		}
 		p.rules = append(p.rules, rule)
 	}
 	return p, sc.Err()
 }
 
-// selection is what one kernel runs of one package: whole, or the named
-// tests.
+// selection is what one kernel runs of one package: whole (but skip), or
+// the named tests.
 type selection struct {
 	whole bool
 	tests []string // sorted, when not whole
+	skip  []string // sorted, when whole: left out
 }
 
 // forKernel resolves the plan for one kernel: package import path →
@@ -101,7 +115,15 @@ func (p *plan) forKernel(kernel string, expand func(pattern string) ([]string, e
 					out[pkg] = s
 				}
 				if r.tests == nil {
+					if !s.whole {
+						s.skip = slices.Clone(r.skip)
+					} else {
+						// Left out only where every rule that runs it whole
+						// leaves it out.
+						s.skip = slices.DeleteFunc(s.skip, func(t string) bool { return !contains(r.skip, t) })
+					}
 					s.whole, s.tests = true, nil
+					sort.Strings(s.skip)
 					continue
 				}
 				if s.whole {
