@@ -129,7 +129,11 @@ func serveSocket(t *testing.T, s *Server) string {
 }
 
 // reusePID starts `sleep` processes until one gets pid (ns_last_pid),
-// and returns it; the test fails when the pid cannot be had.
+// and returns it. It returns nil when another process on the machine took
+// the pid first and holds it (the next process anyone forks may take a
+// freed pid: a test beside this one did, in a CI run), so the caller can
+// set its stage up again with a new pid; it fails the test when the pid
+// stays free and still cannot be had.
 func reusePID(t *testing.T, pid int) *exec.Cmd {
 	t.Helper()
 	for try := 0; try < 200; try++ {
@@ -146,6 +150,10 @@ func reusePID(t *testing.T, pid int) *exec.Cmd {
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			t.Logf("pid %d was taken by another process before this test could reuse it (try %d)", pid, try+1)
+			return nil
+		}
 	}
 	t.Fatalf("could not get pid %d for a new process in 200 tries", pid)
 	return nil
@@ -158,60 +166,77 @@ func testHeldConnectionActsForNobody(t *testing.T, noPIDFD bool) {
 	testenv.Root(t)
 	for _, stage := range []string{"zombie", "reaped", "pid reused"} {
 		t.Run(stage, func(t *testing.T) {
-			w := newWorld(t)
-			w.s.noPIDFD = noPIDFD
-			w.s.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			sock := serveSocket(t, w.s)
-			a := exec.Command(os.Args[0], "-test.run=^$")
-			a.Env = testenv.HelperEnv("connect", "API_TEST_SOCKET="+sock)
-			in, _ := a.StdinPipe()
-			out, _ := a.StdoutPipe()
-			a.Stderr = os.Stderr
-			if err := a.Start(); err != nil {
-				t.Fatal(err)
-			}
-			sc := bufio.NewScanner(out)
-			line := func() string {
-				if !sc.Scan() {
-					t.Fatalf("helper said nothing: %v", sc.Err())
+			// Another process may take the freed pid first: the stage is
+			// set up again with a new one, at most 5 times.
+			for attempt := 1; ; attempt++ {
+				if heldConnectionStage(t, stage, noPIDFD) {
+					return
 				}
-				return sc.Text()
-			}
-			// The holder exits when its stdin closes.
-			t.Cleanup(func() {
-				in.Close()
-				a.Process.Kill()
-				a.Wait()
-			})
-			if l := line(); l != "ready" {
-				t.Fatalf("helper: %s", l)
-			}
-			fmt.Fprintln(in, "go")
-			if l := line(); !strings.HasPrefix(l, "200 ") {
-				t.Fatalf("while the connecting process runs: %s, want 200", l)
-			}
-			a.Process.Kill()
-			waitZombie(t, a.Process.Pid)
-			if stage != "zombie" {
-				// Reap it without closing the pipes to the holder.
-				var ws syscall.WaitStatus
-				if _, err := syscall.Wait4(a.Process.Pid, &ws, 0, nil); err != nil {
-					t.Fatalf("reap: %v", err)
+				if attempt == 5 {
+					t.Fatalf("%d times another process took the connecting process's pid before the test could reuse it", attempt)
 				}
-			}
-			if stage == "pid reused" {
-				reusePID(t, a.Process.Pid)
-			}
-			before := w.s.gone.Load()
-			fmt.Fprintln(in, "go")
-			if l := line(); !strings.HasPrefix(l, "403 ") || !strings.Contains(l, "exited or changed") {
-				t.Fatalf("after the connecting process exited (%s): %s, want 403", stage, l)
-			}
-			if w.s.gone.Load() != before+1 {
-				t.Errorf("refusal not counted")
 			}
 		})
 	}
+}
+
+// heldConnectionStage is one stage of testHeldConnectionActsForNobody on
+// a server of its own; false when the stage could not be set up (the
+// pid to reuse was taken by another process), true when it ran.
+func heldConnectionStage(t *testing.T, stage string, noPIDFD bool) bool {
+	w := newWorld(t)
+	w.s.noPIDFD = noPIDFD
+	w.s.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sock := serveSocket(t, w.s)
+	a := exec.Command(os.Args[0], "-test.run=^$")
+	a.Env = testenv.HelperEnv("connect", "API_TEST_SOCKET="+sock)
+	in, _ := a.StdinPipe()
+	out, _ := a.StdoutPipe()
+	a.Stderr = os.Stderr
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	line := func() string {
+		if !sc.Scan() {
+			t.Fatalf("helper said nothing: %v", sc.Err())
+		}
+		return sc.Text()
+	}
+	// The holder exits when its stdin closes.
+	t.Cleanup(func() {
+		in.Close()
+		a.Process.Kill()
+		a.Wait()
+	})
+	if l := line(); l != "ready" {
+		t.Fatalf("helper: %s", l)
+	}
+	fmt.Fprintln(in, "go")
+	if l := line(); !strings.HasPrefix(l, "200 ") {
+		t.Fatalf("while the connecting process runs: %s, want 200", l)
+	}
+	a.Process.Kill()
+	waitZombie(t, a.Process.Pid)
+	if stage != "zombie" {
+		// Reap it without closing the pipes to the holder.
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(a.Process.Pid, &ws, 0, nil); err != nil {
+			t.Fatalf("reap: %v", err)
+		}
+	}
+	if stage == "pid reused" && reusePID(t, a.Process.Pid) == nil {
+		return false
+	}
+	before := w.s.gone.Load()
+	fmt.Fprintln(in, "go")
+	if l := line(); !strings.HasPrefix(l, "403 ") || !strings.Contains(l, "exited or changed") {
+		t.Fatalf("after the connecting process exited (%s): %s, want 403", stage, l)
+	}
+	if w.s.gone.Load() != before+1 {
+		t.Errorf("refusal not counted")
+	}
+	return true
 }
 
 func waitZombie(t *testing.T, pid int) {
@@ -441,5 +466,19 @@ func TestListenServesOneAgentAtATime(t *testing.T) {
 			t.Errorf("the link's target was created: %v", err)
 		}
 		l.Close()
+	}
+}
+
+// reusePID tells a pid another process holds (nil: set the stage up
+// again) from one it could not get.
+func TestReusePIDGivesWayToAProcessHoldingThePID(t *testing.T) {
+	testenv.Root(t)
+	holder := exec.Command("/bin/sleep", "30")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	if cmd := reusePID(t, holder.Process.Pid); cmd != nil {
+		t.Fatalf("reusePID(%d) gave process %d while another held the pid", holder.Process.Pid, cmd.Process.Pid)
 	}
 }
