@@ -124,6 +124,14 @@ all   ./agent/   TestB TestA   # a comment after
 		strings.Join(jobs[2].pkgs, " ") != "m/sensor" || strings.Join(jobs[2].flags, " ") != "-skip ^(TestW|TestX)$" {
 		t.Errorf("jobs for kernel 7: %+v", jobs)
 	}
+	// A test one rule names runs, whatever another leaves out.
+	named, err := parsePlan(strings.NewReader("all ./sensor/ -TestW -TestX\n7 ./sensor/ TestX\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel, _ := named.forKernel("7", expand); !sel["m/sensor"].whole || strings.Join(sel["m/sensor"].skip, ",") != "TestW" {
+		t.Errorf("kernel 7 runs m/sensor %+v, want whole but TestW", sel["m/sensor"])
+	}
 	if jobs := planJobs([]string{"m/agent", "m/api"}, sel, true); len(jobs) != 1 || len(jobs[0].pkgs) != 2 {
 		t.Errorf("with the caller's -run every planned package runs in one go test: %+v", jobs)
 	}

@@ -99,6 +99,7 @@ type selection struct {
 // without the excluded packages).
 func (p *plan) forKernel(kernel string, expand func(pattern string) ([]string, error)) (map[string]*selection, error) {
 	out := map[string]*selection{}
+	named := map[string][]string{} // package → tests a rule names to run
 	for _, r := range p.rules {
 		if r.kernels != nil && !contains(r.kernels, kernel) {
 			continue
@@ -126,6 +127,7 @@ func (p *plan) forKernel(kernel string, expand func(pattern string) ([]string, e
 					sort.Strings(s.skip)
 					continue
 				}
+				named[pkg] = append(named[pkg], r.tests...)
 				if s.whole {
 					continue
 				}
@@ -137,6 +139,10 @@ func (p *plan) forKernel(kernel string, expand func(pattern string) ([]string, e
 				sort.Strings(s.tests)
 			}
 		}
+	}
+	// A test one rule names runs, whatever another rule leaves out.
+	for pkg, s := range out {
+		s.skip = slices.DeleteFunc(s.skip, func(t string) bool { return contains(named[pkg], t) })
 	}
 	return out, nil
 }
