@@ -10,7 +10,7 @@ endif
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build check-go run setup setup-test generate check-generate vet vet-linux vet-ports test test-packages test-alone wine-test bench-once fuzz vmtest stress check bench deb image clean
+.PHONY: all build check-go run setup setup-test generate check-generate vet vet-linux vet-ports test wine-test bench-once fuzz vmtest stress check bench deb image clean
 
 all: build
 
@@ -83,12 +83,8 @@ TEST_FIRST = ./e2e/ ./deploy/ ./agent/ ./vmtests/ ./vmtests/systemd/ ./enforcer/
 # attack the agent) run after the others, alone: beside other packages
 # they would measure those.
 ALONE = ^TestHostileUsersSwitchNothingOff$$
-# make check runs the two halves as stages of their own, fuzzing beside
-# the first (scripts/check.sh).
-test: test-packages test-alone
-test-packages:
+test:
 	$(GO) test -count=1 -timeout 20m -skip '$(ALONE)' $(TEST_FIRST) ./...
-test-alone:
 	$(GO) test -count=1 -timeout 10m -run '$(ALONE)' ./e2e/
 
 # The Windows tests, cross-compiled and run for real under wine: process
@@ -106,7 +102,7 @@ bench-once:
 # Every Go fuzz target in the repository (every func FuzzX in a _test.go
 # file, found by scripts/fuzz.sh), FUZZTIME each; the total is printed
 # before and after. `make fuzz FUZZTIME=5m` for a longer run; FUZZFLAGS
-# go to go test (make check: -p=1 -parallel=1, beside the host's tests).
+# go to go test (make check: -p=1 -parallel=1, beside the VM matrix).
 FUZZTIME ?= 30s
 fuzz:
 	GO=$(GO) FUZZFLAGS="$(FUZZFLAGS)" scripts/fuzz.sh $(FUZZTIME)

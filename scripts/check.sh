@@ -27,28 +27,23 @@ stages=(
 	"setup         150  setup-test"
 	"vet           330  vet-linux"
 	"generate       60  check-generate"
-	"test          720  test-packages"
-	"fuzz          390  fuzz FUZZTIME=3s"
-	"test-alone    120  test-alone"
+	"test          720  test"
 	"bench-once     90  bench-once"
+	"fuzz          390  fuzz FUZZTIME=3s"
 	"vet-ports     300  vet-ports"
 	"wine          150  wine-test"
 	"vmtest       1080  vmtest"
 )
 
-# Stages that run beside another, one after another on one core, as
-# "ANCHOR: STAGE…". Fuzzing (one worker, one build job) runs beside the
-# host's tests, which use about 1.2 of the two cores (they wait on
-# agents, engines, graces and Prometheus), and is waited for before
-# test-alone, whose tests measure the whole machine. Compiling for other
-# systems and the wine tests run beside the VM matrix: a guest under TCG
-# leaves part of the second core idle. Each has its row ("beside ANCHOR")
+# These stages run beside the VM matrix, one after another on one core
+# (fuzzing with one worker and one build job): a guest under TCG leaves
+# much of the second core idle (it waits, as its tests do, for graces and
+# sweeps), and fuzzing and compiling for other systems are pure CPU, the
+# wine tests mostly waiting on wine. Each has its row ("beside vmtest")
 # and its own budget; the first that fails stops the ones after it. Run
 # alone (scripts/check.sh fuzz wine) each runs as any stage.
-beside_groups=(
-	"test: fuzz"
-	"vmtest: vet-ports wine"
-)
+beside_of=vmtest
+beside=(fuzz vet-ports wine)
 fuzz_flags="-p=1 -parallel=1"
 beside_pid=""
 beside_dir=$(mktemp -d)
@@ -130,25 +125,15 @@ stage_of() {
 	done
 	return 1
 }
-# group_of ANCHOR: the stages of beside_groups that run beside ANCHOR and
-# were asked for (all when the anchor runs alone: then they are not).
-group_of() {
-	local g b
-	wanted "$1" || return 0
-	for g in "${beside_groups[@]}"; do
-		[ "${g%%:*}" = "$1" ] || continue
-		for b in ${g#*:}; do
-			wanted "$b" && echo "$b"
-		done
-	done
-}
-is_beside() { # stage: whether it runs beside an anchor that runs
-	local g
-	for g in "${beside_groups[@]}"; do
-		group_of "${g%%:*}" | grep -qx "$1" && return 0
-	done
+is_beside() { # stage
+	[ -n "$beside_of" ] || return 1
+	for b in "${beside[@]}"; do [ "$b" = "$1" ] && return 0; done
 	return 1
 }
+wanted "$beside_of" || beside_of=""
+for b in "${beside[@]}"; do
+	wanted "$b" && [ -n "$beside_of" ] && beside_run+=("$b")
+done
 
 # run_beside: the stages of beside_run, one after another, each under its
 # timeout; each leaves its output in $beside_dir/NAME.log and a line
@@ -176,8 +161,7 @@ for s in "${stages[@]}"; do
 	if is_beside "$name"; then
 		continue # started with the stage it runs beside, below
 	fi
-	mapfile -t beside_run < <(group_of "$name")
-	if [ ${#beside_run[@]} -gt 0 ]; then
+	if [ "$name" = "$beside_of" ] && [ ${#beside_run[@]} -gt 0 ]; then
 		echo
 		echo "==== make check: stages ${beside_run[*]}, one after another beside $name on one core; their output follows $name's ===="
 		run_beside &
@@ -224,7 +208,7 @@ for s in "${stages[@]}"; do
 	timeout -k 30 "$limit" "$MAKE" --no-print-directory "${margs[@]}"
 	rc=$?
 	verdict "$name" $rc $((SECONDS - t0)) "$budget" "$target" "" || break
-	if [ -n "$beside_pid" ]; then
+	if [ -n "$beside_pid" ] && [ "$name" = "$beside_of" ]; then
 		t1=$SECONDS
 		wait "$beside_pid"
 		beside_pid=""
