@@ -10,7 +10,7 @@ endif
 export PATH := $(dir $(GO)):$(PATH)
 export GOFLAGS ?= -mod=mod
 
-.PHONY: all build check-go run setup setup-test generate check-generate vet vet-linux vet-ports test wine-test bench-once fuzz vmtest stress check bench deb image clean
+.PHONY: all build check-go run setup setup-test generate check-generate vet vet-linux vet-ports test wine-test bench-once fuzz vmtest vmtest-kernels stress check bench deb image clean
 
 all: build
 
@@ -137,6 +137,11 @@ VMMATRIX_OUT ?= $(CURDIR)/bin/vmtest-runs/$(shell date +%Y%m%d-%H%M%S)
 VMTEST_PURE = ./bench/... ./bpf/... ./internal/version/... ./hosts/... ./history/... ./lineage/... ./sessions/... ./redact/... ./treeview/... ./config/... ./internal/ratelog/... ./internal/quota/... ./procmatch/... ./roles/... ./exporter/... ./deploy/... ./internal/debian/... ./internal/daemonset/... ./windows/... ./orphans/... ./wrapconfig/... ./safefile/... ./events/...
 VMTEST_HOST_ONLY = ./e2e/... ./containers/... ./internal/dockertest/... ./vmtests/systemd/...
 VMTEST_EXCLUDE ?= $(VMTEST_HOST_ONLY) $(VMTEST_PURE)
+# The matrix's kernels, resolved and downloaded into the cache without
+# running anything (make check does this beside its first stages).
+vmtest-kernels:
+	CGO_ENABLED=0 $(GO) build -o bin/vmexec ./vmtests/cmd/vmexec
+	for k in $(KERNELS); do bin/vmexec -kernel $$k -resolve >/dev/null || exit 1; done
 vmtest: setup-test build
 	CGO_ENABLED=0 $(GO) build -o bin/vmexec ./vmtests/cmd/vmexec
 	CGO_ENABLED=0 $(GO) build -o bin/vmmatrix ./vmtests/cmd/vmmatrix

@@ -49,23 +49,87 @@ beside_pid=""
 beside_dir=$(mktemp -d)
 beside_run=()
 
-# The real agent hosts from npm (about 1.2 GB, two minutes on a fresh
-# machine, mostly waiting on the registry) install beside vet, generate
-# and the wine build, which need the CPU: setup leaves them out, and the
-# test stage, the first that needs them, waits for them.
-export MCPTRACE_SETUP_HOSTS=later
-hosts_pid=""
-hosts_log=$(mktemp)
-# So is the Debian root that deploy's package test and vmtests/systemd
-# share (debootstrap, two to four minutes, mostly downloading and
-# unpacking): made into debian.Bootstrap's cache beside vet, waited for
-# before the test stage (internal/debian/cmd/debianroot).
-root_pid=""
-root_log=$(mktemp)
+# Work that waits on the network more than on the CPU, or fills a stage's
+# idle CPU, runs in the background from the start of one stage and is
+# waited for before the first stage that needs it; each has a row of its
+# own (its wait) in the table:
+#   hosts-npm    the real agent hosts from npm (about 1.2 GB, two minutes
+#                on a fresh machine, mostly the registry)
+#   debian-root  the Debian root that deploy's package test and
+#                vmtests/systemd share (debootstrap, two to four minutes,
+#                mostly downloading and unpacking, into debian.Bootstrap's
+#                cache: internal/debian/cmd/debianroot)
+#   vm-kernels   the VM matrix's kernels, resolved and downloaded (make
+#                vmtest-kernels: about 15 s of CPU each, which the matrix
+#                spent on its serial path), beside the host's tests, which
+#                leave about 0.8 of a core idle
+# NAME FROM-STAGE NEEDED-BY WHAT-THE-ROW-SAYS COMMAND…
+background=(
+	"hosts-npm   vet   test    installed scripts/setup.sh hosts"
+	"debian-root vet   test    made      GO run ./internal/debian/cmd/debianroot"
+	"vm-kernels  test  vmtest  fetched   MAKE --no-print-directory vmtest-kernels"
+)
+export MCPTRACE_SETUP_HOSTS=later # setup leaves the hosts to hosts-npm
+declare -A bg_pid=() bg_log=()
+bg_dir=$(mktemp -d)
 # A stage that fails stops the run: the stages beside it go too (each
 # one's timeout leads a process group of its own and passes the signal
-# on).
-trap 'rm -rf "$hosts_log" "$root_log" "$beside_dir"; [ -n "$hosts_pid" ] && kill "$hosts_pid" 2>/dev/null; [ -n "$root_pid" ] && kill "$root_pid" 2>/dev/null; [ -n "$beside_pid" ] && pkill -TERM -P "$beside_pid" 2>/dev/null' EXIT
+# on), and so does the work in the background.
+trap 'for p in "${bg_pid[@]}"; do kill "$p" 2>/dev/null; done; [ -n "$beside_pid" ] && pkill -TERM -P "$beside_pid" 2>/dev/null; rm -rf "$bg_dir" "$beside_dir"' EXIT
+
+# stage_index NAME: its place in stages.
+stage_index() {
+	local i n
+	for i in "${!stages[@]}"; do
+		read -r n _ <<<"${stages[$i]}"
+		[ "$n" = "$1" ] && echo "$i" && return
+	done
+	echo 999
+}
+
+# bg_start STAGE: starts, before STAGE runs, the background jobs due from
+# it or an earlier stage that were not started yet, when the stage that
+# needs them will run.
+declare -A bg_started=()
+bg_start() {
+	local line name from before what cmd
+	for line in "${background[@]}"; do
+		read -r name from before what cmd <<<"$line"
+		[ -z "${bg_started[$name]:-}" ] && wanted "$before" || continue
+		[ "$(stage_index "$from")" -le "$(stage_index "$1")" ] || continue
+		bg_started[$name]=$1
+		cmd=${cmd/#GO/$(scripts/setup.sh which-go)}
+		cmd=${cmd/#MAKE/$MAKE}
+		bg_log[$name]=$bg_dir/$name.log
+		# shellcheck disable=SC2086 # cmd is words
+		$cmd >"${bg_log[$name]}" 2>&1 &
+		bg_pid[$name]=$!
+	done
+}
+
+# bg_wait STAGE: waits for the background jobs STAGE needs, a row each;
+# fails (and says which) when one failed.
+bg_wait() {
+	local line name before what cmd t0
+	for line in "${background[@]}"; do
+		read -r name _ before what cmd <<<"$line"
+		[ "$before" = "$1" ] && [ -n "${bg_pid[$name]:-}" ] || continue
+		t0=$SECONDS
+		echo
+		echo "==== make check: waiting for $name ($(c=${cmd#MAKE --no-print-directory }; echo "${c/#GO/go}"), in the background since stage ${bg_started[$name]}) ===="
+		if wait "${bg_pid[$name]}"; then
+			[ "$name" = hosts-npm ] || cat "${bg_log[$name]}"
+			rows+=("$name $((SECONDS - t0)) 0 ok ($what beside the stages from ${bg_started[$name]}; this is the wait)")
+			unset "bg_pid[$name]"
+		else
+			cat "${bg_log[$name]}"
+			rows+=("$name $((SECONDS - t0)) 0 FAIL: $cmd")
+			failed=$name
+			unset "bg_pid[$name]"
+			return 1
+		fi
+	done
+}
 
 declare -a want=("$@")
 declare -a rows=()
@@ -167,37 +231,8 @@ for s in "${stages[@]}"; do
 		run_beside &
 		beside_pid=$!
 	fi
-	if [ "$name" = test ] && [ -n "$hosts_pid" ]; then
-		t0=$SECONDS
-		echo
-		echo "==== make check: waiting for the agent hosts from npm (installing since setup) ===="
-		if wait "$hosts_pid"; then
-			rows+=("hosts-npm $((SECONDS - t0)) 0 ok (installed beside the stages before; this is the wait)")
-		else
-			cat "$hosts_log"
-			rows+=("hosts-npm $((SECONDS - t0)) 0 FAIL: scripts/setup.sh hosts")
-			failed="hosts-npm"
-			hosts_pid=""
-			break
-		fi
-		hosts_pid=""
-	fi
-	if [ "$name" = test ] && [ -n "$root_pid" ]; then
-		t0=$SECONDS
-		echo
-		echo "==== make check: waiting for the tests' Debian root (debootstrap since setup) ===="
-		if wait "$root_pid"; then
-			cat "$root_log"
-			rows+=("debian-root $((SECONDS - t0)) 0 ok (made beside the stages before; this is the wait)")
-		else
-			cat "$root_log"
-			rows+=("debian-root $((SECONDS - t0)) 0 FAIL: internal/debian/cmd/debianroot")
-			failed="debian-root"
-			root_pid=""
-			break
-		fi
-		root_pid=""
-	fi
+	[ "$name" = setup ] || bg_start "$name" # setup installs what they use
+	bg_wait "$name" || break
 	limit=$((budget * 3 / 2))
 	echo
 	echo "==== make check: stage $name (budget $(fmt_time "$budget"), stopped at $(fmt_time "$limit")) ===="
@@ -226,12 +261,6 @@ for s in "${stages[@]}"; do
 				"beside $name, which waited $(fmt_time "$waited") for them" || { ok=0; break; }
 		done
 		[ "$ok" -eq 1 ] || break
-	fi
-	if [ "$name" = setup ]; then
-		scripts/setup.sh hosts >"$hosts_log" 2>&1 &
-		hosts_pid=$!
-		"$(scripts/setup.sh which-go)" run ./internal/debian/cmd/debianroot >"$root_log" 2>&1 &
-		root_pid=$!
 	fi
 done
 print_table
