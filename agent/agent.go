@@ -382,8 +382,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		PinDir:         a.opts.PinDir,
 		Logger:         a.opts.Logger,
 	}
-	if a.opts.engineSocket() != "" {
+	if sock := a.opts.engineSocket(); sock != "" {
 		sopts.ContainerClients = containers.Clients
+		sopts.EngineSockets = []string{sock}
 	}
 	a.systemSensor(&sopts)
 	s, err := sensor.Open(sopts)

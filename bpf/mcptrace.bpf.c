@@ -166,11 +166,8 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
 
 /* From the uapi headers (vmlinux.h has no macros). */
 #define MCPTRACE_S_IFMT 00170000
-#define MCPTRACE_S_IFSOCK 0140000
 #define MCPTRACE_SOCK_STREAM 1
 #define MCPTRACE_AF_UNIX 1
-#define MCPTRACE_NR_write 1   /* x86-64 */
-#define MCPTRACE_NR_sendto 44 /* x86-64 */
 
 /* SIGNAL_GROUP_EXIT from include/linux/sched/signal.h. */
 #define MCPTRACE_SIGNAL_GROUP_EXIT 0x00000004
@@ -495,37 +492,26 @@ static __always_inline int on_exit(enum run run, struct task_struct *p)
 	return 0;
 }
 
-/* to_engine reports whether fd of task is a unix stream socket connected
- * to a socket whose inode is one of engine_sockets. An accepted socket
- * carries its listener's path, so the peer of a client's socket names the
- * engine's socket file. */
-static __always_inline bool to_engine(struct task_struct *task, unsigned long fd)
+/* engine_peer reports whether sk, a client's end of a unix stream
+ * connection, is connected to a socket whose inode is one of
+ * engine_sockets, and returns that peer (the engine's end), or NULL. An
+ * accepted socket carries its listener's path, so the peer of a client's
+ * socket names the engine's socket file; a client's own end has no path,
+ * so what the engine sends back is never taken for a request. */
+static __always_inline struct sock *engine_peer(struct sock *sk)
 {
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-		return false;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = NULL;
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) < 0 || !f)
-		return false;
-	if ((BPF_CORE_READ(f, f_inode, i_mode) & MCPTRACE_S_IFMT) != MCPTRACE_S_IFSOCK)
-		return false;
-	struct socket *sock = BPF_CORE_READ(f, private_data);
-	if (!sock || BPF_CORE_READ(sock, type) != MCPTRACE_SOCK_STREAM)
-		return false;
-	struct sock *sk = BPF_CORE_READ(sock, sk);
-	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_family) != MCPTRACE_AF_UNIX)
-		return false;
-	struct unix_sock *peer = (struct unix_sock *)BPF_CORE_READ((struct unix_sock *)sk, peer);
+	struct sock *peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
 	if (!peer)
-		return false;
-	struct inode *ino = BPF_CORE_READ(peer, path.dentry, d_inode);
+		return NULL;
+	struct inode *ino = BPF_CORE_READ((struct unix_sock *)peer, path.dentry, d_inode);
 	if (!ino)
-		return false;
+		return NULL;
 	struct sock_id id = {};
 	id.ino = BPF_CORE_READ(ino, i_ino);
 	id.dev = BPF_CORE_READ(ino, i_sb, s_dev);
-	return bpf_map_lookup_elem(&engine_sockets, &id) != NULL;
+	if (!bpf_map_lookup_elem(&engine_sockets, &id))
+		return NULL;
+	return peer;
 }
 
 /* request_uid_allowed applies the per-uid rate limit of request
@@ -577,17 +563,35 @@ static __always_inline bool request_allowed(__u32 uid)
 	return true;
 }
 
-/* fill_request_header is fill_header for the task of
- * bpf_get_current_task, an untrusted pointer on kernels before 5.11
- * (bpf_get_current_task_btf): every field is read with a probe. */
+/* connector returns the process that connected the engine's end peer:
+ * the leader of the thread group whose tgid the kernel recorded as its
+ * peer at connect (sk_peer_pid, what SO_PEERCRED reports), or NULL when
+ * that process is gone. The struct pid outlives its tasks, so a pid
+ * number reused since is never taken for the connector. */
+static __always_inline struct task_struct *connector(struct sock *peer)
+{
+	struct pid *pid = BPF_CORE_READ(peer, sk_peer_pid);
+	if (!pid)
+		return NULL;
+	struct hlist_node *first = BPF_CORE_READ(pid, tasks[PIDTYPE_TGID].first);
+	if (!first)
+		return NULL;
+	/* container_of(first, struct task_struct, pid_links[PIDTYPE_TGID]) */
+	return (struct task_struct *)((void *)first - bpf_core_field_offset(struct task_struct, pid_links) -
+				      PIDTYPE_TGID * sizeof(struct hlist_node));
+}
+
+/* fill_request_header is fill_header for a request's sender, which is
+ * not the current task (the engine is): every field is read with a
+ * probe, the cgroup and uid from the task. */
 static __always_inline void fill_request_header(struct event *e, struct task_struct *task, char *comm)
 {
 	e->time = bpf_ktime_get_boot_ns();
 	e->kind = EVENT_REQUEST;
 	e->flags = 0;
 	e->exit_code = 0;
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->uid = BPF_CORE_READ(task, cred, uid.val);
+	e->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
 	e->proc.pid = BPF_CORE_READ(task, tgid);
 	e->proc.start = BPF_CORE_READ(task, group_leader, start_boottime);
 	e->parent.pid = BPF_CORE_READ(task, real_parent, tgid);
@@ -597,41 +601,56 @@ static __always_inline void fill_request_header(struct event *e, struct task_str
 	__builtin_memcpy(e->comm, comm, COMM_LEN);
 }
 
-/* request_sys_enter: write(2) or sendto(2) by a container client (a
- * thread whose comm is in client_comms). When the descriptor is a unix
- * stream socket whose peer is an engine socket and the bytes start
- * "POST /", their first REQUEST_LEN bytes go to user space: the request
- * line names the container the client acts on
- * (`POST /v1.41/containers/<id>/start`). Every other system call returns
- * at the first compare, every other process's write at the comm lookup,
- * unread. A tracepoint on every system call, because this kernel kind
- * refuses fentry and kprobes (shared/FACTS.md); its price is in
- * docs/benchmarks.md. No backup program: a run the kernel skips is
- * counted in this program's recursion_misses, which user space reports
- * as lost requests. x86-64 system call numbers and registers: a 32-bit
- * (compat) client is not read. */
-SEC("tp_btf/sys_enter")
-int BPF_PROG(request_sys_enter, struct pt_regs *regs, long id)
+/* request_recv: an engine reads bytes a container client sent it. The
+ * hook is where every socket receive copies a buffer out to user space
+ * (skb_copy_datagram_iter, Linux 3.19+, the same on every kernel of the
+ * matrix): it fires on socket reads only, never on other system calls,
+ * and what is not a unix stream returns at its first compares, what is
+ * not sent to an engine (map engine_sockets, by inode) at a map lookup.
+ * When the buffer is the start of what a client sent (the first read of
+ * it) and starts "POST /", and the process that connected (the peer the
+ * kernel recorded at connect, what SO_PEERCRED reports) runs a program
+ * named in client_comms, its first REQUEST_LEN bytes go to user space:
+ * the request line names the container the client acts on
+ * (`POST /v1.41/containers/<id>/start`). The request's sender is that
+ * process. Read on the engine's side, because the client's side has no
+ * hook but system call entry (fentry and kprobes are refused on this
+ * kernel kind, shared/FACTS.md), and a hook on every system call slows
+ * every system call on the node. No backup program: a run the kernel
+ * skips is counted in this program's recursion_misses, which user space
+ * reports as lost requests. */
+SEC("tp_btf/skb_copy_datagram_iovec")
+int BPF_PROG(request_recv, const struct sk_buff *skb, int len)
 {
-	if (id != MCPTRACE_NR_write && id != MCPTRACE_NR_sendto)
+	struct sock *sk = skb->sk;
+	if (!sk || sk->__sk_common.skc_family != MCPTRACE_AF_UNIX || sk->sk_type != MCPTRACE_SOCK_STREAM)
 		return 0;
-	char comm[COMM_LEN] = {};
-	if (bpf_get_current_comm(comm, sizeof(comm)) < 0)
+	struct sock *peer = engine_peer(sk);
+	if (!peer)
 		return 0;
-	if (!bpf_map_lookup_elem(&client_comms, comm))
+	/* A read that goes on where an earlier one stopped is not the start
+	 * of what the client sent (af_unix.c: UNIXCB(skb).consumed). */
+	struct unix_skb_parms *cb = (struct unix_skb_parms *)skb->cb;
+	if (BPF_CORE_READ(cb, consumed) != 0)
 		return 0;
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	unsigned long fd = regs->di;
-	const void *buf = (const void *)regs->si;
-	unsigned long len = regs->dx;
-	if (len < 6 || !to_engine(task, fd))
-		return 0;
+	unsigned char *data = skb->data;
+	__u32 head_len = skb->len - skb->data_len;
 	char head[6];
-	if (bpf_probe_read_user(head, sizeof(head), buf) < 0)
+	if (head_len < sizeof(head) || bpf_probe_read_kernel(head, sizeof(head), data) < 0)
 		return 0;
 	if (head[0] != 'P' || head[1] != 'O' || head[2] != 'S' || head[3] != 'T' || head[4] != ' ' || head[5] != '/')
 		return 0;
-	if (!request_allowed((__u32)bpf_get_current_uid_gid()))
+	struct task_struct *task = connector(peer);
+	if (!task)
+		return 0;
+	char comm[COMM_LEN] = {};
+	if (bpf_probe_read_kernel_str(comm, sizeof(comm), &task->comm) < 0)
+		return 0;
+	if (!bpf_map_lookup_elem(&client_comms, comm))
+		return 0;
+	/* The budget is the connector's uid's: the engine, whose context
+	 * this is, runs as root for every client. */
+	if (!request_allowed(BPF_CORE_READ(task, cred, uid.val)))
 		return 0;
 	struct request_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -639,15 +658,14 @@ int BPF_PROG(request_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	}
 	fill_request_header(&e->base, task, comm);
-	__u32 n = len < REQUEST_LEN ? len : REQUEST_LEN;
-	if (n == REQUEST_LEN) {
-		if (bpf_probe_read_user(e->line, REQUEST_LEN, buf) < 0)
-			n = 0;
-	} else {
-		n &= REQUEST_LEN - 1;
-		if (bpf_probe_read_user(e->line, n, buf) < 0)
-			n = 0;
-	}
+	__u64 n = head_len < REQUEST_LEN ? head_len : REQUEST_LEN;
+	/* Bounded where the verifier sees it, whatever the compiler made of
+	 * the line above. */
+	barrier_var(n);
+	if (n > REQUEST_LEN)
+		n = REQUEST_LEN;
+	if (bpf_probe_read_kernel(e->line, n, data) < 0)
+		n = 0;
 	if (n == 0) {
 		bpf_ringbuf_discard(e, 0);
 		count(&request_drops, REQUEST_DROP_UNREADABLE);

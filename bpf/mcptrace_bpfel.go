@@ -167,7 +167,7 @@ const (
 	McptraceMapRequestUidRate          = "request_uid_rate"
 	McptraceMapSpareAll                = "spare_all"
 	McptraceMapSpareComms              = "spare_comms"
-	McptraceProgRequestSysEnter        = "request_sys_enter"
+	McptraceProgRequestRecv            = "request_recv"
 	McptraceProgRingBarrier            = "ring_barrier"
 	McptraceProgSchedProcessExec       = "sched_process_exec"
 	McptraceProgSchedProcessExecBackup = "sched_process_exec_backup"
@@ -230,7 +230,7 @@ type McptraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type McptraceProgramSpecs struct {
-	RequestSysEnter        *ebpf.ProgramSpec `ebpf:"request_sys_enter"`
+	RequestRecv            *ebpf.ProgramSpec `ebpf:"request_recv"`
 	RingBarrier            *ebpf.ProgramSpec `ebpf:"ring_barrier"`
 	SchedProcessExec       *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
 	SchedProcessExecBackup *ebpf.ProgramSpec `ebpf:"sched_process_exec_backup"`
@@ -353,7 +353,7 @@ type McptraceVariables struct {
 //
 // It can be passed to LoadMcptraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type McptracePrograms struct {
-	RequestSysEnter        *ebpf.Program `ebpf:"request_sys_enter"`
+	RequestRecv            *ebpf.Program `ebpf:"request_recv"`
 	RingBarrier            *ebpf.Program `ebpf:"ring_barrier"`
 	SchedProcessExec       *ebpf.Program `ebpf:"sched_process_exec"`
 	SchedProcessExecBackup *ebpf.Program `ebpf:"sched_process_exec_backup"`
@@ -365,7 +365,7 @@ type McptracePrograms struct {
 
 func (p *McptracePrograms) Close() error {
 	return _McptraceClose(
-		p.RequestSysEnter,
+		p.RequestRecv,
 		p.RingBarrier,
 		p.SchedProcessExec,
 		p.SchedProcessExecBackup,

@@ -51,7 +51,11 @@ func (st *set) counters() (Counters, error) {
 			}
 		}
 		var misses uint64
-		if p := st.primaries[h.name]; p != nil {
+		p := st.primaries[h.name]
+		if p == nil && h.kind == lineage.KindRequest {
+			p = st.primaries[legacyRequestsProgram] // a set of an earlier build
+		}
+		if p != nil {
 			stats, err := p.Stats()
 			if err != nil {
 				return c, fmt.Errorf("read %s program stats: %w", h.name, err)

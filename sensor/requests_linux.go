@@ -16,17 +16,30 @@ import (
 	"github.com/mcptrace/mcptrace/bpf"
 )
 
-// Engine API requests: the kernel reads the first bytes a container
-// client (a thread whose name is one of Options.ContainerClients) sends
-// with write(2) or sendto(2) on a unix stream socket whose peer is one of
-// the engine sockets (by inode: SetEngineSockets), at most 256 records a
-// second per CPU, and reports the ones that start a container
-// (containers.ParseRequest) as lineage.KindRequest events, in their
-// canonical form. Which session the sender belongs to is not known in
-// the kernel: the tracker drops the requests of processes in no session.
+// Engine API requests: the kernel reads the first bytes of what a
+// container client (a process whose name is one of
+// Options.ContainerClients) sent on a unix stream connection to one of
+// the engine sockets (by inode: SetEngineSockets), as the engine reads
+// them, at most 256 records a second per CPU, and reports the ones that
+// start a container (containers.ParseRequest) as lineage.KindRequest
+// events, in their canonical form; the sender is the process that
+// connected. Which session the sender belongs to is not known in the
+// kernel: the tracker drops the requests of processes in no session.
+//
+// The hook is the kernel's copy of a socket buffer to user space
+// (tp_btf/skb_copy_datagram_iovec): it runs for socket reads only, so no
+// other system call pays for it, and it is attached from the first
+// engine socket on (SetEngineSockets, or Options.EngineSockets before a
+// previous agent's set is taken over): a client that sends its start a
+// moment after its exec is read however late user space learns of the
+// exec.
 
 // requestsProgram names the program (and its link pin) that reads requests.
-const requestsProgram = bpf.McptraceProgRequestSysEnter
+const requestsProgram = bpf.McptraceProgRequestRecv
+
+// legacyRequestsProgram is the request reader of earlier builds (on
+// tp_btf/sys_enter), whose skips a set taken over from one still counts.
+const legacyRequestsProgram = "request_sys_enter"
 
 // commLen is COMM_LEN of bpf/events.h.
 const commLen = 16
@@ -51,7 +64,7 @@ func isRequestsLoadError(err error) bool {
 
 // prepareRequests fills the client names; the reader is attached once an
 // engine socket exists (SetEngineSockets): a node without a container
-// engine never pays for a hook on every system call. An error leaves the
+// engine never pays for a hook on socket reads. An error leaves the
 // sensor running without it: container attribution is off (RequestsErr
 // says why), process tracking is not.
 func (s *Sensor) prepareRequests(opts Options) error {
@@ -76,9 +89,9 @@ func (s *Sensor) attachRequests() error {
 	if closed {
 		return ErrClosed
 	}
-	l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.RequestSysEnter, AttachType: ebpf.AttachTraceRawTp})
+	l, err := link.AttachTracing(link.TracingOptions{Program: s.objs.RequestRecv, AttachType: ebpf.AttachTraceRawTp})
 	if err != nil {
-		return &FeatureError{Feature: "a BTF tracepoint on system call entry (reading container clients' engine requests)", Needs: "Linux 5.5 or newer", Err: err}
+		return &FeatureError{Feature: "a BTF tracepoint on socket reads (reading container clients' engine requests)", Needs: "Linux 5.5 or newer", Err: err}
 	}
 	if s.own.dir != "" {
 		if err := l.Pin(s.own.linkPath(requestsProgram)); err != nil {
@@ -93,7 +106,7 @@ func (s *Sensor) attachRequests() error {
 		return ErrClosed
 	}
 	s.links = append(s.links, l)
-	s.own.primaries[requestsProgram] = s.objs.RequestSysEnter
+	s.own.primaries[requestsProgram] = s.objs.RequestRecv
 	s.mu.Unlock()
 	s.log.Info("reading container clients' engine requests")
 	return nil

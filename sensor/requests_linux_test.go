@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcptrace/mcptrace/containers"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -217,23 +219,51 @@ func TestRequestReaderSurvivesAgentsTakingOverUnderLoad(t *testing.T) {
 	}
 }
 
-// TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls
-// attaches and detaches the sys_enter program again and again while
-// other threads make system calls without pause. Each first attach and
-// last detach patches the kernel's hottest code (the system-call
-// tracepoint's static key) under running CPUs. A real CPU takes that in
-// its stride; QEMU's multi-threaded TCG does not (an "Oops: int3" in
-// trace_syscall_enter, or both vCPUs in a soft lockup), which is why
-// vmexec runs guests with single-threaded TCG (vmtests/doc.go). Bounded
-// by count and time: 40 rounds (10 in an emulated guest), or 30 s (5 s)
-// once the fewest rounds that prove anything (10; 3 in a guest) are done.
-// In a guest the kernel's holds (vmtests/doc.go) keep the code from being
-// patched at all: the rounds there prove the attach and detach on that
-// kernel, the host's prove the patching.
+// A start sent right after one agent's sensor took over another's is
+// read before anyone calls SetEngineSockets: the engine sockets given to
+// Open (Options.EngineSockets) attach the new reader before the old one
+// is detached. Without them nothing would read it until the agent's
+// first engine check, a second later.
+func TestRequestSentRightAfterATakeoverIsRead(t *testing.T) {
+	dir := t.TempDir()
+	engine := filepath.Join(dir, "engine.sock")
+	engineStandIn(t, engine)
+	pin := sensor.PinDirForTest(t)
+	old := openSensor(t, sensor.Options{ContainerClients: containers.Clients, PinDir: pin})
+	if err := old.RequestsErr(); err != nil {
+		testenv.Missing(t, "reading container clients' engine requests", err.Error())
+	}
+	if err := old.SetEngineSockets([]string{engine}); err != nil {
+		t.Fatal(err)
+	}
+	old.Close() // pinned: its reader stays attached until taken over
+	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients, PinDir: pin, EngineSockets: []string{engine}})
+	start := "POST /v1.41/containers/" + testContainerID + "/start HTTP/1.1\r\n\r\n"
+	client := runClient(t, "docker", engine, start)
+	evs := collect(t, s,
+		func(ev lineage.Event) bool {
+			return ev.Proc.PID == client && (ev.Kind == lineage.KindRequest || ev.Kind == lineage.KindExit)
+		},
+		func(ev lineage.Event) bool { return ev.Kind == lineage.KindExit })
+	if len(evs) != 2 || evs[0].Kind != lineage.KindRequest {
+		t.Fatalf("events of the client: %+v; want its start, then its exit", evs)
+	}
+}
+
+// TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSocketReads
+// attaches and detaches the request reader again and again while other
+// threads read from unix sockets without pause. Each first attach and
+// last detach patches the code of every socket read (the tracepoint's
+// static key) under running CPUs. A real CPU takes that in its stride;
+// QEMU's multi-threaded TCG does not (an "Oops: int3", or both vCPUs in
+// a soft lockup, seen when the reader was on sys_enter), which is why
+// vmexec holds the tracepoint in its guests (vmtests/doc.go). Bounded
+// by count and time: 40 rounds (10 in an emulated guest), or 30 s once
+// the fewest rounds that prove anything (10; 3 in a guest) are done.
 // The rounds are what matters, not their rate: a loaded machine makes
 // them slower, which is no failure (it failed so, "only 6 attach rounds
 // in 30 s", on a 5.10 guest of a busy host).
-func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *testing.T) {
+func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSocketReads(t *testing.T) {
 	dir := t.TempDir()
 	engine := filepath.Join(dir, "engine.sock")
 	engineStandIn(t, engine)
@@ -241,14 +271,14 @@ func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *te
 	done := make(chan struct{})
 	var calls atomic.Int64
 	for range 2 {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		go func() {
 			defer func() { done <- struct{}{} }()
-			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer f.Close()
+			defer unix.Close(fds[0])
+			defer unix.Close(fds[1])
 			b := []byte("x")
 			for {
 				select {
@@ -257,7 +287,8 @@ func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *te
 				default:
 				}
 				for range 1000 {
-					f.Write(b)
+					unix.Write(fds[0], b)
+					unix.Read(fds[1], b)
 				}
 				calls.Add(1000)
 			}
@@ -284,7 +315,7 @@ func TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls(t *te
 	if rounds < minRounds {
 		t.Fatalf("only %d attach rounds in %v", rounds, testenv.Bound(3*time.Minute))
 	}
-	t.Logf("%d attach and detach rounds under %d write(2) calls", rounds, calls.Load())
+	t.Logf("%d attach and detach rounds under %d socket reads", rounds, calls.Load())
 }
 
 // TestOneUsersRequestFloodBlindsOnlyThemselves: issue 31's docker-group

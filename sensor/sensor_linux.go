@@ -113,7 +113,7 @@ func Open(opts Options) (*Sensor, error) {
 	if isRequestsLoadError(err) && stubRequests(spec) {
 		// The request reader is optional: without it container
 		// attribution is off, process tracking is not.
-		s.requestsErr = &FeatureError{Feature: "the container request reader (tp_btf/sys_enter)", Needs: "a kernel whose BTF has the fields it reads", Err: err}
+		s.requestsErr = &FeatureError{Feature: "the container request reader (tp_btf/skb_copy_datagram_iovec)", Needs: "a kernel whose BTF has the fields it reads", Err: err}
 		err = spec.LoadAndAssign(&s.objs, nil)
 	}
 	if err != nil {
@@ -161,6 +161,12 @@ func Open(opts Options) (*Sensor, error) {
 	// Not fatal: the agent reports it once (RequestsErr).
 	if s.requestsErr == nil {
 		s.requestsErr = s.prepareRequests(opts)
+	}
+	// Before the takeover below detaches the previous set's reader.
+	if s.requestsErr == nil && len(opts.EngineSockets) > 0 {
+		if err := s.SetEngineSockets(opts.EngineSockets); err != nil {
+			log.Debug("engine sockets not watched yet", "err", err)
+		}
 	}
 	ownRing, err := newRing(s.objs.Events)
 	if err != nil {

@@ -36,6 +36,13 @@ type Options struct {
 	// learn which containers they start (see requests_linux.go). Empty:
 	// none are read. Linux only.
 	ContainerClients []string
+	// EngineSockets are the engine sockets Open gives the kernel
+	// (Sensor.SetEngineSockets) before it takes over a previous agent's
+	// set, so that the request reader is attached before the previous
+	// one is detached: a client that sends its start while one agent
+	// hands over to the next is read. A path with no socket behind it is
+	// left for a later SetEngineSockets. Linux only.
+	EngineSockets []string
 	// Owner maps a process's token to its owner number
 	// (owners.Table.Owner), the UID of the events of a started process.
 	// Windows only, and required there: Open fails without it.

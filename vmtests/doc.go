@@ -28,13 +28,14 @@
 //     this project runs on, guests hang under KVM; TCG is slower but
 //     deterministic.
 //   - No patching of hot kernel code while tests run: the guest's init
-//     holds sys_enter and the sched_process_fork/exec/exit tracepoints
+//     holds skb_copy_datagram_iovec and the sched_process_fork/exec/exit tracepoints
 //     with two no-op programs each (internal/vm/hotpatch_linux.go). A
 //     test attaching to one of them would otherwise make the kernel
 //     rewrite running code, which QEMU's multi-threaded TCG does not keep
 //     coherent across vCPUs: the guest dies in an "Oops: int3" or locks
-//     up (TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSystemCalls
-//     in sensor/ shows it with vmexec -no-hold). Single-threaded TCG
+//     up (TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSocketReads
+//     in sensor/ showed it with vmexec -no-hold while the request reader
+//     was on sys_enter). Single-threaded TCG
 //     (vmexec -tcg-thread single) would be coherent, but delays each IPI
 //     up to 100 ms, and the enforcer's tests then time out.
 //   - No kernel modules, disks or network devices: Debian builds virtio,

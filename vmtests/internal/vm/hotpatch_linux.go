@@ -12,8 +12,8 @@ import (
 )
 
 // heldTracepoints are the tracepoints the sensor attaches to whose
-// call sites run on every system call, fork, exec and exit.
-var heldTracepoints = []string{"sys_enter", "sched_process_fork", "sched_process_exec", "sched_process_exit"}
+// call sites run on every socket read, fork, exec and exit.
+var heldTracepoints = []string{"skb_copy_datagram_iovec", "sched_process_fork", "sched_process_exec", "sched_process_exit"}
 
 // holdHotTracepoints attaches two programs that do nothing to each of
 // heldTracepoints for the guest's life, so that no test's attach or
@@ -32,8 +32,9 @@ var heldTracepoints = []string{"sys_enter", "sched_process_fork", "sched_process
 // not keep that coherent: another vCPU can still run the breakpoint once
 // it is gone, and the guest dies in an "Oops: int3" (seen in
 // trace_syscall_enter on 7.2) or locks up with both vCPUs stuck (seen
-// on 5.10), mostly when a test attaches to sys_enter, which every
-// system call passes. With two programs always there, an attach or a
+// on 5.10), mostly when a test attached to sys_enter, which every
+// system call passes (the request reader's hook before it moved to
+// socket reads). With two programs always there, an attach or a
 // detach only changes the list the kernel iterates: the code stays as
 // it is. Single-threaded TCG would be coherent, but it runs a vCPU up to
 // 100 ms before the other answers an IPI, and the enforcer tests' fork
