@@ -625,6 +625,15 @@ int BPF_PROG(request_recv, const struct sk_buff *skb, int len)
 	struct sock *sk = skb->sk;
 	if (!sk || sk->__sk_common.skc_family != MCPTRACE_AF_UNIX || sk->sk_type != MCPTRACE_SOCK_STREAM)
 		return 0;
+	/* The bytes first: one read, and nearly nothing on a node starts
+	 * "POST /" (what does is then checked for its peer). */
+	unsigned char *data = skb->data;
+	__u32 head_len = skb->len - skb->data_len;
+	char head[6];
+	if (head_len < sizeof(head) || bpf_probe_read_kernel(head, sizeof(head), data) < 0)
+		return 0;
+	if (head[0] != 'P' || head[1] != 'O' || head[2] != 'S' || head[3] != 'T' || head[4] != ' ' || head[5] != '/')
+		return 0;
 	struct sock *peer = engine_peer(sk);
 	if (!peer)
 		return 0;
@@ -632,13 +641,6 @@ int BPF_PROG(request_recv, const struct sk_buff *skb, int len)
 	 * of what the client sent (af_unix.c: UNIXCB(skb).consumed). */
 	struct unix_skb_parms *cb = (struct unix_skb_parms *)skb->cb;
 	if (BPF_CORE_READ(cb, consumed) != 0)
-		return 0;
-	unsigned char *data = skb->data;
-	__u32 head_len = skb->len - skb->data_len;
-	char head[6];
-	if (head_len < sizeof(head) || bpf_probe_read_kernel(head, sizeof(head), data) < 0)
-		return 0;
-	if (head[0] != 'P' || head[1] != 'O' || head[2] != 'S' || head[3] != 'T' || head[4] != ' ' || head[5] != '/')
 		return 0;
 	struct task_struct *task = connector(peer);
 	if (!task)
