@@ -77,10 +77,10 @@ func (b *bench) startAgent(ctx context.Context, dirs agentDirs, extra ...string)
 		"--log.level", b.agentLogLevel,
 		// Metrics on, as by default, on a port of their own.
 		"--metrics.listen-address", "127.0.0.1:0",
-		// A socket standing in for a container engine, so the container
-		// request reader is attached, as on a node with Docker (extra
-		// may turn it off: the last value given wins).
-		"--containers.engine-socket", b.standInEngine(),
+		// The private engine's socket (or one standing in for it), so
+		// the container request reader is attached, as on a node with
+		// Docker (extra may turn it off: the last value given wins).
+		"--containers.engine-socket", b.engineSocket(),
 	}
 	args = append(args, extra...)
 	a.cmd = exec.Command(b.mcptrace, args...)

@@ -83,8 +83,9 @@ func maps(ctx context.Context) (map[uint32]bpfMap, error) {
 func (p prog) sched() bool { return strings.HasPrefix(p.Name, "sched_process") }
 
 // schedProgs returns the ids of programs named after the sched_process_*
-// tracepoints, and the agent's container request reader (a hook on every
-// system call): any of them attached falsifies a baseline round.
+// tracepoints, and the agent's container request reader (on socket
+// reads; on every system call in builds before it moved): any of them
+// attached falsifies a baseline round.
 func schedProgs(ctx context.Context) ([]string, error) {
 	ps, err := progs(ctx)
 	if err != nil {
@@ -92,7 +93,7 @@ func schedProgs(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, p := range ps {
-		if p.sched() || strings.HasPrefix(p.Name, "request_sys_ent") {
+		if p.sched() || strings.HasPrefix(p.Name, "request_recv") || strings.HasPrefix(p.Name, "request_sys_ent") {
 			out = append(out, fmt.Sprintf("%d %s %s", p.ID, p.Type, p.Name))
 		}
 	}

@@ -6,10 +6,11 @@
 //
 // Sections (-sections picks some):
 //
-//	storms    fork and exec storms (pinned to CPU 0 and unpinned), a make
-//	          build of a generated C project and `npm exec`, in interleaved
-//	          rounds for every configuration; medians and ratios to the
-//	          baseline
+//	storms    fork and exec storms (pinned to CPU 0 and unpinned), write
+//	          and socket read storms (CPU 0), the write storm beside a
+//	          session's `docker run -i` client, a make build of a
+//	          generated C project and `npm exec`, in interleaved rounds
+//	          for every configuration; medians and ratios to the baseline
 //	bpfstats  in-kernel cost per program run (kernel.bpf_stats_enabled,
 //	          bpftool prog show deltas), agent and bpftrace
 //	events    the agent's event counters at the top creation rate and in a
@@ -22,6 +23,10 @@
 //	          restarting with 10k tracked processes in a session
 //
 // It measures the agent built from the tree it runs in (bin/mcptrace).
+// For the storms and bpfstats it starts a private Docker engine
+// (internal/dockertest.StartProgram: Debian's dockerd, a busybox image)
+// whose socket the agents watch; without docker.io they watch a socket
+// standing in for one, and the report says so.
 // Every agent it starts is narrowed to the bench's own process subtree
 // (--sessions.within-pid, no default host rules) with a private pin
 // directory, state directory (on tmpfs, /dev/shm, as the default

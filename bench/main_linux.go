@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcptrace/mcptrace/internal/dockertest"
 )
 
 // sections in the order they run.
@@ -36,7 +38,11 @@ type bench struct {
 	foreignSeen   bool // checkNoTracer found programs not the bench's
 	agents        int
 	// engineSock is the stand-in container engine socket (standInEngine).
-	engineSock    string
+	engineSock string
+	// engine is the private Docker engine (startEngine), nil without one;
+	// dockerRuns counts the sessions writeBesideAClient started.
+	engine        *dockertest.Engine
+	dockerRuns    int
 	dirs          int
 	res           *results
 	section       string
@@ -114,6 +120,10 @@ func run(out, svg, sections string, quick bool, rounds int, secs float64, trials
 	}
 	if b.tools, err = buildTools(ctx, tmp); err != nil {
 		return err
+	}
+	if want["storms"] || want["bpfstats"] {
+		b.startEngine()
+		defer b.stopEngine()
 	}
 	// bpf_stats costs every program run a clock read: off everywhere but
 	// in its own section; the node's setting is restored at the end.

@@ -84,6 +84,9 @@ type stormResults struct {
 	// foreignRounds are the rounds whose baseline ran with another
 	// tracer's sched_process_* programs loaded (-allow-foreign).
 	foreignRounds []int
+	// engine says what the agents watched as their container engine: a
+	// private dockerd, or a stand-in socket without docker.io.
+	engine string
 }
 
 func (s *stormResults) median(cfg, wl string) float64 { return median(s.raw[cfg][wl]) }

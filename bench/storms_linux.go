@@ -25,18 +25,29 @@ func (b *bench) workloads() ([]workload, error) {
 			return r.rate(), err
 		}
 	}
-	return selectNamed([]workload{
+	all := []workload{
 		{"fork, CPU 0", "forks/s", fmt.Sprintf("`taskset -c 0 storm f %g`: fork, the child _exit(0)s, waitpid", secs), storm('f', 0)},
 		{"exec, CPU 0", "execs/s", fmt.Sprintf("`taskset -c 0 storm e %g`: fork, the child execv()s a static true, waitpid", secs), storm('e', 0)},
 		{"write, CPU 0", "writes/s", fmt.Sprintf("`taskset -c 0 storm w %g`: write(2) of one byte to /dev/null in a loop", secs), storm('w', 0)},
+		{"socket read, CPU 0", "reads/s", fmt.Sprintf("`taskset -c 0 storm r %g`: write(2) of one byte into a unix socket pair and read(2) of it from the other end, in a loop (the hook of the container request reader)", secs), storm('r', 0)},
 		{"fork, unpinned", "forks/s", "the fork storm, one process, not pinned", storm('f', -1)},
 		{"exec, unpinned", "execs/s", "the exec storm, one process, not pinned", storm('e', -1)},
 		{"make -j2", "builds/s", fmt.Sprintf("%d clean builds (`make -j2`) of a generated C project of %d files", builds, files+1),
 			func(ctx context.Context) (float64, error) { return makeBuilds(ctx, proj, builds) }},
 		{"npm exec", "runs/s", fmt.Sprintf("%d× `npm exec --offline -- node-which node` in e2e/testdata/mcphost", npms),
 			func(ctx context.Context) (float64, error) { return npmExecs(ctx, host, npms) }},
-	}, func(w workload) string { return w.name }, "-workloads", onlyWorkloads)
+	}
+	if b.engine != nil {
+		all = slices.Insert(all, 3, workload{workloadDockerWrite, "writes/s",
+			"the write storm, CPU 0, while a session's `docker run -i --rm` client (the session's root) and its container run, on a private dockerd (internal/dockertest); started before, removed after each run",
+			b.writeBesideAClient})
+	}
+	return selectNamed(all, func(w workload) string { return w.name }, "-workloads", onlyWorkloads)
 }
+
+// workloadDockerWrite names the write storm beside a docker run -i
+// client in a session.
+const workloadDockerWrite = "write, CPU 0, docker run -i in a session"
 
 // onlyWorkloads, when not empty, names the workloads the storms run
 // (-workloads), separated by ';'.
@@ -54,7 +65,11 @@ func (b *bench) storms(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res := &stormResults{workloads: wls, raw: map[string]map[string][]float64{}, rounds: b.rounds, stormSecs: b.stormSecs}
+	res := &stormResults{workloads: wls, raw: map[string]map[string][]float64{}, rounds: b.rounds, stormSecs: b.stormSecs,
+		engine: "a socket standing in for an engine (no docker.io: see the warnings)"}
+	if b.engine != nil {
+		res.engine = "a private dockerd's (internal/dockertest)"
+	}
 	for _, c := range cfgs {
 		res.configs = append(res.configs, c.name)
 		res.raw[c.name] = map[string][]float64{}

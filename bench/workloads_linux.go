@@ -16,11 +16,16 @@ import (
 // (0: no bound), and prints "children seconds". Mode f: the child
 // _exit(0)s; mode e: the child execs TRUE (a static true). Mode w forks
 // nothing: it writes one byte to /dev/null in a loop and counts the
-// writes, the system call the container request reader looks at.
+// writes (a system call the container request reader, when it was on
+// sys_enter, made every process pay for). Mode r forks nothing either:
+// it writes one byte into a unix stream socket pair and reads it from
+// the other end, in a loop, and counts the reads: the hook the container
+// request reader is on (a socket read's copy to user space).
 const stormC = `#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 static double now(void) {
@@ -31,7 +36,7 @@ static double now(void) {
 
 int main(int argc, char **argv) {
 	if (argc < 4) {
-		fprintf(stderr, "usage: storm f|e|w SECONDS MAX [TRUE]\n");
+		fprintf(stderr, "usage: storm f|e|w|r SECONDS MAX [TRUE]\n");
 		return 2;
 	}
 	char mode = argv[1][0];
@@ -41,6 +46,27 @@ int main(int argc, char **argv) {
 	char *cargv[] = {tp, NULL};
 	double start = now(), el = 0;
 	long n = 0;
+	if (mode == 'r') {
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0) {
+			perror("socketpair");
+			return 1;
+		}
+		char c = 'x';
+		for (;;) {
+			if (write(sv[0], &c, 1) != 1 || read(sv[1], &c, 1) != 1) {
+				perror("socket pair");
+				return 1;
+			}
+			n++;
+			if (max > 0 && n >= max)
+				break;
+			if ((n & 4095) == 0 && secs > 0 && now() - start >= secs)
+				break;
+		}
+		printf("%ld %.6f\n", n, now() - start);
+		return 0;
+	}
 	if (mode == 'w') {
 		FILE *f = fopen("/dev/null", "w");
 		if (!f) {

@@ -44,7 +44,10 @@
 #   scripts/setup.sh bench   + bpftrace and forkstat (the tracers make bench
 #                            compares against), gcc for its workloads,
 #                            bpftool, taskset; Node.js and the MCP host's
-#                            npm packages (the realistic mix runs npm exec)
+#                            npm packages (the realistic mix runs npm exec);
+#                            docker.io and busybox-static (a private dockerd
+#                            the agents watch, and a docker run -i client
+#                            beside one storm)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -178,7 +181,7 @@ case "$mode" in
 agent | go) want+=(make git ca-certificates) ;;
 hosts) ;;
 test) want+=(make git ca-certificates lintian clang-19 llvm-19 libbpf-dev bpftool util-linux procps prometheus docker.io docker-compose busybox-static graphviz librsvg2-bin debootstrap systemd wine64 wine gcc-mingw-w64-x86-64 tmux python3-pylsp gnupg) ;;
-bench) want+=(make git ca-certificates bpftrace forkstat gcc libc6-dev util-linux bpftool procps) ;;
+bench) want+=(make git ca-certificates bpftrace forkstat gcc libc6-dev util-linux bpftool procps docker.io busybox-static) ;;
 *) echo "usage: $0 [agent|go|check-go [GO]|which-go|test|hosts|bench]" >&2; exit 2 ;;
 esac
 

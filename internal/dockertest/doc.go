@@ -12,6 +12,9 @@
 //		…
 //	}
 //
+// A program that is not a test binary (make bench) calls StartProgram
+// instead, and Close when done: the same engine, owned by that process.
+//
 // The first Start starts Debian's dockerd (package docker.io) and imports
 // a busybox image (package busybox-static) as Engine.Image; later calls
 // return the same Engine. Main stops it after the binary's tests ran:

@@ -132,26 +132,54 @@ func Start(t testing.TB) *Engine {
 // cannot run here.
 func requirements(t testing.TB) {
 	t.Helper()
+	if feature, why := missing(); feature != "" {
+		testenv.Missing(t, feature, why)
+	}
+}
+
+// missing returns the first thing the engine needs that is not here, and
+// why it is not; "" when nothing is missing.
+func missing() (feature, why string) {
 	if os.Geteuid() != 0 {
-		testenv.Missing(t, "root", "dockerd runs as root")
+		return "root", "dockerd runs as root"
 	}
 	for _, p := range []struct{ path, feature string }{
 		{dockerdPath, "dockerd"},
 		{dockerPath, "the docker CLI " + dockerPath},
 	} {
 		if !executable(p.path) {
-			testenv.Missing(t, p.feature, missingWhy)
+			return p.feature, missingWhy
 		}
 	}
 	for _, name := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
 		if !onPath(name) {
-			testenv.Missing(t, name, "Debian package "+name+" (docker.io depends on it); make setup-test installs it")
+			return name, "Debian package " + name + " (docker.io depends on it); make setup-test installs it"
 		}
 	}
 	if why := staticBusybox(); why != "" {
-		testenv.Missing(t, "busybox-static", why+"; Debian package busybox-static, make setup-test installs it")
+		return "busybox-static", why + "; Debian package busybox-static, make setup-test installs it"
 	}
+	return "", ""
 }
+
+// StartProgram starts an engine for a program that is not a test binary
+// (make bench), owned by the calling process, with the same isolation as
+// Start's; the caller stops it with Close. What Start skips a test for
+// is an error here.
+func StartProgram() (*Engine, error) {
+	if feature, why := missing(); feature != "" {
+		return nil, fmt.Errorf("%s is missing: %s", feature, why)
+	}
+	owner, err := self()
+	if err != nil {
+		return nil, err
+	}
+	return start(owner)
+}
+
+// Close removes every container, stops dockerd and sweeps its directory:
+// for an engine of StartProgram (Main stops Start's).
+func (e *Engine) Close() error { return e.close() }
 
 func executable(p string) bool {
 	st, err := os.Stat(p)
@@ -184,7 +212,8 @@ func staticBusybox() string {
 	return ""
 }
 
-// self names this test binary as an engine's owner: "<pid>-<start>".
+// self names this process (a test binary, or StartProgram's caller) as an
+// engine's owner: "<pid>-<start>".
 func self() (string, error) {
 	start, err := procStart(os.Getpid())
 	if err != nil {
