@@ -53,6 +53,21 @@ const (
 // longer to be seen (a session's end is noticed that much later).
 const ringCoalesce = 2 * time.Millisecond
 
+// Under a storm the sensor's own ring coalesces longer: from
+// ringStormRate records a second on (measured over each coalesce), Next
+// waits ringStormCoalesce instead. What a batch costs the agent besides
+// its events (waking, the Go scheduler's handoffs and its monitor
+// thread, a journal write) was most of its CPU in an unpinned fork
+// storm: about 100 µs a batch on this project's virtual machines,
+// 500 batches a second at 2 ms. Below the rate the wait stays
+// ringCoalesce, so a session's end on a node that is not storming is
+// noticed as soon as before; a Barrier (Sensor.Sync's, the enforcer's
+// sweep) cuts any wait short.
+const (
+	ringStormCoalesce = 8 * time.Millisecond
+	ringStormRate     = 4000
+)
+
 // ring reads one BPF ring buffer map. Records are returned in the order the
 // kernel reserved them; the kernel's consumer position moves only on Commit,
 // so records read but not committed are still in the buffer for the next
@@ -105,12 +120,23 @@ type ring struct {
 	epfd, evfd int                // epoll on the map fd and evfd; evfd is signalled by Close and never read
 	events     [2]unix.EpollEvent // epoll_wait's buffer
 	// coalesce is how long Next waits after a wakeup before reading
-	// (ringCoalesce for the sensor's own ring; 0: read at once).
-	coalesce time.Duration
+	// (ringCoalesce for the sensor's own ring; 0: read at once), and
+	// storm how long while records come at ringStormRate or faster (0:
+	// coalesce). pace is the wait in force, judged from records counted
+	// since paceFrom. Only the reading goroutine touches them.
+	coalesce, storm time.Duration
+	pace            time.Duration
+	paceFrom        time.Time
+	paceRecords     int
+	// hurryfd is signalled (and hurried set) by hurry: the next wait for
+	// records to gather ends at once. Drained by the reading goroutine.
+	hurryfd int
+	hurried atomic.Bool
+	hurryMu sync.Mutex // hurry's write against release's close of hurryfd
 	// wakeups counts the waits the kernel ended by a record. Only the
 	// reading goroutine touches it.
 	wakeups uint64
-	pollfd  [1]unix.PollFd // evfd alone, for the pauses
+	pollfd  [2]unix.PollFd // evfd and hurryfd, for the pauses
 
 	closeOnce sync.Once
 	closeErr  error
@@ -134,7 +160,7 @@ func newRing(m *ebpf.Map) (*ring, error) {
 		return nil, fmt.Errorf("new ring: size %d is not a power of two and a multiple of the page size", size)
 	}
 	fd := m.FD()
-	r := &ring{epfd: -1, evfd: -1, mask: uintptr(size - 1)}
+	r := &ring{epfd: -1, evfd: -1, hurryfd: -1, mask: uintptr(size - 1)}
 	fail := func(err error) (*ring, error) {
 		r.release()
 		return nil, err
@@ -153,6 +179,9 @@ func newRing(m *ebpf.Map) (*ring, error) {
 	if r.evfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return fail(fmt.Errorf("ring eventfd: %w", err))
 	}
+	if r.hurryfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fail(fmt.Errorf("ring eventfd: %w", err))
+	}
 	if r.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return fail(fmt.Errorf("ring epoll: %w", err))
 	}
@@ -163,6 +192,7 @@ func newRing(m *ebpf.Map) (*ring, error) {
 		}
 	}
 	r.pollfd[0] = unix.PollFd{Fd: int32(r.evfd), Events: unix.POLLIN}
+	r.pollfd[1] = unix.PollFd{Fd: int32(r.hurryfd), Events: unix.POLLIN}
 
 	r.read = atomic.LoadUintptr(r.consPos)
 	r.last, r.want, r.committed = r.read, r.read, r.read
@@ -212,6 +242,7 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 					idle = 0
 					continue
 				}
+				r.paceRecords++
 				start := (off + ringHeaderSize) & r.mask
 				if end := start + n; end <= uintptr(len(r.data)) {
 					return r.data[start:end:end], nil
@@ -231,7 +262,7 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 			// kernel wakes nobody for what comes next, so look again after
 			// coalesce; when nothing came meanwhile, release the record and
 			// wait for the kernel below.
-			if err := r.sleep(r.coalesce, deadline); err != nil {
+			if err := r.sleep(r.gather(), deadline, true); err != nil {
 				return nil, err
 			}
 			if atomic.LoadUintptr(r.prodPos) == r.read {
@@ -254,7 +285,7 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 				r.wakeups++
 			}
 			if woken && r.coalesce > 0 {
-				if err := r.sleep(r.coalesce, deadline); err != nil {
+				if err := r.sleep(r.gather(), deadline, true); err != nil {
 					return nil, err
 				}
 			}
@@ -267,6 +298,46 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 			return nil, err
 		}
 		idle++
+	}
+}
+
+// gather returns how long to let records gather: coalesce, storm while
+// records come at ringStormRate a second or faster, nothing once hurried.
+func (r *ring) gather() time.Duration {
+	if r.hurried.Swap(false) {
+		var b [8]byte
+		unix.Read(r.hurryfd, b[:]) // drained: the next sleep waits again
+		return 0
+	}
+	if r.storm == 0 {
+		return r.coalesce
+	}
+	now := time.Now()
+	if r.paceFrom.IsZero() {
+		r.paceFrom, r.pace = now, r.coalesce
+	}
+	if el := now.Sub(r.paceFrom); el >= r.coalesce {
+		if float64(r.paceRecords) >= ringStormRate*el.Seconds() {
+			r.pace = r.storm
+		} else {
+			r.pace = r.coalesce
+		}
+		r.paceFrom, r.paceRecords = now, 0
+	}
+	return r.pace
+}
+
+// hurry ends the wait for records to gather now or, when none is under
+// way, the next one: a caller waits for a record just written (a
+// barrier). Safe from any goroutine.
+func (r *ring) hurry() {
+	r.hurried.Store(true)
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	r.hurryMu.Lock()
+	defer r.hurryMu.Unlock()
+	if r.hurryfd >= 0 {
+		unix.Write(r.hurryfd, one[:])
 	}
 }
 
@@ -306,11 +377,12 @@ func (r *ring) pause(idle int, deadline time.Time) error {
 	if shift := idle - ringSpins; shift < 8 {
 		d = min(ringMinPause<<shift, ringMaxPause)
 	}
-	return r.sleep(d, deadline)
+	return r.sleep(d, deadline, false)
 }
 
-// sleep waits d, or until the deadline or Close, whichever comes first.
-func (r *ring) sleep(d time.Duration, deadline time.Time) error {
+// sleep waits d, or until the deadline or Close, whichever comes first,
+// or, when hurryable, until hurry.
+func (r *ring) sleep(d time.Duration, deadline time.Time, hurryable bool) error {
 	if !deadline.IsZero() {
 		d = min(d, time.Until(deadline))
 		if d <= 0 {
@@ -318,7 +390,11 @@ func (r *ring) sleep(d time.Duration, deadline time.Time) error {
 		}
 	}
 	ts := unix.NsecToTimespec(int64(d))
-	if _, err := unix.Ppoll(r.pollfd[:], &ts, nil); err != nil && err != unix.EINTR {
+	fds := r.pollfd[:1]
+	if hurryable {
+		fds = r.pollfd[:]
+	}
+	if _, err := unix.Ppoll(fds, &ts, nil); err != nil && err != unix.EINTR {
 		return fmt.Errorf("ring ppoll: %w", err)
 	}
 	return nil
@@ -425,13 +501,15 @@ func (r *ring) release() error {
 		}
 	}
 	r.prod, r.cons, r.data, r.consPos, r.prodPos = nil, nil, nil, nil, nil
-	for _, fd := range []int{r.epfd, r.evfd} {
+	r.hurryMu.Lock()
+	defer r.hurryMu.Unlock()
+	for _, fd := range []int{r.epfd, r.evfd, r.hurryfd} {
 		if fd >= 0 {
 			if err := unix.Close(fd); err != nil {
 				errs = append(errs, fmt.Errorf("close ring fd: %w", err))
 			}
 		}
 	}
-	r.epfd, r.evfd = -1, -1
+	r.epfd, r.evfd, r.hurryfd = -1, -1, -1
 	return errors.Join(errs...)
 }

@@ -1099,3 +1099,59 @@ func TestRingReleasesTheHeldRecordAtCloseAndOnlyACrashReadsItAgain(t *testing.T)
 		})
 	}
 }
+
+// The sensor's own ring lets records gather longer only while they come
+// at ringStormRate a second or faster, judged over each coalesce, and
+// not at all once hurried (a barrier).
+func TestRingGathersLongerOnlyUnderAStorm(t *testing.T) {
+	r := &ring{coalesce: ringCoalesce, storm: ringStormCoalesce, hurryfd: -1}
+	if d := r.gather(); d != ringCoalesce {
+		t.Fatalf("first wait %v, want %v", d, ringCoalesce)
+	}
+	el := 2 * ringCoalesce
+	for _, c := range []struct {
+		records int
+		want    time.Duration
+	}{
+		{int(ringStormRate*el.Seconds()) + 1, ringStormCoalesce},
+		{int(ringStormRate * el.Seconds() / 2), ringCoalesce},
+		{0, ringCoalesce},
+		{10 * int(ringStormRate*el.Seconds()), ringStormCoalesce},
+	} {
+		r.paceFrom, r.paceRecords = time.Now().Add(-el), c.records
+		if d := r.gather(); d != c.want {
+			t.Errorf("%d records in %v: wait %v, want %v", c.records, el, d, c.want)
+		}
+		if r.paceRecords != 0 {
+			t.Errorf("%d records in %v: the count was not started again", c.records, el)
+		}
+	}
+	r.hurried.Store(true)
+	if d := r.gather(); d != 0 {
+		t.Errorf("hurried: wait %v, want none", d)
+	}
+	if d := r.gather(); d == 0 {
+		t.Errorf("a hurry ended more than one wait")
+	}
+}
+
+// hurry ends a wait for records to gather at once: a barrier's caller
+// does not wait out the coalescing.
+func TestRingHurryEndsTheGatheringAtOnce(t *testing.T) {
+	w := newRingWriter(t, 1<<16)
+	r := openRing(t, w.m)
+	const long = 5 * time.Second
+	r.coalesce, r.holdBack = long, true
+	w.submit(t, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		r.hurry()
+	}()
+	start := time.Now()
+	if _, err := r.Next(time.Now().Add(2 * long)); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= long {
+		t.Errorf("Next took %v: the hurry did not end the %v wait", took, long)
+	}
+}

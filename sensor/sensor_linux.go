@@ -173,7 +173,7 @@ func Open(opts Options) (*Sensor, error) {
 		s.abandon()
 		return nil, fmt.Errorf("open ring buffer reader: %w", err)
 	}
-	ownRing.coalesce, ownRing.holdBack = ringCoalesce, true
+	ownRing.coalesce, ownRing.storm, ownRing.holdBack = ringCoalesce, ringStormCoalesce, true
 	s.own.ring = ownRing
 	// The barrier (Barrier) needs BPF_PROG_TEST_RUN of raw_tp programs,
 	// Linux 5.10: find out now, not when a session ends. Barrier 0 is
