@@ -223,7 +223,10 @@ type Agent struct {
 	// consumer checkpoints before it commits the batch (durable anyway).
 	journalFailed bool
 	lastCP        time.Time
-	boot          bootReport
+	// seedCheckpoint is the checkpoint after the /proc read, written
+	// beside serving (reconcile); Run waits for it before it returns.
+	seedCheckpoint sync.WaitGroup
+	boot           bootReport
 
 	events    [lineage.KindRequest + 1]atomic.Uint64 // applied, by lineage.EventKind
 	decodeErr atomic.Uint64
@@ -457,6 +460,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		s.Close()
 		wg.Wait()
+		a.seedCheckpoint.Wait()
 		return err
 	}
 	a.boot.ready = time.Since(loadStart)
@@ -541,6 +545,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.ending.Wait()
 	s.Close() // unblocks consume; the pinned programs stay attached
 	wg.Wait()
+	a.seedCheckpoint.Wait()
 	if cerr := a.checkpoint(); cerr != nil {
 		a.log.Error("final checkpoint failed; the next start replays the journal", "err", cerr)
 	}
@@ -575,10 +580,18 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		a.log.Info("seeded from "+processSource, "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
 	}
 	// Seed and Repair are not journaled: a checkpoint keeps what they
-	// learned.
-	if err := a.checkpoint(); err != nil {
-		return fmt.Errorf("checkpoint after reading %s: %w", processSource, err)
-	}
+	// learned. It is written beside serving, not before: encoding 10,000
+	// processes and waiting for the history's flush took a good part of
+	// the start-up (docs/benchmarks.md, "startup"), and an agent that
+	// stops before it is written loses nothing /proc cannot tell the
+	// next one (it repairs from the state before, as after any crash).
+	// Checkpoints may overlap: the older cut is refused (ErrStaleCut).
+	// Run waits for it before its final one.
+	a.seedCheckpoint.Add(1)
+	go func() {
+		defer a.seedCheckpoint.Done()
+		a.checkpointOrLog()
+	}()
 	// Every event of the previous agent's ring buffers and everything
 	// reported up to now is applied once this returns.
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
