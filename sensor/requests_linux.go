@@ -20,10 +20,10 @@ import (
 // container client (a process whose name is one of
 // Options.ContainerClients) sent on a unix stream connection to one of
 // the engine sockets (by inode: SetEngineSockets), as the engine reads
-// them, at most 256 records a second per CPU, and reports the ones that
-// start a container (containers.ParseRequest) as lineage.KindRequest
-// events, in their canonical form; the sender is the process that
-// connected. Which session the sender belongs to is not known in the
+// them, at most 256 records a second per sender's uid and 1024 per CPU,
+// and reports the ones that start a container (containers.ParseRequest)
+// as lineage.KindRequest events, in their canonical form; the sender is
+// the process that connected. Which session the sender belongs to is not known in the
 // kernel: the tracker drops the requests of processes in no session.
 //
 // The hook is the kernel's copy of a socket buffer to user space
