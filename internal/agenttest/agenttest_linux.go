@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/procfs"
 	"github.com/mcptrace/mcptrace/sensor"
 )
 
@@ -118,7 +119,12 @@ func PinDir(t testing.TB) string {
 			t.Fatalf("mount bpffs at %s: %v", base, err)
 		}
 	}
-	dir, err := os.MkdirTemp(base, "mcptrace-test-")
+	self, err := procfs.ReadStat("", uint32(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepPinDirs(t, base)
+	dir, err := os.MkdirTemp(base, fmt.Sprintf("mcptrace-test-%d-%d-", self.PID, self.StartTicks))
 	if err != nil {
 		t.Fatalf("private pin directory under %s: %v", base, err)
 	}
@@ -129,6 +135,37 @@ func PinDir(t testing.TB) string {
 		os.RemoveAll(dir)
 	})
 	return dir
+}
+
+// sweepPinDirs removes the pin directories of test processes that are
+// gone: a test binary killed mid-run (a timeout, a Ctrl-C) runs no
+// cleanup, and the programs its agents pinned stay attached, slowing
+// every later run on the node (docs/ci.md). A directory is a dead test's
+// when its name holds a pid whose process no longer has the start time
+// beside it; directories of another form are left alone.
+func sweepPinDirs(t testing.TB, base string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(base, "mcptrace-test-*"))
+	for _, dir := range dirs {
+		var pid uint32
+		var start uint64
+		var rest string
+		if n, _ := fmt.Sscanf(filepath.Base(dir), "mcptrace-test-%d-%d-%s", &pid, &start, &rest); n != 3 {
+			continue
+		}
+		if st, err := procfs.ReadStat("", pid); err == nil && st.StartTicks == start {
+			continue // its test still runs
+		}
+		n, err := sensor.Uninstall(dir)
+		if err == nil {
+			err = os.RemoveAll(dir)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Logf("the pins of a test that is gone (pid %d): %s: %v", pid, dir, err)
+			continue
+		}
+		t.Logf("removed %s: the pins of a test that is gone (pid %d), %d program sets", dir, pid, n)
+	}
 }
 
 // StateDir returns a private state directory (state.dir) for one test's
