@@ -142,7 +142,7 @@ func TestAnyChangeIsADifferentProgram(t *testing.T) {
 	base := t.TempDir()
 	want := canonical(t, build(t, filepath.Join(base, "orig"), nil))
 	for _, c := range []struct{ name, from, to, shows string }{
-		{"constant", "w->sent >= REQUESTS_PER_UID_PER_SEC", "w->sent >= REQUESTS_PER_UID_PER_SEC - 1", "request_sys_enter"},
+		{"constant", "w->sent >= REQUESTS_PER_UID_PER_SEC", "w->sent >= REQUESTS_PER_UID_PER_SEC - 1", "request_recv"},
 		{"map", "__uint(max_entries, REQUEST_UIDS);", "__uint(max_entries, REQUEST_UIDS + 1);", "map request_uid_rate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
