@@ -23,8 +23,9 @@ import (
 // them, at most 256 records a second per sender's uid and 1024 per CPU,
 // and reports the ones that start a container (containers.ParseRequest)
 // as lineage.KindRequest events, in their canonical form; the sender is
-// the process that connected. Which session the sender belongs to is not known in the
-// kernel: the tracker drops the requests of processes in no session.
+// the process that connected. Which session the sender belongs to is not
+// known in the kernel: the tracker drops the requests of processes in no
+// session.
 //
 // The hook is the kernel's copy of a socket buffer to user space
 // (tp_btf/skb_copy_datagram_iovec): it runs for socket reads only, so no
