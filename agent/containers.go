@@ -31,7 +31,8 @@ import (
 const containerCheckInterval = time.Second
 
 // verifyWindow is how long after its client's start request a container's
-// first process may start and still count as started by that request.
+// first process may start and still count as started by that request
+// on that ground alone; a later one counts only with lateStart's proof.
 const verifyWindow = 10 * time.Second
 
 // containerInfo is what the engine said about a container, by its full
@@ -84,6 +85,13 @@ type containerState struct {
 	offClass string
 	info     map[string]containerInfo      // by full container ID
 	verdicts map[sessions.ClaimKey]verdict // by claim
+	// The kernel's count of container requests it read and dropped
+	// (sensor.RequestDrops), read each round: drops as last read,
+	// dropsRead whether it was, droppedAt the boot time of the round
+	// that saw it grow (or first read it above 0: when is not known).
+	drops     uint64
+	dropsRead bool
+	droppedAt uint64
 }
 
 func newContainerState(socket string) *containerState {
@@ -98,6 +106,7 @@ func newContainerState(socket string) *containerState {
 func (a *Agent) containerStatus() api.ContainerStatus {
 	cs := a.containers
 	claims := a.tracker.Containers()
+	at := a.attribution(claims)
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	st := api.ContainerStatus{Attribution: "on", Socket: cs.socket, Claimed: len(claims)}
@@ -107,7 +116,6 @@ func (a *Agent) containerStatus() api.ContainerStatus {
 	if cs.up {
 		st.Engine, st.API = cs.version.Engine, cs.version.Using
 	}
-	at := cs.attributionLocked(claims)
 	for _, c := range claims {
 		if why, _ := at.decide(c, nil); why != "" {
 			st.Unattributed++
@@ -168,6 +176,7 @@ func (a *Agent) checkContainers(ctx context.Context) {
 		cs.setOff(a, offConfig, "no container engine socket is configured (containers.engine-socket)")
 		return
 	}
+	a.readRequestDrops()
 	// The kernel knows the engine by its socket's inode, which a
 	// restarted engine replaces.
 	sockErr := a.sensor.SetEngineSockets([]string{cs.socket})
@@ -324,10 +333,14 @@ func (j *judge) judge(c sessions.Container, listed bool) error {
 	if r.x.Running && r.x.Pid > 0 {
 		info.Init = a.initOf(uint32(r.x.Pid))
 	}
+	late := ""
+	if !info.Init.IsZero() && info.Init.Tick()*lineage.TickNS > c.At+uint64(verifyWindow) {
+		late = a.lateStart(c, r.x)
+	}
 	cs.mu.Lock()
 	cs.info[r.x.ID] = info
 	old := cs.verdicts[k]
-	v := judgeStart(old, c, r.x.ID, info)
+	v := judgeStart(old, c, r.x.ID, info, late)
 	v.listed = listed
 	cs.verdicts[k] = v
 	cs.mu.Unlock()
@@ -345,12 +358,13 @@ func (j *judge) judge(c sessions.Container, listed bool) error {
 // judgeStart judges claim c's start against container id as the engine
 // now runs it (x), given what was judged of that start before (v): a
 // start counts only for the instance whose first process started within
-// verifyWindow after the request, both on the kernel's boot clock. A
-// start for a container already running (the engine answers 304 and
-// starts nothing) never counts, whoever sent it and whatever an earlier
-// start of it was judged; one that counted stops counting once the
-// container restarted.
-func judgeStart(v verdict, c sessions.Container, id string, x containerInfo) verdict {
+// verifyWindow after the request, both on the kernel's boot clock, or
+// later with lateStart's proof (late: why there is none, "" when there
+// is). A start for a container already running (the engine answers 304
+// and starts nothing) never counts, whoever sent it and whatever an
+// earlier start of it was judged; one that counted stops counting once
+// the container restarted.
+func judgeStart(v verdict, c sessions.Container, id string, x containerInfo, late string) verdict {
 	switch {
 	case v.Final && v.ID != id:
 		// Judged for another container (a claim restored from before
@@ -362,7 +376,7 @@ func judgeStart(v verdict, c sessions.Container, id string, x containerInfo) ver
 	case x.Init.IsZero():
 		v.ID, v.Why = id, "not running"
 	default:
-		why := startedBy(x.Init, c.Client, c.At)
+		why := startedBy(x.Init, c.Client, c.At, late)
 		v.ID, v.Init, v.Verified, v.Final, v.Why = id, x.Init, why == "", true, why
 	}
 	return v
@@ -388,41 +402,146 @@ func (a *Agent) initOf(pid uint32) lineage.ID {
 
 // startedBy says why a container whose first process is init was not
 // started by client's start request at `at` ("" when it was): its first
-// process must have started within verifyWindow after the request. The
-// first process's start is known to a clock tick (/proc), the request's
-// to the nanosecond: the process counts as started after the request
-// when its tick ends after it.
-func startedBy(init, client lineage.ID, at uint64) string {
+// process must have started after the request, within verifyWindow or
+// later with lateStart's proof (late: why there is none). The first
+// process's start is known to a clock tick (/proc), the request's to the
+// nanosecond: the process counts as started after the request when its
+// tick ends after it.
+func startedBy(init, client lineage.ID, at uint64, late string) string {
 	first := init.Tick() * lineage.TickNS
 	switch {
 	case first+lineage.TickNS <= at:
 		return fmt.Sprintf("its first process (pid %d) started before its client's start request (pid %d): the request did not start it", init.PID, client.PID)
-	case first > at+uint64(verifyWindow):
-		return fmt.Sprintf("its first process (pid %d) started more than %s after its client's start request", init.PID, verifyWindow)
+	case first > at+uint64(verifyWindow) && late != "":
+		return fmt.Sprintf("its first process (pid %d) started %s after its client's start request, more than %s, and %s",
+			init.PID, time.Duration(first-at).Round(time.Second), verifyWindow, late)
 	}
 	return ""
 }
 
+// lateStart says why claim c's start is not proven to have started the
+// instance of container x that runs, given that its first process began
+// more than verifyWindow after the request ("" when it is proven). An
+// engine under load takes longer than the window: two hundred `docker
+// run -i` at once on two cores took minutes
+// (TestFirstDockerRunOfEverySessionAcrossARestartIsAttributed). The
+// start then counts only when nothing else can have started that
+// instance:
+//   - it is the container's first: the engine says it never stopped and
+//     its restart policy never restarted it;
+//   - the container was created after the client began (docker run
+//     creates it, then starts it);
+//   - the client still runs: it waits for its start's answer, so it ran
+//     from the request until the instance began;
+//   - no other start of the container is known: no other claim, from any
+//     session, names it, and no start from no session is kept for it;
+//   - the kernel dropped no container request since this one was sent
+//     (a start it dropped could be the one that started it).
+//
+// What no proof covers, within the window or after it: a start sent by
+// a program the reader does not read (curl on the socket) while this one
+// waited (docs/ARCHITECTURE.md, Containers a session started).
+func (a *Agent) lateStart(c sessions.Container, x containers.Container) string {
+	if !x.FinishedAt.IsZero() || x.RestartCount > 0 {
+		return "it ran before: that instance is not known to be the start's"
+	}
+	now, wall := procfs.BootTimeNow(), time.Now()
+	if age := wall.Sub(x.Created); x.Created.IsZero() || age < 0 || uint64(age) >= now || now-uint64(age) <= c.Client.Start {
+		return "it was created before its client began"
+	}
+	if st, err := procfs.ReadStat(a.opts.ProcRoot, c.Client.PID); err != nil || st.StartTicks != c.Client.Tick() {
+		return "its client is gone: it did not wait for that instance"
+	}
+	if len(a.tracker.StartsOf(x.ID)) > 0 {
+		return "a start of it from no session is known"
+	}
+	k := c.Key()
+	cs := a.containers
+	for _, o := range a.tracker.Containers() {
+		if o.Key() == k {
+			continue
+		}
+		cs.mu.Lock()
+		v := cs.verdicts[o.Key()]
+		cs.mu.Unlock()
+		if o.ID == x.ID || v.ID == x.ID || o.Ref != "" && (o.Ref == x.Name || strings.HasPrefix(x.ID, o.Ref)) {
+			return "another start of it is known"
+		}
+	}
+	cs.mu.Lock()
+	read, droppedAt := cs.dropsRead, cs.droppedAt
+	cs.mu.Unlock()
+	switch {
+	case !read:
+		return "the kernel's count of dropped requests cannot be read"
+	case droppedAt >= c.At:
+		return "the kernel dropped container requests since it was sent"
+	}
+	return ""
+}
+
+// readRequestDrops reads the kernel's count of dropped container
+// requests and notes when it grew (lateStart).
+func (a *Agent) readRequestDrops() {
+	var n uint64
+	var err error = errors.New("no sensor")
+	if a.sensor != nil {
+		var node, overUID uint64
+		node, overUID, err = a.sensor.RequestDrops()
+		n = node + overUID
+	}
+	now := procfs.BootTimeNow()
+	cs := a.containers
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	switch {
+	case err != nil:
+		cs.dropsRead = false
+		return
+	case !cs.dropsRead && n > 0, cs.dropsRead && n != cs.drops:
+		// First read above 0 (dropped before this agent counted them,
+		// when is not known), or grown since the last round.
+		cs.droppedAt = now
+	}
+	cs.drops, cs.dropsRead = n, true
+}
+
 // attribution is, at one moment, which claims' starts started what the
 // engine runs: per container, the claims verified for its current
-// instance.
+// instance, and whether a start from no session may have started it.
 type attribution struct {
 	verdicts map[sessions.ClaimKey]verdict
 	info     map[string]containerInfo
 	started  map[string][]sessions.ClaimKey // by full container ID
+	outside  map[string]bool                // by full container ID
 }
 
-// attribution judges claims with what the engine said so far.
+// attribution judges claims with what the engine said so far, and the
+// starts from no session the tracker keeps (sessions.Start): one sent
+// within verifyWindow before the first process of an instance a claim
+// started may have started it as well.
 func (a *Agent) attribution(claims []sessions.Container) attribution {
 	cs := a.containers
 	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return cs.attributionLocked(claims)
+	at := cs.attributionLocked(claims)
+	cs.mu.Unlock()
+	for id, keys := range at.started {
+		init := at.info[id].Init
+		if init.IsZero() {
+			init = at.verdicts[keys[0]].Init // stopped: the instance its start started
+		}
+		for _, st := range a.tracker.StartsOf(id) {
+			if startedBy(init, st.Client, st.At, "no start from no session counts later") == "" {
+				at.outside[id] = true
+			}
+		}
+	}
+	return at
 }
 
 // attributionLocked is attribution; cs.mu is held.
 func (cs *containerState) attributionLocked(claims []sessions.Container) attribution {
-	at := attribution{verdicts: map[sessions.ClaimKey]verdict{}, info: map[string]containerInfo{}, started: map[string][]sessions.ClaimKey{}}
+	at := attribution{verdicts: map[sessions.ClaimKey]verdict{}, info: map[string]containerInfo{}, started: map[string][]sessions.ClaimKey{}, outside: map[string]bool{}}
 	for _, c := range claims {
 		k := c.Key()
 		v, ok := cs.verdicts[k]
@@ -447,8 +566,9 @@ func (cs *containerState) attributionLocked(claims []sessions.Container) attribu
 // ending of the claims within ends ("" when it does): its start must
 // have started the instance that runs, and every other start that may
 // have started it must be within too (nil within: c's own session's
-// claims only; a start from elsewhere that may have started it makes the
-// container no one's). pending: the engine was not asked about c yet.
+// claims only; a start from elsewhere that may have started it, another
+// session tree's or one from no session, makes the container no one's).
+// pending: the engine was not asked about c yet.
 func (at attribution) decide(c sessions.Container, within map[sessions.ClaimKey]bool) (why string, pending bool) {
 	k := c.Key()
 	v, ok := at.verdicts[k]
@@ -459,6 +579,8 @@ func (at attribution) decide(c sessions.Container, within map[sessions.ClaimKey]
 		return "unattributed: " + v.Why, !v.Final
 	case !slices.Contains(at.started[v.ID], k):
 		return "unattributed: it restarted since its client started it", false
+	case at.outside[v.ID]:
+		return "unattributed: a start from no session may have started it", false
 	}
 	for _, o := range at.started[v.ID] {
 		if o != k && (within == nil || !within[o]) {

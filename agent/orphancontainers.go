@@ -165,7 +165,8 @@ func (a *Agent) orphanContainer(id string, sc seenContainer, now time.Time, seen
 		if !a.gone(s.Client) {
 			c.ClientsAlive++
 		}
-		if startedBy(sc.init, s.Client, s.At) == "" && !slices.ContainsFunc(verified, func(v sessions.Start) bool { return v.Client == s.Client }) {
+		// Within verifyWindow only: lateStart's proof is for claims.
+		if startedBy(sc.init, s.Client, s.At, "no start from no session counts later") == "" && !slices.ContainsFunc(verified, func(v sessions.Start) bool { return v.Client == s.Client }) {
 			verified = append(verified, s)
 		}
 	}
@@ -196,10 +197,23 @@ func (a *Agent) orphanContainer(id string, sc seenContainer, now time.Time, seen
 
 // pruneStarts forgets the kernel's record of the starts of containers
 // that no longer run, but those sent a moment ago (the engine may not
-// list their container yet).
+// list their container yet) and those of containers a session's claim
+// names: a start from no session that waits with a claim's start for a
+// slow engine is what makes that claim's late start unproven
+// (lateStart).
 func (a *Agent) pruneStarts(running map[string]bool) {
 	boot := procfs.BootTimeNow()
-	a.tracker.PruneStarts(func(id string, latest uint64) bool { return running[id] || latest+uint64(verifyWindow) > boot })
+	claimed := map[string]bool{}
+	cs := a.containers
+	for _, c := range a.tracker.Containers() {
+		claimed[c.ID] = true
+		cs.mu.Lock()
+		claimed[cs.verdicts[c.Key()].ID] = true
+		cs.mu.Unlock()
+	}
+	a.tracker.PruneStarts(func(id string, latest uint64) bool {
+		return running[id] || claimed[id] || latest+uint64(verifyWindow) > boot
+	})
 }
 
 // gone reports whether process id has exited: the kernel said so, or

@@ -25,14 +25,19 @@ const MaxList = 10000
 
 // Container is what Inspect tells about a container.
 type Container struct {
-	ID            string // full 64-hex ID
-	Name          string // without the leading "/"
-	Image         string // the image as the user named it (Config.Image), e.g. "busybox:1"
-	ImageID       string // "sha256:…"
-	Created       time.Time
-	Running       bool
-	Pid           int       // the init process's PID in the engine's PID namespace; 0 when not running
-	StartedAt     time.Time // zero if never started
+	ID        string // full 64-hex ID
+	Name      string // without the leading "/"
+	Image     string // the image as the user named it (Config.Image), e.g. "busybox:1"
+	ImageID   string // "sha256:…"
+	Created   time.Time
+	Running   bool
+	Pid       int       // the init process's PID in the engine's PID namespace; 0 when not running
+	StartedAt time.Time // zero if never started
+	// FinishedAt is when it last stopped, zero if it never did;
+	// RestartCount how often its restart policy started it again. Both
+	// zero: the instance that runs (or the next to) is its first.
+	FinishedAt    time.Time
+	RestartCount  int
 	Labels        map[string]string
 	LabelsDropped int // labels left out of Labels by the bounds above
 	// AttachedStdin: it was created to read its client's stdin once
@@ -85,11 +90,13 @@ func parseInspect(body []byte) (Container, error) {
 		Created string
 		Image   string
 		State   struct {
-			Running   bool
-			Pid       int
-			StartedAt string
+			Running    bool
+			Pid        int
+			StartedAt  string
+			FinishedAt string
 		}
-		Config struct {
+		RestartCount int
+		Config       struct {
 			Image     string
 			Labels    map[string]string
 			OpenStdin bool
@@ -118,6 +125,12 @@ func parseInspect(body []byte) (Container, error) {
 	}
 	if c.StartedAt, err = parseTime(v.State.StartedAt); err != nil {
 		return Container{}, fmt.Errorf("container %s: State.StartedAt: %w", short(v.ID), err)
+	}
+	if c.FinishedAt, err = parseTime(v.State.FinishedAt); err != nil {
+		return Container{}, fmt.Errorf("container %s: State.FinishedAt: %w", short(v.ID), err)
+	}
+	if c.RestartCount = v.RestartCount; c.RestartCount < 0 {
+		return Container{}, fmt.Errorf("container %s: RestartCount %d", short(v.ID), c.RestartCount)
 	}
 	if c.Pid < 0 || !c.Running && c.Pid != 0 {
 		return Container{}, fmt.Errorf("container %s: State.Pid %d while running=%v", short(v.ID), c.Pid, c.Running)

@@ -105,6 +105,32 @@ func TestInspectARunningContainer(t *testing.T) {
 	}
 }
 
+// The engine tells a container's first instance from a later one: never
+// stopped and never restarted (what the agent's proof of a late start
+// needs, agent.lateStart), and after a stop and a start it says so.
+func TestInspectTellsAContainersFirstRunFromALaterOne(t *testing.T) {
+	d, e := engine(t)
+	id := d.RunContainer(t, d.Image, "sleep", "600") // removed when the test ends
+	c, err := e.Inspect(ctxFor(t, 10*time.Second), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Running || !c.FinishedAt.IsZero() || c.RestartCount != 0 {
+		t.Errorf("first run: running %v, finished %v, restarts %d", c.Running, c.FinishedAt, c.RestartCount)
+	}
+	if err := e.Stop(ctxFor(t, 30*time.Second), id, 0); err != nil {
+		t.Fatal(err)
+	}
+	d.Output(t, "start", id)
+	c, err = e.Inspect(ctxFor(t, 10*time.Second), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Running || c.FinishedAt.IsZero() || c.FinishedAt.Before(c.Created) || c.StartedAt.Before(c.FinishedAt) {
+		t.Errorf("second run: running %v, created %v, finished %v, started %v", c.Running, c.Created, c.FinishedAt, c.StartedAt)
+	}
+}
+
 func TestStopEndsAContainerWithinItsGrace(t *testing.T) {
 	d, e := engine(t)
 	id := sleeper(t, d)

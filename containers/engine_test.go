@@ -451,6 +451,8 @@ func TestInspectRefusesAnswersThatMakeNoSense(t *testing.T) {
 		{"bad time", `{"Id":"` + testID + `","Created":"yesterday"}`},
 		{"pid while not running", `{"Id":"` + testID + `","State":{"Running":false,"Pid":7}}`},
 		{"negative pid", `{"Id":"` + testID + `","State":{"Running":true,"Pid":-1}}`},
+		{"bad finish", `{"Id":"` + testID + `","State":{"FinishedAt":"soon"}}`},
+		{"negative restarts", `{"Id":"` + testID + `","RestartCount":-1}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if c, err := parseInspect([]byte(tc.body)); err == nil {

@@ -522,6 +522,83 @@ func TestAStartForARunningContainerDoesNotMakeItTheSessions(t *testing.T) {
 	}
 }
 
+// An engine slower than the agent's 10 s window (a runtime whose create
+// waits 11 s: dockertest.SlowRuntime, as a runtime booting a VM or an
+// engine under two hundred docker runs does) still gets a session's
+// docker run attributed: the container is new, created after its client
+// began, its client waits, and no other start of it is known
+// (agent.lateStart). The same lateness without that proof is refused:
+// a container that ran before (started and stopped outside any session),
+// and one a start from no session waited on beside the session's.
+// Neither is stopped when its session ends; the attributed one is.
+func TestALateStartCountsOnlyWhenNothingElseCanHaveStartedTheContainer(t *testing.T) {
+	ag, eng := containerAgent(t)
+	create := func() string {
+		id := eng.Output(t, "create", "-i", "--network", "none", "--runtime", dockertest.SlowRuntime, eng.Image, "sleep", "600")
+		t.Cleanup(func() { eng.Docker("rm", "--force", id).Run() })
+		return id
+	}
+	ranBefore, contested := create(), create()
+
+	// ranBefore's first run, outside any session, beside the sessions'
+	// slow starts of the others.
+	first := eng.Docker("start", ranBefore)
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	late := startWrapper(t, ag, eng, "late", `"$DOCKER" run -i --rm --network none --runtime `+dockertest.SlowRuntime+` "$IMAGE" sh -c 'hostname; exec sleep 600'`)
+	t.Setenv("X", contested)
+	shared := startWrapper(t, ag, eng, "contested", `exec "$DOCKER" start -ai "$X"`)
+	containerIn(t, ag, "contested", 0, contested, "pending")
+	other := eng.Docker("start", contested) // from no session, while the session's start waits
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	if err := first.Wait(); err != nil {
+		t.Fatalf("docker start %s: %v", ranBefore[:12], err)
+	}
+	if err := eng.Docker("stop", "-t", "0", ranBefore).Run(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("X", ranBefore)
+	again := startWrapper(t, ag, eng, "again", `exec "$DOCKER" start -ai "$X"`)
+
+	id := fullID(t, eng, late.hostname(t))
+	t.Logf("the late docker run's container %s began %s after its client", id[:12], time.Since(began).Round(time.Millisecond))
+	if cs := attributed(t, ag, "late", 1); cs[0].ID != id {
+		t.Fatalf("session late: the agent attributes %s, its client started %s", cs[0].ID[:12], id[:12])
+	}
+	const why = "unattributed: its first process"
+	for _, c := range []struct{ session, id, reason string }{
+		{"again", ranBefore, "it ran before"},
+		{"contested", contested, "a start of it from no session is known"},
+	} {
+		got := containerIn(t, ag, c.session, 0, c.id, why).Attribution
+		if !strings.Contains(got, "more than 10s, and "+c.reason) {
+			t.Errorf("session %s: container %s %q, want the reason %q", c.session, c.id[:12], got, c.reason)
+		}
+	}
+
+	ended := time.Now()
+	for _, w := range []*wrapper{late, shared, again} {
+		w.kill(syscall.SIGKILL)
+	}
+	t.Logf("the attributed container gone %s after its session's end", gone(t, eng, id, ended, stopBound).Round(time.Millisecond))
+	for _, c := range []struct{ session, id string }{{"again", ranBefore}, {"contested", contested}} {
+		if r := containerRecord(t, ag, c.session, 0, c.id); !strings.HasPrefix(r, enforcer.ResultRefused+": "+why) {
+			t.Errorf("session %s: container %s recorded %q", c.session, c.id[:12], r)
+		}
+	}
+	time.Sleep(stopBound - time.Since(ended))
+	for _, c := range []string{ranBefore, contested} {
+		if !eng.Running(t, c) {
+			t.Errorf("container %s stopped: its session's late start was not proven to have started it", c[:12])
+		}
+	}
+}
+
 // sessionOf returns session id of owner as the agent tells root.
 func sessionOf(ag *agenttest.Process, id string, owner uint32) (api.SessionDetail, error) {
 	return ag.Client().Session(context.Background(), id, &owner)

@@ -38,6 +38,26 @@ const ImageTag = "mcptrace-test/busybox:1"
 // on.
 const engineEnvPath = "/usr/sbin:/usr/bin:/sbin:/bin"
 
+// SlowRuntime is a runtime every engine has beside runc (`docker run
+// --runtime mcptrace-slow`): runc itself, whose `create` (where a
+// container's first process begins) waits SlowRuntimeDelay first, as an
+// engine under load or a runtime that boots a VM does. Its script is
+// the engine directory's slow-runc.
+const (
+	SlowRuntime      = "mcptrace-slow"
+	SlowRuntimeDelay = 11 * time.Second
+)
+
+// slowRunc is SlowRuntime's program. It waits when an argument is
+// "create": runc's flags before its subcommand take paths and formats,
+// never that word, and after it the bundle's path and the ID.
+const slowRunc = `#!/bin/sh
+for a; do
+	case $a in create) sleep %d; break ;; esac
+done
+exec runc "$@"
+`
+
 // Bounds of every wait.
 const (
 	readyWait   = 60 * time.Second // dockerd answering /_ping
@@ -282,8 +302,13 @@ func (e *Engine) logPath() string { return filepath.Join(e.Dir, "dockerd.log") }
 // until dockerd exits: the parent-death signal goes out when the thread
 // that started the child ends, which is then only when the process does.
 func (e *Engine) startDockerd() error {
+	slow := filepath.Join(e.Dir, "slow-runc")
+	if err := os.WriteFile(slow, fmt.Appendf(nil, slowRunc, int(SlowRuntimeDelay/time.Second)), 0o700); err != nil {
+		return err
+	}
 	config, err := json.Marshal(map[string]any{
 		"deprecated-key-path": filepath.Join(e.Dir, "key.json"),
+		"runtimes":            map[string]any{SlowRuntime: map[string]string{"path": slow}},
 	})
 	if err != nil {
 		return err
