@@ -281,6 +281,12 @@ type judge struct {
 	a     *Agent
 	ctx   context.Context
 	asked map[string]askResult // by what the claim's request named
+	// named is, for lateStart, the claims by what each names (its full
+	// ID, the container it was judged for, its name or ID prefix); made
+	// at its first use, once a round.
+	named map[string][]sessions.ClaimKey
+	// prefixes are the names and ID prefixes among named's keys.
+	prefixes []string
 }
 
 type askResult struct {
@@ -335,7 +341,7 @@ func (j *judge) judge(c sessions.Container, listed bool) error {
 	}
 	late := ""
 	if !info.Init.IsZero() && info.Init.Tick()*lineage.TickNS > c.At+uint64(verifyWindow) {
-		late = a.lateStart(c, r.x)
+		late = j.lateStart(c, r.x)
 	}
 	cs.mu.Lock()
 	cs.info[r.x.ID] = info
@@ -441,7 +447,8 @@ func startedBy(init, client lineage.ID, at uint64, late string) string {
 // What no proof covers, within the window or after it: a start sent by
 // a program the reader does not read (curl on the socket) while this one
 // waited (docs/ARCHITECTURE.md, Containers a session started).
-func (a *Agent) lateStart(c sessions.Container, x containers.Container) string {
+func (j *judge) lateStart(c sessions.Container, x containers.Container) string {
+	a := j.a
 	if !x.FinishedAt.IsZero() || x.RestartCount > 0 {
 		return "it ran before: that instance is not known to be the start's"
 	}
@@ -455,16 +462,32 @@ func (a *Agent) lateStart(c sessions.Container, x containers.Container) string {
 	if len(a.tracker.StartsOf(x.ID)) > 0 {
 		return "a start of it from no session is known"
 	}
-	k := c.Key()
 	cs := a.containers
-	for _, o := range a.tracker.Containers() {
-		if o.Key() == k {
-			continue
-		}
+	if j.named == nil {
+		j.named = map[string][]sessions.ClaimKey{}
+		all := a.tracker.Containers()
 		cs.mu.Lock()
-		v := cs.verdicts[o.Key()]
+		for _, o := range all {
+			k := o.Key()
+			for _, ref := range []string{o.ID, o.Ref, cs.verdicts[k].ID} {
+				if ref != "" && !slices.Contains(j.named[ref], k) {
+					j.named[ref] = append(j.named[ref], k)
+				}
+			}
+			if o.Ref != "" && !containers.ValidID(o.Ref) {
+				j.prefixes = append(j.prefixes, o.Ref) // a name, or an ID prefix
+			}
+		}
 		cs.mu.Unlock()
-		if o.ID == x.ID || v.ID == x.ID || o.Ref != "" && (o.Ref == x.Name || strings.HasPrefix(x.ID, o.Ref)) {
+	}
+	k := c.Key()
+	for ref, keys := range map[string][]sessions.ClaimKey{x.ID: j.named[x.ID], x.Name: j.named[x.Name]} {
+		if ref != "" && slices.ContainsFunc(keys, func(o sessions.ClaimKey) bool { return o != k }) {
+			return "another start of it is known"
+		}
+	}
+	for _, ref := range j.prefixes {
+		if strings.HasPrefix(x.ID, ref) && slices.ContainsFunc(j.named[ref], func(o sessions.ClaimKey) bool { return o != k }) {
 			return "another start of it is known"
 		}
 	}

@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mcptrace/mcptrace/enforcer"
+	"github.com/mcptrace/mcptrace/internal/agenttest"
+	"github.com/mcptrace/mcptrace/internal/dockertest"
 )
 
 // raceSessions is how many sessions TestFirstDockerRunOfEverySessionAcrossARestartIsAttributed
@@ -131,7 +134,7 @@ func TestFirstDockerRunOfEverySessionAcrossARestartIsAttributed(t *testing.T) {
 			}
 		}
 		return true, ""
-	})
+	}, func() string { return claimCounts(t, ag) })
 	seen := map[string]string{}
 	for sid, cid := range ids {
 		if other, ok := seen[cid]; ok {
@@ -139,7 +142,7 @@ func TestFirstDockerRunOfEverySessionAcrossARestartIsAttributed(t *testing.T) {
 		}
 		seen[cid] = sid
 	}
-	t.Logf("%d sessions, %d containers attributed", n, len(ids))
+	t.Logf("%d sessions, %d containers attributed; %s; %s", n, len(ids), lateStarts(t, eng, ids), claimCounts(t, ag))
 
 	// Each session ends with its root, the client, killed (SIGTERM would
 	// not do: docker run passes it on to the container, whose sleep, as
@@ -164,4 +167,45 @@ func TestFirstDockerRunOfEverySessionAcrossARestartIsAttributed(t *testing.T) {
 		return left == 0, fmt.Sprintf("%d of %d containers still there", left, n)
 	})
 	t.Logf("%d containers gone %s after their sessions' roots were killed", n, time.Since(start).Round(time.Millisecond))
+}
+
+// lateStarts says how many of the containers began more than the agent's
+// 10 s window after they were created (the engine's own times, one
+// docker inspect): those only the late start's proof attributes.
+func lateStarts(t *testing.T, eng *dockertest.Engine, ids map[string]string) string {
+	args := []string{"inspect", "--format", "{{.Created}} {{.State.StartedAt}}"}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	late, slowest := 0, time.Duration(0)
+	for _, line := range strings.Split(eng.Output(t, args...), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("docker inspect printed %q", line)
+		}
+		created, err1 := time.Parse(time.RFC3339Nano, f[0])
+		started, err2 := time.Parse(time.RFC3339Nano, f[1])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("docker inspect printed %q", line)
+		}
+		d := started.Sub(created)
+		slowest = max(slowest, d)
+		if d > 10*time.Second {
+			late++
+		}
+	}
+	return fmt.Sprintf("%d began more than 10s after they were created (the slowest %s)", late, slowest.Round(100*time.Millisecond))
+}
+
+// claimCounts is what the agent's metrics count of the container starts
+// the kernel read, by result (claimed, unread, over-uid-budget, …).
+func claimCounts(t *testing.T, ag *agenttest.Process) string {
+	body := scrape(t, strings.TrimSuffix(strings.TrimPrefix(ag.MetricsURL(), "http://"), "/metrics"))
+	var out []string
+	for line := range strings.Lines(body) {
+		if rest, ok := strings.CutPrefix(line, `mcptrace_container_claims_total{result="`); ok {
+			out = append(out, strings.Replace(strings.TrimSpace(rest), `"} `, " ", 1))
+		}
+	}
+	return "container starts by result: " + strings.Join(out, ", ")
 }

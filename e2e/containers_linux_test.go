@@ -532,25 +532,27 @@ func TestAStartForARunningContainerDoesNotMakeItTheSessions(t *testing.T) {
 // and one a start from no session waited on beside the session's.
 // Neither is stopped when its session ends; the attributed one is.
 func TestALateStartCountsOnlyWhenNothingElseCanHaveStartedTheContainer(t *testing.T) {
-	ag, eng := containerAgent(t)
-	create := func() string {
-		id := eng.Output(t, "create", "-i", "--network", "none", "--runtime", dockertest.SlowRuntime, eng.Image, "sleep", "600")
-		t.Cleanup(func() { eng.Docker("rm", "--force", id).Run() })
-		return id
-	}
-	ranBefore, contested := create(), create()
-
-	// ranBefore's first run, outside any session, beside the sessions'
-	// slow starts of the others.
+	// ranBefore's first run, outside any session, while the agent starts
+	// and beside the sessions' slow starts of the others.
+	eng := dockertest.Start(t)
+	ranBefore := eng.Output(t, "create", "-i", "--network", "none", "--runtime", dockertest.SlowRuntime, eng.Image, "sleep", "600")
+	t.Cleanup(func() { eng.Docker("rm", "--force", ranBefore).Run() })
 	first := eng.Docker("start", ranBefore)
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
+	ag, _ := containerAgent(t)
+	slowRun := `"$DOCKER" run -i --rm --network none --runtime ` + dockertest.SlowRuntime
 	began := time.Now()
-	late := startWrapper(t, ag, eng, "late", `"$DOCKER" run -i --rm --network none --runtime `+dockertest.SlowRuntime+` "$IMAGE" sh -c 'hostname; exec sleep 600'`)
-	t.Setenv("X", contested)
-	shared := startWrapper(t, ag, eng, "contested", `exec "$DOCKER" start -ai "$X"`)
-	containerIn(t, ag, "contested", 0, contested, "pending")
+	late := startWrapper(t, ag, eng, "late", slowRun+` "$IMAGE" sh -c 'hostname; exec sleep 600'`)
+	const name = "mcptrace-late-contested"
+	shared := startWrapper(t, ag, eng, "contested", slowRun+` --name `+name+` "$IMAGE" sleep 600`)
+	var contested string
+	waitFor(t, containerWait, "the contested container to be created", func() (bool, string) {
+		contested = eng.Output(t, "ps", "--all", "--quiet", "--no-trunc", "--filter", "name=^"+name+"$")
+		return contested != "", "not yet"
+	})
+	t.Cleanup(func() { eng.Docker("rm", "--force", contested).Run() })
 	other := eng.Docker("start", contested) // from no session, while the session's start waits
 	if err := other.Start(); err != nil {
 		t.Fatal(err)
@@ -591,7 +593,9 @@ func TestALateStartCountsOnlyWhenNothingElseCanHaveStartedTheContainer(t *testin
 			t.Errorf("session %s: container %s recorded %q", c.session, c.id[:12], r)
 		}
 	}
-	time.Sleep(stopBound - time.Since(ended))
+	// The records say the ending refused them; a stop would have ended
+	// them within the grace and a moment.
+	time.Sleep(enforcer.DefaultGrace + 2*time.Second - time.Since(ended))
 	for _, c := range []string{ranBefore, contested} {
 		if !eng.Running(t, c) {
 			t.Errorf("container %s stopped: its session's late start was not proven to have started it", c[:12])

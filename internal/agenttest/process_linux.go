@@ -107,14 +107,16 @@ func (p *Process) Start() time.Duration {
 // The agent serves its metrics from a goroutine of their own once it
 // serves the API (a taken port must not hold up enforcement), so the line
 // may come a moment after it is ready: MetricsURL waits for it, bounded.
+// An agent started again (Start) listens on another port: the last
+// address logged is the one.
 func (p *Process) MetricsURL() string {
 	p.t.Helper()
-	var m []string
+	var m [][]string
 	testenv.Eventually(p.t, "the agent's metrics address in its log", func() (bool, string) {
-		m = metricsAddr.FindStringSubmatch(p.Logs())
+		m = metricsAddr.FindAllStringSubmatch(p.Logs(), -1)
 		return m != nil, p.Logs()
 	})
-	return "http://" + m[1] + "/metrics"
+	return "http://" + m[len(m)-1][1] + "/metrics"
 }
 
 var metricsAddr = regexp.MustCompile(`msg="serving metrics" .*address=(\S+)`)
