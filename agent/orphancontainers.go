@@ -138,7 +138,14 @@ func (a *Agent) lookContainers(now time.Time, seen map[lineage.ID]bool) (out []o
 		if !sc.attached || sc.init.IsZero() {
 			continue // not started by a docker run -i client: never an orphan
 		}
-		out = append(out, a.orphanContainer(x.ID, sc, now, seen))
+		oc := a.orphanContainer(x.ID, sc, now, seen)
+		if len(at.started[x.ID]) > 0 && !oc.Client.IsZero() {
+			// A session's start may have started it too (the claim and
+			// a start from no session, both in the window: decide made
+			// it no one's): no one client is known to have.
+			oc.Client, oc.ClientUID, oc.ClientExited, oc.Contested = lineage.ID{}, 0, false, true
+		}
+		out = append(out, oc)
 	}
 	for id := range o.containers {
 		if !kept[id] {
