@@ -211,13 +211,14 @@ func (a *Agent) orphanContainer(id string, sc seenContainer, now time.Time, seen
 func (a *Agent) pruneStarts(running map[string]bool) {
 	boot := procfs.BootTimeNow()
 	claimed := map[string]bool{}
+	claims := a.tracker.Containers()
 	cs := a.containers
-	for _, c := range a.tracker.Containers() {
+	cs.mu.Lock()
+	for _, c := range claims {
 		claimed[c.ID] = true
-		cs.mu.Lock()
 		claimed[cs.verdicts[c.Key()].ID] = true
-		cs.mu.Unlock()
 	}
+	cs.mu.Unlock()
 	a.tracker.PruneStarts(func(id string, latest uint64) bool {
 		return running[id] || claimed[id] || latest+uint64(verifyWindow) > boot
 	})
