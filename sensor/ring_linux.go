@@ -262,7 +262,7 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 			// kernel wakes nobody for what comes next, so look again after
 			// coalesce; when nothing came meanwhile, release the record and
 			// wait for the kernel below.
-			if err := r.sleep(r.gather(), deadline, true); err != nil {
+			if err := r.sleep(r.gather(time.Now()), deadline, true); err != nil {
 				return nil, err
 			}
 			if atomic.LoadUintptr(r.prodPos) == r.read {
@@ -285,7 +285,7 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 				r.wakeups++
 			}
 			if woken && r.coalesce > 0 {
-				if err := r.sleep(r.gather(), deadline, true); err != nil {
+				if err := r.sleep(r.gather(time.Now()), deadline, true); err != nil {
 					return nil, err
 				}
 			}
@@ -303,7 +303,7 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 
 // gather returns how long to let records gather: coalesce, storm while
 // records come at ringStormRate a second or faster, nothing once hurried.
-func (r *ring) gather() time.Duration {
+func (r *ring) gather(now time.Time) time.Duration {
 	if r.hurried.Swap(false) {
 		var b [8]byte
 		unix.Read(r.hurryfd, b[:]) // drained: the next sleep waits again
@@ -312,7 +312,6 @@ func (r *ring) gather() time.Duration {
 	if r.storm == 0 {
 		return r.coalesce
 	}
-	now := time.Now()
 	if r.paceFrom.IsZero() {
 		r.paceFrom, r.pace = now, r.coalesce
 	}
