@@ -132,7 +132,9 @@ struct barrier_event {
  * request_uid_rate), and one CPU (map request_rate): a user whose clients
  * write start lines in a loop uses up their own budget, not the node's,
  * and the node's keeps the ring buffer for fork, exec and exit records
- * against many users at once. A `docker run` sends 4 or 5 requests. */
+ * against many users at once. Only starts count (a `docker run` sends
+ * 4 or 5 requests, one of them its start): what starts nothing is never
+ * sent. */
 #define REQUESTS_PER_UID_PER_SEC 256
 #define REQUESTS_PER_SEC 1024
 /* uids whose windows are kept (map request_uid_rate, least recently used
@@ -151,7 +153,8 @@ enum request_drop {
 /* An engine API request (kind EVENT_REQUEST): the first bytes a container
  * client (its program named in map client_comms) sent on a unix stream
  * socket whose peer is an engine's socket (map engine_sockets, by inode),
- * when they start with "POST /". Nothing else anyone
+ * when they start with "POST /" and the path ends in "/start" or
+ * "/restart" (the kernel's first sieve; user space parses). Nothing else anyone
  * sends on any socket is read. The header's proc is the sender. */
 struct request_event {
 	struct event base;

@@ -563,6 +563,38 @@ static __always_inline bool request_allowed(__u32 uid)
 	return true;
 }
 
+/* starts_container reports whether a request line's path ends in
+ * "/start" or "/restart": the only requests user space keeps
+ * (containers.ParseRequest), and so the only ones that use a uid's
+ * budget and room in the ring (a docker run also sends a create, an
+ * attach and a wait: a budget they used up would let a session's own
+ * starts go unread, and the race at 200 sessions showed it). The path
+ * ends at its first ' ' or '?' after "POST /"; a line with none within
+ * the n bytes read starts nothing (user space would refuse it too). This
+ * is a necessary condition only: user space still parses the line. The
+ * loop is unrolled, so every read of line is at a constant offset (the
+ * 5.10 verifier refuses a variable one on the stack); the last 8 bytes
+ * before the end are kept in a shift register. */
+#define PATH_START_BYTES 0x2f7374617274ULL        /* "/start" */
+#define PATH_RESTART_BYTES 0x2f72657374617274ULL  /* "/restart" */
+static __always_inline bool starts_container(const char *line, __u32 n)
+{
+	__u64 last = 0;
+	bool ended = false, start = false;
+#pragma unroll
+	for (__u32 i = 6; i < REQUEST_LEN; i++) {
+		char c = line[i];
+		if (!ended && i < n) {
+			if (c == ' ' || c == '?') {
+				start = (last & 0xffffffffffffULL) == PATH_START_BYTES || last == PATH_RESTART_BYTES;
+				ended = true;
+			}
+			last = last << 8 | (__u8)c;
+		}
+	}
+	return start;
+}
+
 /* connector returns the process that connected the engine's end peer:
  * the leader of the thread group whose tgid the kernel recorded as its
  * peer at connect (sk_peer_pid, what SO_PEERCRED reports), or NULL when
@@ -610,7 +642,9 @@ static __always_inline void fill_request_header(struct event *e, struct task_str
  * When the buffer is the start of what a client sent (the first read of
  * it) and starts "POST /", and the process that connected (the peer the
  * kernel recorded at connect, what SO_PEERCRED reports) runs a program
- * named in client_comms, its first REQUEST_LEN bytes go to user space:
+ * named in client_comms, and the line's path ends in "/start" or
+ * "/restart" (starts_container), its first REQUEST_LEN bytes go to user
+ * space:
  * the request line names the container the client acts on
  * (`POST /v1.41/containers/<id>/start`). The request's sender is that
  * process. Read on the engine's side, because the client's side has no
@@ -650,6 +684,19 @@ int BPF_PROG(request_recv, const struct sk_buff *skb, int len)
 		return 0;
 	if (!bpf_map_lookup_elem(&client_comms, comm))
 		return 0;
+	__u64 n = head_len < REQUEST_LEN ? head_len : REQUEST_LEN;
+	/* Bounded where the verifier sees it, whatever the compiler made of
+	 * the line above. */
+	barrier_var(n);
+	if (n > REQUEST_LEN)
+		n = REQUEST_LEN;
+	char line[REQUEST_LEN] = {};
+	if (n == 0 || bpf_probe_read_kernel(line, n, data) < 0) {
+		count(&request_drops, REQUEST_DROP_UNREADABLE);
+		return 0;
+	}
+	if (!starts_container(line, n))
+		return 0;
 	/* The budget is the connector's uid's: the engine, whose context
 	 * this is, runs as root for every client. */
 	if (!request_allowed(BPF_CORE_READ(task, cred, uid.val)))
@@ -660,19 +707,7 @@ int BPF_PROG(request_recv, const struct sk_buff *skb, int len)
 		return 0;
 	}
 	fill_request_header(&e->base, task, comm);
-	__u64 n = head_len < REQUEST_LEN ? head_len : REQUEST_LEN;
-	/* Bounded where the verifier sees it, whatever the compiler made of
-	 * the line above. */
-	barrier_var(n);
-	if (n > REQUEST_LEN)
-		n = REQUEST_LEN;
-	if (bpf_probe_read_kernel(e->line, n, data) < 0)
-		n = 0;
-	if (n == 0) {
-		bpf_ringbuf_discard(e, 0);
-		count(&request_drops, REQUEST_DROP_UNREADABLE);
-		return 0;
-	}
+	__builtin_memcpy(e->line, line, REQUEST_LEN);
 	e->len = n;
 	e->_pad = 0;
 	bpf_ringbuf_submit(e, 0);

@@ -20,7 +20,7 @@ suspects=(
 	"./agent/      ^(TestDoomKillsAForkLoopWhileTheAgentIsDown|TestMarkerWithoutSessionFromAnotherUIDUnderARootHostIsRefused|TestSelfExecLoopHoldsBoundedImages)$"
 	"./enforcer/   ^(TestSweepCatchesMembersForkingWhileBeingKilled)$"
 	"./api/        ^(TestHeldConnectionActsForNobodyWithTheKernelsBinding|TestReusePIDGivesWayToAProcessHoldingThePID)$"
-	"./sensor/     ^(TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSocketReads|TestRingGathersLongerOnlyUnderAStorm)$"
+	"./sensor/     ^(TestKernelSurvivesTheRequestReaderAttachedAndDetachedUnderSocketReads|TestRingGathersLongerOnlyUnderAStorm|TestRingWaitsForABusyRecord)$"
 	"./containers/ ^(TestCgroupKillEndsEveryProcessOfAContainer)$"
 	"./e2e/        ^(TestContainersOfEndedSessionsAreStoppedAndTheClientAloneStopsNothing|TestRealHostsAreRecognisedDrawnRightAndLeaveNothing)$"
 )
