@@ -556,6 +556,15 @@ func (e *Engine) Containers(t testing.TB) []string {
 	return strings.Fields(e.Output(t, "ps", "--all", "--quiet", "--no-trunc"))
 }
 
+// RunningContainers returns the full IDs of the engine's running
+// containers: not those stopped and still being removed (a --rm
+// container's removal on vfs storage can take the engine minutes when
+// it removes 200 at once; its processes are gone by then).
+func (e *Engine) RunningContainers(t testing.TB) []string {
+	t.Helper()
+	return strings.Fields(e.Output(t, "ps", "--quiet", "--no-trunc"))
+}
+
 // validID reports whether s is a full container ID.
 func validID(s string) bool {
 	if len(s) != 64 {
