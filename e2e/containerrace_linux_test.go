@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/dockertest"
 )
@@ -156,23 +155,12 @@ func TestFirstDockerRunOfEverySessionAcrossARestartIsAttributed(t *testing.T) {
 	// for 19 s), so a fixed bound measured dockerd; what the agent answers
 	// for is the time beyond the control's (stopBound's 10 s).
 	control := eng.RunContainer(t, "--rm", eng.Image, "sleep", "600")
-	controlTook := make(chan time.Duration, 1)
 	start := time.Now()
 	for _, s := range ss {
 		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		stop := eng.Docker("stop", "-t", strconv.Itoa(int(enforcer.DefaultGrace/time.Second)), control)
-		cmd := exec.CommandContext(ctx, stop.Path, stop.Args[1:]...)
-		cmd.Env = stop.Env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("docker stop of the control container: %v: %s", err, out)
-		}
-		controlTook <- time.Since(start)
-	}()
 	ceiling := stopBound + time.Duration(n)*3*time.Second
+	controlTook := stopControl(t, eng, control, start, ceiling)
 	// Gone is stopped, as everywhere in these tests (gone): the engine's
 	// removal of a stopped --rm container is its own (in one run of 200,
 	// one stopped container stayed "Removal In Progress" for minutes,
@@ -192,7 +180,7 @@ func TestFirstDockerRunOfEverySessionAcrossARestartIsAttributed(t *testing.T) {
 	})
 	took := time.Since(start)
 	ctook := <-controlTook
-	stopped := max(stopBound, ctook+stopBound-enforcer.DefaultGrace)
+	stopped := paceBound(ctook)
 	t.Logf("%d containers stopped %s after their sessions' roots were killed; the control's docker stop took %s, so the bound is %s",
 		n, took.Round(time.Millisecond), ctook.Round(time.Millisecond), stopped.Round(time.Millisecond))
 	if took > stopped {

@@ -43,6 +43,36 @@ const containerWait = 60 * time.Second
 // the container is never stopped at all (the control below).
 const stopBound = enforcer.DefaultGrace + 10*time.Second
 
+// stopControl stops container id, of no session, with `docker stop -t
+// GRACE` in the background and sends how long after since it was
+// stopped: the engine's own pace while a session's containers stop
+// beside it (an engine flooded, or stopping 200 at once), which
+// paceBound turns into the bound of the session's. limit bounds the
+// docker stop.
+func stopControl(t *testing.T, eng *dockertest.Engine, id string, since time.Time, limit time.Duration) <-chan time.Duration {
+	took := make(chan time.Duration, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		stop := eng.Docker("stop", "-t", strconv.Itoa(int(enforcer.DefaultGrace/time.Second)), id)
+		cmd := exec.CommandContext(ctx, stop.Path, stop.Args[1:]...)
+		cmd.Env = stop.Env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("docker stop of the control container: %v: %s", err, out)
+		}
+		took <- time.Since(since)
+	}()
+	return took
+}
+
+// paceBound is the bound of a session's containers being stopped when
+// the engine's control took control: what the agent answers for is the
+// time beyond the engine's own (stopBound's 10 s over the grace), never
+// less than stopBound.
+func paceBound(control time.Duration) time.Duration {
+	return max(stopBound, control+stopBound-enforcer.DefaultGrace)
+}
+
 // dockerCLI is Debian's docker client (docker.io): the one the engine
 // matches, wherever PATH would find another.
 const dockerCLI = "/usr/bin/docker"

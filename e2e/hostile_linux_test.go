@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
 	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -273,26 +272,15 @@ func TestHostileUsersSwitchNothingOff(t *testing.T) {
 	// clients are in the engine's group and keep it busy on purpose; what
 	// the agent answers for is the time beyond that (stopBound's 10 s).
 	control := eng.RunContainer(t, "--rm", eng.Image, "sleep", "600")
-	controlTook := make(chan time.Duration, 1)
 	stopped := time.Now()
 	w.kill(syscall.SIGTERM)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		stop := eng.Docker("stop", "-t", strconv.Itoa(int(enforcer.DefaultGrace/time.Second)), control)
-		cmd := exec.CommandContext(ctx, stop.Path, stop.Args[1:]...)
-		cmd.Env = stop.Env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("docker stop of the control container: %v: %s", err, out)
-		}
-		controlTook <- time.Since(stopped)
-	}()
+	controlTook := stopControl(t, eng, control, stopped, 30*time.Second)
 	var took []time.Duration
 	for _, id := range ids {
 		took = append(took, gone(t, eng, id, stopped, 30*time.Second))
 	}
 	ctook := <-controlTook
-	bound := max(stopBound, ctook+stopBound-enforcer.DefaultGrace)
+	bound := paceBound(ctook)
 	if d, err := sessionOf(ag, "hostile-containers", 0); err == nil && d.Session.EndedAt != 0 {
 		ref := time.Now() // d.Now is when the answer was made, or when the history recorded it
 		if !d.Recorded.IsZero() {

@@ -108,6 +108,53 @@ func runClient(t *testing.T, comm, socket string, lines ...string) uint32 {
 	return uint32(cmd.Process.Pid)
 }
 
+// requestSensor opens a sensor that reads container clients' requests
+// to the engine socket at engine (a test needs that feature: it fails,
+// naming it, where the kernel lacks it).
+func requestSensor(t *testing.T, engine string) *sensor.Sensor {
+	t.Helper()
+	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
+	if err := s.RequestsErr(); err != nil {
+		testenv.Missing(t, "reading container clients' engine requests", err.Error())
+	}
+	if err := s.SetEngineSockets([]string{engine}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// requestsOf reads the sensor until each of the clients (pids of
+// processes that already exited) is seen to exit, and returns the
+// requests each sent, in their order. It reads the sensor once: collect
+// leaves nothing for a second call.
+func requestsOf(t *testing.T, s *sensor.Sensor, clients ...uint32) [][]string {
+	t.Helper()
+	index := make(map[uint32]int, len(clients))
+	for i, pid := range clients {
+		index[pid] = i
+	}
+	exited := 0
+	evs := collect(t, s,
+		func(ev lineage.Event) bool {
+			_, ok := index[ev.Proc.PID]
+			return ok && (ev.Kind == lineage.KindRequest || ev.Kind == lineage.KindExit)
+		},
+		func(ev lineage.Event) bool {
+			if _, ok := index[ev.Proc.PID]; ok && ev.Kind == lineage.KindExit {
+				exited++
+			}
+			return exited == len(index)
+		})
+	got := make([][]string, len(clients))
+	for _, ev := range evs {
+		if ev.Kind == lineage.KindRequest {
+			i := index[ev.Proc.PID]
+			got[i] = append(got[i], ev.Request)
+		}
+	}
+	return got
+}
+
 const testContainerID = "0d4a7f1e9b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aabbccd"
 
 func TestSensorReportsTheContainerAClientStartsAndNothingElseItSends(t *testing.T) {
@@ -116,13 +163,7 @@ func TestSensorReportsTheContainerAClientStartsAndNothingElseItSends(t *testing.
 	other := filepath.Join(dir, "other.sock")
 	engineStandIn(t, engine)
 	engineStandIn(t, other)
-	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
-	if err := s.RequestsErr(); err != nil {
-		testenv.Missing(t, "reading container clients' engine requests", err.Error())
-	}
-	if err := s.SetEngineSockets([]string{engine}); err != nil {
-		t.Fatal(err)
-	}
+	s := requestSensor(t, engine)
 	start := "POST /v1.41/containers/" + testContainerID + "/start HTTP/1.1\r\nHost: api.moby.localhost\r\nUser-Agent: Docker-Client/20.10.24\r\n\r\n"
 	create := "POST /v1.41/containers/create HTTP/1.1\r\nHost: api.moby.localhost\r\n\r\n"
 	wait := "POST /v1.41/containers/" + testContainerID + "/wait?condition=removed HTTP/1.1\r\n\r\n"
@@ -188,13 +229,7 @@ func TestKernelSendsOnlyRequestsThatStartAContainer(t *testing.T) {
 	dir := t.TempDir()
 	engine := filepath.Join(dir, "engine.sock")
 	engineStandIn(t, engine)
-	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
-	if err := s.RequestsErr(); err != nil {
-		testenv.Missing(t, "reading container clients' engine requests", err.Error())
-	}
-	if err := s.SetEngineSockets([]string{engine}); err != nil {
-		t.Fatal(err)
-	}
+	s := requestSensor(t, engine)
 	id := testContainerID
 	long := strings.Repeat("n", containers.MaxRefBytes) // no end within the bytes read
 	cases := []struct {
@@ -216,29 +251,11 @@ func TestKernelSendsOnlyRequestsThatStartAContainer(t *testing.T) {
 	// One client a line, each exited before the next; then the events
 	// of all of them, read once (collect reads the sensor to its end).
 	dropped := s.RequestsDropped()
-	clients := map[uint32]int{}
-	for i, c := range cases {
-		clients[runClient(t, "docker", engine, c.line)] = i
+	var pids []uint32
+	for _, c := range cases {
+		pids = append(pids, runClient(t, "docker", engine, c.line))
 	}
-	exited := 0
-	evs := collect(t, s,
-		func(ev lineage.Event) bool {
-			_, ok := clients[ev.Proc.PID]
-			return ok && (ev.Kind == lineage.KindRequest || ev.Kind == lineage.KindExit)
-		},
-		func(ev lineage.Event) bool {
-			if _, ok := clients[ev.Proc.PID]; ok && ev.Kind == lineage.KindExit {
-				exited++
-			}
-			return exited == len(clients)
-		})
-	got := make([][]string, len(cases))
-	for _, ev := range evs {
-		if ev.Kind == lineage.KindRequest {
-			i := clients[ev.Proc.PID]
-			got[i] = append(got[i], ev.Request)
-		}
-	}
+	got := requestsOf(t, s, pids...)
 	for i, c := range cases {
 		path := strings.Fields(c.line)[1]
 		switch {
@@ -267,13 +284,7 @@ func TestRequestsThatStartNothingUseNoBudget(t *testing.T) {
 	dir := t.TempDir()
 	engine := filepath.Join(dir, "engine.sock")
 	engineStandIn(t, engine)
-	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
-	if err := s.RequestsErr(); err != nil {
-		testenv.Missing(t, "reading container clients' engine requests", err.Error())
-	}
-	if err := s.SetEngineSockets([]string{engine}); err != nil {
-		t.Fatal(err)
-	}
+	s := requestSensor(t, engine)
 	_, overBefore, err := s.RequestDrops()
 	if err != nil {
 		t.Fatal(err)
@@ -287,17 +298,7 @@ func TestRequestsThatStartNothingUseNoBudget(t *testing.T) {
 	began := time.Now()
 	client := runClient(t, "docker", engine, append(lines, start)...)
 	took := time.Since(began)
-	evs := collect(t, s,
-		func(ev lineage.Event) bool {
-			return ev.Proc.PID == client && (ev.Kind == lineage.KindRequest || ev.Kind == lineage.KindExit)
-		},
-		func(ev lineage.Event) bool { return ev.Kind == lineage.KindExit && ev.Proc.PID == client })
-	var got []string
-	for _, ev := range evs {
-		if ev.Kind == lineage.KindRequest {
-			got = append(got, ev.Request)
-		}
-	}
+	got := requestsOf(t, s, client)[0]
 	_, overAfter, err := s.RequestDrops()
 	if err != nil {
 		t.Fatal(err)
@@ -480,13 +481,7 @@ func TestOneUsersRequestFloodBlindsOnlyThemselves(t *testing.T) {
 	if err := os.Symlink(self, docker); err != nil {
 		t.Fatal(err)
 	}
-	s := openSensor(t, sensor.Options{ContainerClients: containers.Clients})
-	if err := s.RequestsErr(); err != nil {
-		testenv.Missing(t, "reading container clients' engine requests", err.Error())
-	}
-	if err := s.SetEngineSockets([]string{engine}); err != nil {
-		t.Fatal(err)
-	}
+	s := requestSensor(t, engine)
 	_, overBefore, err := s.RequestDrops()
 	if err != nil {
 		t.Fatal(err)
