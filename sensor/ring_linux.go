@@ -303,6 +303,8 @@ func (r *ring) Next(deadline time.Time) ([]byte, error) {
 
 // gather returns how long to let records gather: coalesce, storm while
 // records come at ringStormRate a second or faster, nothing once hurried.
+// now is the caller's clock (the pace is judged at it, so a test can
+// give it exact times).
 func (r *ring) gather(now time.Time) time.Duration {
 	if r.hurried.Swap(false) {
 		var b [8]byte
