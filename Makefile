@@ -46,7 +46,7 @@ run: setup build
 # committed bytes back (internal/bpfobj).
 generate: setup-test
 	cd bpf && $(GO) generate ./...
-	$(GO) run ./internal/bpfobj/cmd/bpfsame -keep bpf/mcptrace_bpfel.o
+	for o in bpf/mcptrace_bpfel.o bpf/tasks_bpfel.o; do $(GO) run ./internal/bpfobj/cmd/bpfsame -keep $$o || exit 1; done
 
 # CI: the committed bpf2go output must match the sources: the Go bindings
 # byte for byte, the object program for program.

@@ -193,8 +193,10 @@ type Agent struct {
 
 	// ops is what status tells the operator beyond counters
 	// (operator.go).
-	ops     operatorState
-	opts    Options
+	ops  operatorState
+	opts Options
+	// procs reads every process (system_*.go).
+	procs   procReader
 	log     *slog.Logger
 	graph   *lineage.Graph
 	sensor  *sensor.Sensor
@@ -464,10 +466,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.boot.ready = time.Since(loadStart)
-	// Start-up is the agent's peak: the kernel's BTF, the /proc scan and
-	// the state load are garbage now. Give their pages back once rather
-	// than hold them until the scavenger gets to them.
-	debug.FreeOSMemory()
 
 	srv := &api.Server{
 		Graph:    a.graph,
@@ -530,6 +528,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("serving", "socket", a.opts.Socket, "mode", fmt.Sprintf("%#o", a.opts.SocketMode),
 		"start_to_serving", a.boot.ready.Round(time.Millisecond))
 	close(a.ready)
+	// Start-up is the agent's peak: the kernel's BTF, the process scan
+	// and the state load are garbage now. Give their pages back once
+	// rather than hold them until the scavenger gets to them (after
+	// serving: a collection of the start-up's heap takes tens of ms).
+	debug.FreeOSMemory()
 
 	select {
 	case <-ctx.Done():
@@ -566,18 +569,18 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) reconcile(ctx context.Context) error {
 	start := time.Now()
 	readAt := procfs.BootTimeNow()
-	snaps, err := a.scanProcesses()
+	snaps, how, err := a.scanProcesses()
 	if err != nil {
 		return err
 	}
 	if a.boot.restored {
 		res := a.graph.Repair(snaps, readAt)
 		a.boot.procAdded, a.boot.procGone = res.Added, res.MarkedExited
-		a.log.Info("checked the saved graph against "+processSource, "processes", len(snaps),
+		a.log.Info("checked the saved graph against "+processSource, "processes", len(snaps), "read_from", how,
 			"started_meanwhile", res.Added, "gone_meanwhile", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
 	} else {
 		a.graph.Seed(snaps, readAt)
-		a.log.Info("seeded from "+processSource, "processes", len(snaps), "took", time.Since(start).Round(time.Millisecond))
+		a.log.Info("seeded from "+processSource, "processes", len(snaps), "read_from", how, "took", time.Since(start).Round(time.Millisecond))
 	}
 	// Seed and Repair are not journaled: a checkpoint keeps what they
 	// learned. It is written beside serving, not before: encoding 10,000

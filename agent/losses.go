@@ -137,7 +137,7 @@ func (a *Agent) checkLost() error {
 	}
 	start := time.Now()
 	readAt := procfs.BootTimeNow()
-	snaps, err := a.scanProcesses()
+	snaps, how, err := a.scanProcesses()
 	if err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
@@ -147,7 +147,7 @@ func (a *Agent) checkLost() error {
 	a.journal([]state.Record{jsonRecord(recKernel, a.kernel.clone())})
 	a.mu.Unlock()
 	a.scan()
-	a.log.Info("graph repaired from "+processSource, "added", res.Added, "marked_exited", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
+	a.log.Info("graph repaired from "+processSource, "read_from", how, "added", res.Added, "marked_exited", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
 	a.historyNote(fmt.Sprintf("the graph was repaired from %s: %d processes added, %d marked exited", processSource, res.Added, res.MarkedExited), 0)
 	// A repair is not journaled: a checkpoint keeps what it learned.
 	a.checkpointOrLog()

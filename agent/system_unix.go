@@ -4,6 +4,7 @@ package agent
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
@@ -23,19 +24,64 @@ const (
 	stoppedMessage = "stopped; the kernel programs stay attached for the next agent (mcptrace uninstall removes them)"
 )
 
-// openSystem prepares what the system needs before the sensor opens.
-func (a *Agent) openSystem() error { return nil }
+// procReader is how the agent reads every process: the kernel's task
+// iterator where the kernel runs it (loaded beside the sensor's
+// programs, not after them), or /proc's files (err says why).
+type procReader struct {
+	ready chan struct{} // closed once tasks or err is set; nil: /proc only
+	tasks *sensor.Tasks
+	err   error
+	said  sync.Once // the reason for /proc's files is logged once
+}
+
+// openSystem starts loading the task iterator when the graph is of this
+// node's /proc (another root is a test's or a container's view, which
+// the kernel's task list is not).
+func (a *Agent) openSystem() error {
+	if a.opts.ProcRoot != procfs.DefaultRoot {
+		return nil
+	}
+	a.procs.ready = make(chan struct{})
+	go func() {
+		defer close(a.procs.ready)
+		a.procs.tasks, a.procs.err = sensor.OpenTasks(a.opts.ProcRoot)
+	}()
+	return nil
+}
 
 // closeSystem lets go of what openSystem holds.
-func (a *Agent) closeSystem() {}
+func (a *Agent) closeSystem() {
+	if a.procs.ready == nil {
+		return
+	}
+	<-a.procs.ready
+	if a.procs.tasks != nil {
+		a.procs.tasks.Close()
+	}
+}
 
-// scanProcesses reads every process, to seed or repair the graph.
-func (a *Agent) scanProcesses() ([]lineage.Snapshot, error) {
+// scanProcesses reads every process, to seed or repair the graph, and
+// says how: from the kernel's task iterator where it runs, else from
+// /proc's files (said once, with the reason).
+func (a *Agent) scanProcesses() ([]lineage.Snapshot, string, error) {
+	if a.procs.ready != nil {
+		<-a.procs.ready
+		if a.procs.tasks != nil {
+			snaps, fromFiles, err := a.procs.tasks.Scan()
+			if err != nil {
+				return nil, "", fmt.Errorf("read the kernel's task list: %w", err)
+			}
+			return snaps, fmt.Sprintf("the kernel's task iterator, %d from %s's files", fromFiles, a.opts.ProcRoot), nil
+		}
+		a.procs.said.Do(func() {
+			a.log.Info("processes are read from /proc's files, a dozen system calls each: the kernel's task iterator is not available", "reason", a.procs.err)
+		})
+	}
 	snaps, err := procfs.Scan(a.opts.ProcRoot)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", a.opts.ProcRoot, err)
+		return nil, "", fmt.Errorf("read %s: %w", a.opts.ProcRoot, err)
 	}
-	return snaps, nil
+	return snaps, "the files of " + a.opts.ProcRoot, nil
 }
 
 // readProcess reads one process as it is now: its current parent

@@ -29,6 +29,9 @@ const (
 // ownersFile is the owners table's file in Options.StateDir.
 const ownersFile = "owners.json"
 
+// procReader: Windows processes come from one snapshot call.
+type procReader struct{}
+
 // openSystem secures the agent's directories (secureDir: what another
 // user made there first is refused) and loads the owners table: the
 // numbers saved sessions and records name owners by.
@@ -78,19 +81,19 @@ func (a *Agent) ownerOf(tok owners.Token) uint32 {
 
 // scanProcesses reads every process from a snapshot, to seed or repair
 // the graph.
-func (a *Agent) scanProcesses() ([]lineage.Snapshot, error) {
+func (a *Agent) scanProcesses() ([]lineage.Snapshot, string, error) {
 	if procfs.BootTimeNow() == 0 {
-		return nil, errors.New("the boot time could not be read")
+		return nil, "", errors.New("the boot time could not be read")
 	}
 	clock, err := winproc.SystemClock()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	entries, err := winproc.Snapshot()
 	if err != nil {
-		return nil, fmt.Errorf("process snapshot: %w", err)
+		return nil, "", fmt.Errorf("process snapshot: %w", err)
 	}
-	return winproc.Snapshots(entries, clock, a.ownerOf), nil
+	return winproc.Snapshots(entries, clock, a.ownerOf), processSource, nil
 }
 
 // readProcess: Windows never reparents (a process keeps its parent's PID

@@ -163,4 +163,38 @@ struct request_event {
 	char line[REQUEST_LEN];
 };
 
+/* A process as the task iterator (tasks.bpf.c) reads it when the agent
+ * seeds its graph: one record per thread-group leader, cut after args_len
+ * bytes of args like an exec record. What /proc/PID/stat, status and
+ * cmdline would say, read in one pass instead of several system calls a
+ * process; the executable's path is not read here (bpf_d_path refuses
+ * the iterator's task pointers). */
+enum task_flags {
+	TASK_FLAG_KERNEL = 1 << 0,          /* PF_KTHREAD: a kernel thread */
+	TASK_FLAG_ARGS_TRUNCATED = 1 << 1,  /* argv longer than ARGS_LEN-1 bytes: cut */
+	TASK_FLAG_ARGS_UNREADABLE = 1 << 2, /* argv could not be read */
+	TASK_FLAG_ZOMBIE = 1 << 3,          /* the leader has exited (EXIT_ZOMBIE) */
+	TASK_FLAG_DEAD = 1 << 4,            /* being reaped (EXIT_DEAD) */
+};
+
+/* A task record's fields before its argv (what user space keeps). */
+struct task_head {
+	struct proc_ident proc;    /* tgid, the leader's start_boottime */
+	__u32 ppid;                /* task->real_parent's tgid */
+	__u32 uid;                 /* real uid (real_cred) */
+	__u32 threads;             /* live threads (signal->nr_threads) */
+	__u32 args_len;            /* bytes captured in args */
+	__u32 args_size;           /* arg_end - arg_start */
+	__u8 flags;                /* enum task_flags */
+	__u8 stdin_mode;           /* fd 0: enum stdio_mode */
+	__u8 stdout_mode;          /* fd 1: enum stdio_mode */
+	__u8 _pad;
+	char comm[COMM_LEN];
+};
+
+struct task_record {
+	struct task_head head;
+	char args[ARGS_LEN];       /* cut: head.args_len bytes are in the record */
+};
+
 #endif

@@ -27,6 +27,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "events.h"
+#include "task_stdio.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -165,7 +166,6 @@ extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type
 #define MCPTRACE_SIGKILL 9
 
 /* From the uapi headers (vmlinux.h has no macros). */
-#define MCPTRACE_S_IFMT 00170000
 #define MCPTRACE_SOCK_STREAM 1
 #define MCPTRACE_AF_UNIX 1
 
@@ -381,26 +381,6 @@ static __always_inline void doom_exec(struct task_struct *p)
 	}
 	if (bpf_send_signal(MCPTRACE_SIGKILL) == 0)
 		count(&doom_kills, DOOM_KILL_EXEC);
-}
-
-/* stdio_mode returns what fd of task is (enum stdio_mode in events.h):
- * its file's type, or STDIO_CLOSED, or STDIO_UNREAD. */
-static __always_inline __u8 stdio_mode(struct task_struct *task, unsigned int fd)
-{
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	if (!fdt)
-		return STDIO_UNREAD;
-	if (fd >= BPF_CORE_READ(fdt, max_fds))
-		return STDIO_CLOSED;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = NULL;
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) < 0)
-		return STDIO_UNREAD;
-	if (!f)
-		return STDIO_CLOSED;
-	umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
-	__u8 t = (mode & MCPTRACE_S_IFMT) >> 12;
-	return t ? t : STDIO_UNREAD;
 }
 
 static __always_inline int on_exec(enum run run, struct task_struct *p, struct linux_binprm *bprm)

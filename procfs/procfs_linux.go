@@ -37,23 +37,10 @@ func Scan(root string) ([]lineage.Snapshot, error) {
 	if root == "" {
 		root = DefaultRoot
 	}
-	d, err := os.Open(root)
+	pids, err := PIDs(root)
 	if err != nil {
-		return nil, fmt.Errorf("procfs: %w", err)
+		return nil, err
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, fmt.Errorf("procfs: list %s: %w", root, err)
-	}
-	pids := make([]uint32, 0, len(names))
-	for _, name := range names {
-		if pid, err := strconv.ParseUint(name, 10, 32); err == nil && pid > 0 {
-			pids = append(pids, uint32(pid))
-		}
-	}
-	slices.Sort(pids)
-
 	snaps := make([]lineage.Snapshot, len(pids))
 	read := make([]bool, len(pids))
 	var (
@@ -99,6 +86,30 @@ func Scan(root string) ([]lineage.Snapshot, error) {
 	}
 	clear(snaps[len(out):])
 	return out, nil
+}
+
+// PIDs lists the processes of root ("" for DefaultRoot), in order.
+func PIDs(root string) ([]uint32, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	d, err := os.Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("procfs: list %s: %w", root, err)
+	}
+	pids := make([]uint32, 0, len(names))
+	for _, name := range names {
+		if pid, err := strconv.ParseUint(name, 10, 32); err == nil && pid > 0 {
+			pids = append(pids, uint32(pid))
+		}
+	}
+	slices.Sort(pids)
+	return pids, nil
 }
 
 // scanWorkers bounds the goroutines of one Scan: reading /proc is system
@@ -171,12 +182,7 @@ func (rd *reader) read(root string, pid uint32) (lineage.Snapshot, status, error
 	if ss.tgid != 0 && ss.tgid != pid {
 		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: %d is a thread of process %d, not a process: %w", pid, ss.tgid, fs.ErrNotExist)
 	}
-	// A zombie has exited (its exit event fired); only its parent's wait
-	// is pending. A thread-group leader that exited while other threads
-	// run also shows Z, but its process is alive: it has other threads
-	// (briefly so too while exit_group takes them down; the process exits
-	// when the last one leaves).
-	if st.State == 'X' || (st.State == 'Z' && ss.threads <= 1) {
+	if HasExited(st.State == 'X', st.State == 'Z', ss.threads) {
 		return lineage.Snapshot{}, status{}, fmt.Errorf("procfs: process %d has exited (state %c): %w", pid, st.State, fs.ErrNotExist)
 	}
 
@@ -186,12 +192,9 @@ func (rd *reader) read(root string, pid uint32) (lineage.Snapshot, status, error
 	}
 	argv := splitCmdline(b)
 	// exe is unreadable for kernel threads, exited mms and without ptrace
-	// access: not fatal. A file deleted (or replaced by an upgrade) since
-	// the exec reads with " (deleted)" appended; the name the process
-	// executed is without it, as the kernel reported it at exec, so rules
-	// see the same file whichever way the process became known.
+	// access: not fatal.
 	exe, exeErr := rd.link(dfd, "exe")
-	exe = strings.TrimSuffix(exe, " (deleted)")
+	exe = executable(exe)
 
 	return lineage.Snapshot{
 		ID:       lineage.ID{PID: pid, Start: st.StartTicks * lineage.TickNS},
@@ -204,6 +207,50 @@ func (rd *reader) read(root string, pid uint32) (lineage.Snapshot, status, error
 		Stdio:    stdioOf(dfd),
 	}, ss, nil
 }
+
+// HasExited says whether a process whose leader is dead (being reaped,
+// state X) or a zombie (state Z) with threads live threads has exited.
+// A zombie has exited (its exit event fired); only its parent's wait is
+// pending. A thread-group leader that exited while other threads run
+// also shows Z, but its process is alive: it has other threads (briefly
+// so too while exit_group takes them down; the process exits when the
+// last one leaves).
+func HasExited(dead, zombie bool, threads int) bool {
+	return dead || (zombie && threads <= 1)
+}
+
+// ReadExe returns the path of the executable of process pid (the target
+// of root/PID/exe, as Read gives it), in one readlink: no handle on the
+// process directory, so it does not prove which process the path is of
+// (a PID recycled meanwhile lends its new process's): a caller checks
+// the process's identity before and after.
+func ReadExe(root string, pid uint32) (string, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	name := root + "/" + strconv.FormatUint(uint64(pid), 10) + "/exe"
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlink(name, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", readErr(pid, &fs.PathError{Op: "readlink", Path: name, Err: err})
+		}
+		if n < len(buf) {
+			return executable(string(buf[:n])), nil
+		}
+		buf = make([]byte, 2*len(buf)) // maybe cut: try a larger buffer
+	}
+}
+
+// executable is the path a process executed, from its exe link: a file
+// deleted (or replaced by an upgrade) since the exec reads with
+// " (deleted)" appended; the name the process executed is without it,
+// as the kernel reported it at exec, so rules see the same file
+// whichever way the process became known.
+func executable(link string) string { return strings.TrimSuffix(link, " (deleted)") }
 
 // stdioOf returns what the fd 0 and fd 1 of the process directory dfd
 // are; unknown when its fd directory cannot be read.

@@ -302,19 +302,25 @@ func errNoPrivilege(err error) error {
 
 // loadError names the feature behind a failed load where it can tell.
 func loadError(err error) error {
-	var uname unix.Utsname
-	if unix.Uname(&uname) == nil {
-		release := unix.ByteSliceToString(uname.Release[:])
-		var major, minor int
-		fmt.Sscanf(release, "%d.%d", &major, &minor)
-		if major < 5 || major == 5 && minor < 5 {
-			return &FeatureError{Feature: "BTF-enabled tracepoints (tp_btf)", Needs: "Linux 5.5 or newer, this is " + release, Err: err}
-		}
+	if release, major, minor, ok := kernelRelease(); ok && (major < 5 || major == 5 && minor < 5) {
+		return &FeatureError{Feature: "BTF-enabled tracepoints (tp_btf)", Needs: "Linux 5.5 or newer, this is " + release, Err: err}
 	}
 	if errors.Is(err, os.ErrPermission) {
 		return &FeatureError{Feature: "loading tp_btf programs", Needs: "root with CAP_BPF and CAP_PERFMON, and a kernel that allows tracing programs (lockdown=confidentiality refuses them)", Err: err}
 	}
 	return fmt.Errorf("load bpf objects: %w", err)
+}
+
+// kernelRelease returns the running kernel's release and its version;
+// false when uname cannot say.
+func kernelRelease() (release string, major, minor int, ok bool) {
+	var uname unix.Utsname
+	if unix.Uname(&uname) != nil {
+		return "", 0, 0, false
+	}
+	release = unix.ByteSliceToString(uname.Release[:])
+	_, err := fmt.Sscanf(release, "%d.%d", &major, &minor)
+	return release, major, minor, err == nil
 }
 
 // hasBPFCaps reports whether the effective capabilities allow loading

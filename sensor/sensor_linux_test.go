@@ -20,7 +20,7 @@ import (
 // The test binary doubles as a helper process so the tests need nothing but
 // /bin/sh on the machine (or in the VM guest).
 func TestMain(m *testing.M) {
-	testenv.RunHelper(map[string]func(){"threads-exec": agenttest.ThreadsThenExec, "send-requests": sendRequests})
+	testenv.RunHelper(map[string]func(){"threads-exec": agenttest.ThreadsThenExec, "send-requests": sendRequests, "retitle": retitle})
 	os.Exit(m.Run())
 }
 

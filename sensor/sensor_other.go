@@ -16,6 +16,13 @@ var ErrNotSupported = errors.New("the sensor is not supported on this OS (it run
 // code written against the API builds everywhere.
 type Sensor struct{}
 
+// Tasks: the kernel's task iterator is Linux's.
+type Tasks struct{}
+
+func OpenTasks(string) (*Tasks, error)                { return nil, ErrNotSupported }
+func (*Tasks) Scan() ([]lineage.Snapshot, int, error) { return nil, 0, ErrNotSupported }
+func (*Tasks) Close() error                           { return nil }
+
 func Open(Options) (*Sensor, error)                              { return nil, ErrNotSupported }
 func (*Sensor) ReadBatch(int) (Batch, error)                     { return Batch{}, ErrNotSupported }
 func (*Sensor) Commit()                                          {}

@@ -13,10 +13,11 @@ import (
 	"github.com/mcptrace/mcptrace/internal/testenv"
 )
 
-// build compiles the project's BPF source as bpf2go does (bpf/gen.go's
-// flags and the ones bpf2go adds), copied under dir, with edit applied to
-// mcptrace.bpf.c; it returns the stripped object's path.
-func build(t *testing.T, dir string, edit func(string) string) string {
+// build compiles the project's BPF source name.bpf.c ("mcptrace" or
+// "tasks") as bpf2go does (bpf/gen.go's flags and the ones bpf2go adds),
+// copied under dir with its headers, with edit applied to the source; it
+// returns the stripped object's path.
+func build(t *testing.T, dir, name string, edit func(string) string) string {
 	t.Helper()
 	for _, tool := range []string{"clang-19", "llvm-strip-19"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -24,12 +25,12 @@ func build(t *testing.T, dir string, edit func(string) string) string {
 		}
 	}
 	src := filepath.Join("..", "..", "bpf")
-	for _, f := range []string{"mcptrace.bpf.c", "events.h", "include/x86/vmlinux.h"} {
+	for _, f := range []string{name + ".bpf.c", "events.h", "task_stdio.h", "include/x86/vmlinux.h"} {
 		b, err := os.ReadFile(filepath.Join(src, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f == "mcptrace.bpf.c" && edit != nil {
+		if f == name+".bpf.c" && edit != nil {
 			b = []byte(edit(string(b)))
 		}
 		to := filepath.Join(dir, f)
@@ -40,9 +41,9 @@ func build(t *testing.T, dir string, edit func(string) string) string {
 			t.Fatal(err)
 		}
 	}
-	obj := filepath.Join(dir, "mcptrace_bpfel.o")
+	obj := filepath.Join(dir, name+"_bpfel.o")
 	cc := exec.Command("clang-19", "-O2", "-mcpu=v1", "-O2", "-g", "-Wall", "-Werror", "-I./include/x86", "-I.",
-		"-Wunused-command-line-argument", "-target", "bpfel", "-c", filepath.Join(dir, "mcptrace.bpf.c"), "-o", obj,
+		"-Wunused-command-line-argument", "-target", "bpfel", "-c", filepath.Join(dir, name+".bpf.c"), "-o", obj,
 		"-fno-ident", "-fdebug-prefix-map="+dir+"=.", "-fdebug-compilation-dir", ".", "-g",
 		`-D__BPF_TARGET_MISSING="GCC error \"The eBPF is using target specific macros, please provide -target that is not bpf, bpfel or bpfeb\""`)
 	cc.Dir = dir
@@ -81,7 +82,7 @@ func TestBTFOrderIsNotAProgramChange(t *testing.T) {
 	if d := Diff(ca, cb, 20); d != nil {
 		t.Fatalf("a reordering of BTF types reads as another program:\n%s", strings.Join(d, "\n"))
 	}
-	countParts(t, ca)
+	countParts(t, ca, 4, 5)
 }
 
 func gunzip(t *testing.T, name string) string {
@@ -109,16 +110,23 @@ func gunzip(t *testing.T, name string) string {
 // The source built where the test runs is the committed object's program
 // (what make check-generate asks, with the bytes it may not keep).
 func TestTheCommittedObjectIsWhatTheSourceBuilds(t *testing.T) {
-	got := canonical(t, build(t, filepath.Join(t.TempDir(), "gen", "bpf"), nil))
-	if d := Diff(canonical(t, filepath.Join("..", "..", "bpf", "mcptrace_bpfel.o")), got, 20); d != nil {
-		t.Fatalf("the committed object is not what the source builds (run make generate):\n%s", strings.Join(d, "\n"))
+	for _, o := range []struct {
+		name           string
+		programs, maps int
+	}{{"mcptrace", 4, 5}, {"tasks", 2, 1}} {
+		name := o.name
+		got := canonical(t, build(t, filepath.Join(t.TempDir(), "gen", "bpf"), name, nil))
+		if d := Diff(canonical(t, filepath.Join("..", "..", "bpf", name+"_bpfel.o")), got, 20); d != nil {
+			t.Fatalf("the committed %s object is not what the source builds (run make generate):\n%s", name, strings.Join(d, "\n"))
+		}
+		countParts(t, got, o.programs, o.maps)
 	}
-	countParts(t, got)
 }
 
-// countParts fails when the description lacks types, programs or maps:
-// a Canonical that described nothing would call any two objects equal.
-func countParts(t *testing.T, c []string) {
+// countParts fails when the description lacks types, or has fewer
+// programs or maps than the object holds: a Canonical that described
+// nothing would call any two objects equal.
+func countParts(t *testing.T, c []string, minPrograms, minMaps int) {
 	t.Helper()
 	var types, programs, maps int
 	for _, l := range c {
@@ -131,7 +139,7 @@ func countParts(t *testing.T, c []string) {
 			maps++
 		}
 	}
-	if types < 100 || programs < 4 || maps < 5 {
+	if types < 100 || programs < minPrograms || maps < minMaps {
 		t.Fatalf("the description misses parts: %d types, %d programs, %d maps", types, programs, maps)
 	}
 }
@@ -140,13 +148,13 @@ func countParts(t *testing.T, c []string) {
 // program, and Diff names the lines.
 func TestAnyChangeIsADifferentProgram(t *testing.T) {
 	base := t.TempDir()
-	want := canonical(t, build(t, filepath.Join(base, "orig"), nil))
+	want := canonical(t, build(t, filepath.Join(base, "orig"), "mcptrace", nil))
 	for _, c := range []struct{ name, from, to, shows string }{
 		{"constant", "w->sent >= REQUESTS_PER_UID_PER_SEC", "w->sent >= REQUESTS_PER_UID_PER_SEC - 1", "request_recv"},
 		{"map", "__uint(max_entries, REQUEST_UIDS);", "__uint(max_entries, REQUEST_UIDS + 1);", "map request_uid_rate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := canonical(t, build(t, filepath.Join(base, c.name), func(s string) string {
+			got := canonical(t, build(t, filepath.Join(base, c.name), "mcptrace", func(s string) string {
 				if !strings.Contains(s, c.from) {
 					t.Fatalf("mcptrace.bpf.c no longer has %q: pick another change", c.from)
 				}

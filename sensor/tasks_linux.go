@@ -1,0 +1,294 @@
+package sensor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/mcptrace/mcptrace/bpf"
+	"github.com/mcptrace/mcptrace/lineage"
+	"github.com/mcptrace/mcptrace/procfs"
+)
+
+// Tasks reads every process of the node from the kernel's task iterator
+// (bpf/tasks.bpf.c): what procfs.Scan reads from a dozen files and links
+// per process, in a few read(2) calls for the whole node. Only the
+// executable's path is read from /proc (one readlink a process: the
+// iterator's task pointers are not ones bpf_d_path takes).
+//
+// Tasks does not replace procfs: it needs Linux 5.18 (OpenTasks says why
+// it cannot load), reads the host's processes only (not a /proc root of
+// another mount), and falls back to procfs.Read for a process whose argv
+// is longer than the iterator copies.
+type Tasks struct {
+	objs bpf.TasksObjects
+	root string
+}
+
+// OpenTasks loads the iterator; root is the /proc the executables' paths
+// are read from ("" for procfs.DefaultRoot). A kernel that cannot run it
+// returns a *FeatureError.
+func OpenTasks(root string) (*Tasks, error) {
+	spec, err := bpf.LoadTasks()
+	if err != nil {
+		return nil, fmt.Errorf("load the task iterator's spec: %w", err)
+	}
+	t := &Tasks{root: root}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		needs := "Linux 5.18 or newer, for bpf_copy_from_user_task"
+		if release, _, _, ok := kernelRelease(); ok {
+			needs += ", this is " + release
+		}
+		return nil, &FeatureError{Feature: "the kernel's task iterator (iter.s/task)", Needs: needs, Err: err}
+	}
+	return t, nil
+}
+
+// Close unloads the iterator.
+func (t *Tasks) Close() error { return t.objs.Close() }
+
+// taskArgsOffset is where a task record's argv begins: records are cut
+// after ArgsLen bytes of it.
+const taskArgsOffset = int(unsafe.Offsetof(bpf.TasksTaskRecord{}.Args))
+
+// The head is all of a record before its argv.
+var _ [taskArgsOffset - int(unsafe.Sizeof(bpf.TasksTaskHead{}))]struct{}
+var _ [int(unsafe.Sizeof(bpf.TasksTaskHead{})) - taskArgsOffset]struct{}
+
+// Scan returns every live process, as procfs.Scan does, and how many
+// of them were read from /proc's files instead. A process is in the
+// answer from the iterator only when the iterator saw it, with the same
+// start time, both before and after its executable's path was read: a
+// PID recycled in between can never lend a later process's executable to
+// an earlier one. A process /proc lists that the iterator did not show
+// (one started since, or one the kernel keeps from iterators: seen with a
+// sandbox's init) is read from /proc's files, so none is missing.
+func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
+	first, err := t.read()
+	if err != nil {
+		return nil, 0, err
+	}
+	listed, err := procfs.PIDs(t.root)
+	if err != nil {
+		return nil, 0, err
+	}
+	seen := make(map[uint32]bool, len(first))
+	snaps = make([]lineage.Snapshot, 0, len(first))
+	for i := range first {
+		seen[first[i].head.Proc.Pid] = true
+		if s, ok := first[i].snapshot(); ok {
+			snaps = append(snaps, s)
+		}
+	}
+	if err := t.complete(snaps, first); err != nil {
+		return nil, 0, err
+	}
+	alive, err := t.alive()
+	if err != nil {
+		return nil, 0, err
+	}
+	out := snaps[:0]
+	for _, s := range snaps {
+		if _, ok := alive[s.ID]; ok && s.ID.PID != 0 {
+			out = append(out, s)
+		}
+	}
+	clear(snaps[len(out):])
+	for _, pid := range listed {
+		if seen[pid] {
+			continue
+		}
+		s, err := procfs.Read(t.root, pid)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, s)
+		fromFiles++
+	}
+	return out, fromFiles, nil
+}
+
+// task is one record of the iterator, argv still NUL-separated.
+type task struct {
+	head bpf.TasksTaskHead
+	args []byte
+}
+
+// id is the process's identity to /proc's precision (lineage.Snapshot).
+func (k *task) id() lineage.ID { return identity(k.head.Proc.Pid, k.head.Proc.Start) }
+
+// identity is a process's identity to /proc's precision, from its tgid
+// and start_boottime.
+func identity(pid uint32, start uint64) lineage.ID {
+	return lineage.ID{PID: pid, Start: start / lineage.TickNS * lineage.TickNS}
+}
+
+func (k *task) flag(f bpf.TasksTaskFlags) bool { return bpf.TasksTaskFlags(k.head.Flags)&f != 0 }
+
+// retitled says whether the process wrote over its argv's last NUL
+// (setproctitle(3), node's process.title): /proc then reads its command
+// line as one title that may run on into the environment, so the
+// iterator's bytes are not what /proc says, and procfs.Read is asked.
+func (k *task) retitled() bool { return len(k.args) > 0 && k.args[len(k.args)-1] != 0 }
+
+// snapshot is the record as procfs.Read would return it, without the
+// executable's path; false for a process that has exited.
+func (k *task) snapshot() (lineage.Snapshot, bool) {
+	if procfs.HasExited(k.flag(bpf.TasksTaskFlagsTASK_FLAG_DEAD), k.flag(bpf.TasksTaskFlagsTASK_FLAG_ZOMBIE), int(k.head.Threads)) {
+		return lineage.Snapshot{}, false
+	}
+	s := lineage.Snapshot{
+		ID:     k.id(),
+		PPID:   k.head.Ppid,
+		UID:    k.head.Uid,
+		Comm:   string(cBytes(k.head.Comm[:])),
+		Kernel: k.flag(bpf.TasksTaskFlagsTASK_FLAG_KERNEL),
+		Stdio:  lineage.Stdio{In: stdioKind(k.head.StdinMode), Out: stdioKind(k.head.StdoutMode)},
+	}
+	if !s.Kernel {
+		s.Argv = splitArgs(k.args)
+	}
+	return s, true
+}
+
+// read runs the iterator once and returns its records.
+func (t *Tasks) read() ([]task, error) {
+	var out []task
+	err := t.iterate(t.objs.DumpTasks, func(r *bufio.Reader) (err error) {
+		out, err = parseTasks(r)
+		return err
+	})
+	return out, err
+}
+
+// alive returns the identities of the live processes (list_tasks).
+func (t *Tasks) alive() (map[lineage.ID]struct{}, error) {
+	ids := make(map[lineage.ID]struct{})
+	err := t.iterate(t.objs.ListTasks, func(r *bufio.Reader) error {
+		var id bpf.TasksTaskHead // its Proc: a struct proc_ident
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&id.Proc)), unsafe.Sizeof(id.Proc))
+		for {
+			if _, err := io.ReadFull(r, b); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("read the task iterator: %w", err)
+			}
+			ids[identity(id.Proc.Pid, id.Proc.Start)] = struct{}{}
+		}
+	})
+	return ids, err
+}
+
+// iterate runs the iterator prog once and hands its output to parse.
+func (t *Tasks) iterate(prog *ebpf.Program, parse func(*bufio.Reader) error) error {
+	it, err := link.AttachIter(link.IterOptions{Program: prog})
+	if err != nil {
+		return fmt.Errorf("create the task iterator: %w", err)
+	}
+	defer it.Close()
+	rc, err := it.Open()
+	if err != nil {
+		return fmt.Errorf("open the task iterator: %w", err)
+	}
+	defer rc.Close()
+	return parse(bufio.NewReaderSize(rc, 64<<10))
+}
+
+// parseTasks reads task records, each cut after its argv bytes, until
+// the end of r.
+func parseTasks(r io.Reader) ([]task, error) {
+	var (
+		out  []task
+		head = make([]byte, taskArgsOffset)
+	)
+	for {
+		if _, err := io.ReadFull(r, head); err != nil {
+			if err == io.EOF {
+				return out, nil
+			}
+			return nil, fmt.Errorf("read the task iterator: %w", err)
+		}
+		var k task
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&k.head)), taskArgsOffset), head)
+		if n := int(k.head.ArgsLen); n > len(bpf.TasksTaskRecord{}.Args) {
+			return nil, fmt.Errorf("read the task iterator: a record of pid %d holds %d bytes of argv, more than %d", k.head.Proc.Pid, n, len(bpf.TasksTaskRecord{}.Args))
+		} else if n > 0 {
+			k.args = make([]byte, n)
+			if _, err := io.ReadFull(r, k.args); err != nil {
+				return nil, fmt.Errorf("read the task iterator: %w", err)
+			}
+		}
+		out = append(out, k)
+	}
+}
+
+// complete adds what the iterator does not read: every process's
+// executable (a readlink in /proc), and the whole process from
+// procfs.Read when its argv was longer than the record holds, could not
+// be read or was retitled. recs are the records snaps were made from.
+func (t *Tasks) complete(snaps []lineage.Snapshot, recs []task) error {
+	whole := make(map[uint32]bool)
+	for i := range recs {
+		if k := &recs[i]; !k.flag(bpf.TasksTaskFlagsTASK_FLAG_KERNEL) && (k.retitled() ||
+			k.flag(bpf.TasksTaskFlagsTASK_FLAG_ARGS_TRUNCATED|bpf.TasksTaskFlagsTASK_FLAG_ARGS_UNREADABLE)) {
+			whole[k.head.Proc.Pid] = true
+		}
+	}
+	var (
+		next    atomic.Int64
+		errOnce sync.Once
+		first   error
+		wg      sync.WaitGroup
+	)
+	workers := max(1, min(completeWorkers, runtime.GOMAXPROCS(0), len(snaps)))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(snaps) {
+					return
+				}
+				s := &snaps[i]
+				if s.Kernel {
+					continue
+				}
+				if whole[s.ID.PID] {
+					full, err := procfs.Read(t.root, s.ID.PID)
+					switch {
+					case errors.Is(err, fs.ErrNotExist) || (err == nil && full.ID != s.ID):
+						s.ID.PID = 0 // gone, or another process now: left out
+					case err != nil:
+						errOnce.Do(func() { first = err })
+						return
+					default:
+						*s = full
+					}
+					continue
+				}
+				// Unreadable (no ptrace access, an exited mm): no path,
+				// as procfs.Read has none then either.
+				s.Filename, _ = procfs.ReadExe(t.root, s.ID.PID)
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// completeWorkers bounds the goroutines reading executables' paths, as
+// procfs.Scan bounds its own.
+const completeWorkers = 4
