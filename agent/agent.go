@@ -225,8 +225,8 @@ type Agent struct {
 	// consumer checkpoints before it commits the batch (durable anyway).
 	journalFailed bool
 	lastCP        time.Time
-	// seedCheckpoint is the checkpoint after the /proc read, written
-	// beside serving (reconcile); Run waits for it before it returns.
+	// seedCheckpoint is the checkpoint after the process scan, written
+	// once the API serves (Run); Run waits for it before it returns.
 	seedCheckpoint sync.WaitGroup
 	boot           bootReport
 
@@ -528,6 +528,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("serving", "socket", a.opts.Socket, "mode", fmt.Sprintf("%#o", a.opts.SocketMode),
 		"start_to_serving", a.boot.ready.Round(time.Millisecond))
 	close(a.ready)
+	// The checkpoint of what the seed or the /proc check learned is
+	// written once the API serves, not before: encoding 10,000 processes
+	// and waiting for the history's flush took a good part of the
+	// start-up, and on two CPUs even beside the barrier and the session
+	// scan it slowed them (docs/benchmarks.md, "startup"). An agent that
+	// stops before it is written loses nothing /proc cannot tell the
+	// next one (it repairs from the state before, as after any crash).
+	// Checkpoints may overlap: the older cut is refused (ErrStaleCut).
+	// Run waits for it before its final one.
+	a.seedCheckpoint.Add(1)
+	go func() {
+		defer a.seedCheckpoint.Done()
+		a.checkpointOrLog()
+	}()
 	// Start-up is the agent's peak: the kernel's BTF, the process scan
 	// and the state load are garbage now. Give their pages back once
 	// rather than hold them until the scavenger gets to them (after
@@ -583,18 +597,7 @@ func (a *Agent) reconcile(ctx context.Context) error {
 		a.log.Info("seeded from "+processSource, "processes", len(snaps), "read_from", how, "took", time.Since(start).Round(time.Millisecond))
 	}
 	// Seed and Repair are not journaled: a checkpoint keeps what they
-	// learned. It is written beside serving, not before: encoding 10,000
-	// processes and waiting for the history's flush took a good part of
-	// the start-up (docs/benchmarks.md, "startup"), and an agent that
-	// stops before it is written loses nothing /proc cannot tell the
-	// next one (it repairs from the state before, as after any crash).
-	// Checkpoints may overlap: the older cut is refused (ErrStaleCut).
-	// Run waits for it before its final one.
-	a.seedCheckpoint.Add(1)
-	go func() {
-		defer a.seedCheckpoint.Done()
-		a.checkpointOrLog()
-	}()
+	// learned, once the API serves (Run).
 	// Every event of the previous agent's ring buffers and everything
 	// reported up to now is applied once this returns.
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)

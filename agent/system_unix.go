@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/enforcer"
 	"github.com/mcptrace/mcptrace/lineage"
@@ -28,10 +30,14 @@ const (
 // iterator where the kernel runs it (loaded beside the sensor's
 // programs, not after them), or /proc's files (err says why).
 type procReader struct {
-	ready chan struct{} // closed once tasks or err is set; nil: /proc only
-	tasks *sensor.Tasks
-	err   error
-	said  sync.Once // the reason for /proc's files is logged once
+	// kernelTypes is the kernel's BTF, decoded once for the sensor's
+	// load and the iterator's; dropped at the first scan, when both are
+	// loaded (it is the start-up's largest garbage).
+	kernelTypes *btf.Cache
+	ready       chan struct{} // closed once tasks or err is set; nil: /proc only
+	tasks       *sensor.Tasks
+	err         error
+	said        sync.Once // the reason for /proc's files is logged once
 }
 
 // openSystem starts loading the task iterator when the graph is of this
@@ -41,11 +47,12 @@ func (a *Agent) openSystem() error {
 	if a.opts.ProcRoot != procfs.DefaultRoot {
 		return nil
 	}
+	a.procs.kernelTypes = btf.NewCache()
 	a.procs.ready = make(chan struct{})
-	go func() {
+	go func(kernelTypes *btf.Cache) {
 		defer close(a.procs.ready)
-		a.procs.tasks, a.procs.err = sensor.OpenTasks(a.opts.ProcRoot)
-	}()
+		a.procs.tasks, a.procs.err = sensor.OpenTasks(a.opts.ProcRoot, kernelTypes)
+	}(a.procs.kernelTypes)
 	return nil
 }
 
@@ -66,6 +73,7 @@ func (a *Agent) closeSystem() {
 func (a *Agent) scanProcesses() ([]lineage.Snapshot, string, error) {
 	if a.procs.ready != nil {
 		<-a.procs.ready
+		a.procs.kernelTypes = nil // the sensor has loaded too
 		if a.procs.tasks != nil {
 			snaps, fromFiles, err := a.procs.tasks.Scan()
 			if err != nil {
@@ -97,8 +105,9 @@ func (a *Agent) systemEnforcer(*enforcer.Config) {}
 // kernel: the sensor.
 func systemDoomer(s *sensor.Sensor) enforcer.Doomer { return s }
 
-// systemSensor adds what the system's sensor needs to o.
-func (a *Agent) systemSensor(*sensor.Options) {}
+// systemSensor adds what the system's sensor needs to o: the kernel's
+// BTF the task iterator's load shares.
+func (a *Agent) systemSensor(o *sensor.Options) { o.KernelTypes = a.procs.kernelTypes }
 
 // systemAPI adds what the system's API server needs to srv.
 func (a *Agent) systemAPI(*api.Server) {}

@@ -1,13 +1,12 @@
 package procfs
 
 import (
-	"bufio"
 	"flag"
-	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcptrace/mcptrace/internal/testenv"
 )
 
 var scanChildren = flag.Int("scan.children", 200, "extra `sleep` processes BenchmarkScan starts before it scans (the restart benchmark's node has 10,000)")
@@ -20,7 +19,7 @@ var scanChildren = flag.Int("scan.children", 200, "extra `sleep` processes Bench
 //
 //	go test -run '^$' -bench Scan -scan.children 10000 -count 10 ./procfs/
 func BenchmarkScan(b *testing.B) {
-	startSleepers(b, *scanChildren)
+	testenv.Sleepers(b, *scanChildren)
 	n := 0
 	cpu0 := cpuTime(b)
 	for b.Loop() {
@@ -41,38 +40,4 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// startSleepers starts n `sleep 3600` processes and kills them, by the
-// PIDs bash reported, when b ends.
-func startSleepers(b *testing.B, n int) {
-	b.Helper()
-	if n <= 0 {
-		return
-	}
-	cmd := exec.Command("/bin/bash", "-c", `for ((i = 0; i < $0; i++)); do sleep 3600 >/dev/null & echo $!; done`, strconv.Itoa(n))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	var pids []int
-	b.Cleanup(func() {
-		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL) // orphans of bash: init reaps them
-		}
-	})
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		pid, err := strconv.Atoi(sc.Text())
-		if err != nil {
-			b.Fatalf("sleeper pid %q: %v", sc.Text(), err)
-		}
-		pids = append(pids, pid)
-	}
-	if err := cmd.Wait(); err != nil || len(pids) != n {
-		b.Fatalf("started %d of %d sleepers: %v", len(pids), n, err)
-	}
 }

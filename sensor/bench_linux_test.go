@@ -1,6 +1,8 @@
 package sensor
 
 import (
+	"errors"
+	"flag"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcptrace/mcptrace/internal/testenv"
+	"github.com/mcptrace/mcptrace/procfs"
 )
 
 // BenchmarkExecCostOfBackups prices the backup programs: fork+exec+wait of
@@ -144,4 +147,56 @@ func BenchmarkSocketReadCostOfTheRequestReader(b *testing.B) {
 	b.ReportMetric(median(readOn), "read-on-ns/op")
 	b.ReportMetric(median(readOn)/median(readOff), "read-on/off")
 	b.ReportMetric(median(writeOn)/median(writeOff), "write-on/off")
+}
+
+var everyChildren = flag.Int("every.children", 200, "extra `sleep` processes BenchmarkReadEveryProcess starts before it reads (the start-up benchmark's node has 10,000)")
+
+// BenchmarkReadEveryProcess reads every process of the node the two ways
+// the agent can, alternately within one run: the task iterator
+// (Tasks.Scan) and /proc's files (procfs.Scan), with -every.children
+// extra sleep processes the benchmark starts. Medians side by side:
+//
+//	go test -run '^$' -bench ReadEveryProcess -every.children 10000 -benchtime 20x ./sensor/
+//
+// Read off iterator-ms, files-ms and files/iterator; ns/op sums both
+// and means nothing here.
+func BenchmarkReadEveryProcess(b *testing.B) {
+	testenv.Root(b)
+	tasks, err := OpenTasks("", nil)
+	if err != nil {
+		var ferr *FeatureError
+		if errors.As(err, &ferr) {
+			testenv.Missing(b, "the kernel's task iterator", err.Error())
+		}
+		b.Fatal(err)
+	}
+	defer tasks.Close()
+	testenv.Sleepers(b, *everyChildren)
+	var iter, files []time.Duration
+	n, m := 0, 0
+	for i := 0; b.Loop(); i++ {
+		// Alternate which goes first: neither always reads a warm /proc.
+		for j := range 2 {
+			start := time.Now()
+			if (i+j)%2 == 0 {
+				snaps, _, err := tasks.Scan()
+				if err != nil {
+					b.Fatal(err)
+				}
+				iter, n = append(iter, time.Since(start)), len(snaps)
+			} else {
+				snaps, err := procfs.Scan("")
+				if err != nil {
+					b.Fatal(err)
+				}
+				files, m = append(files, time.Since(start)), len(snaps)
+			}
+		}
+	}
+	mi, mf := testenv.Median(iter), testenv.Median(files)
+	b.ReportMetric(mi/1e6, "iterator-ms")
+	b.ReportMetric(mf/1e6, "files-ms")
+	b.ReportMetric(mf/mi, "files/iterator")
+	b.ReportMetric(float64(n), "procs")
+	b.ReportMetric(float64(m), "procs-files")
 }

@@ -37,6 +37,15 @@
 // between ReadBatch and Commit leaves them to the next agent. Uninstall
 // removes every set: use it when mcptrace is removed from the node.
 //
+// # Every process at once
+//
+// Tasks (tasks_linux.go) reads every live process from the kernel's task
+// iterator (bpf/tasks.bpf.c, Linux 5.18+) for the agent's seed and
+// repair: the same lineage.Snapshot procfs.Read gives, in one pass
+// instead of a dozen system calls a process. It is loaded once, read
+// when asked, and attached to nothing. A kernel that cannot load it gets
+// a FeatureError, and the caller reads /proc (package procfs).
+//
 // # Windows
 //
 // On Windows (sensor_windows.go) Open starts a real-time ETW session of

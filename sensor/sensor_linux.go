@@ -108,13 +108,18 @@ func Open(opts Options) (*Sensor, error) {
 	if opts.variant != 0 {
 		differ(spec, opts.variant)
 	}
+	kernelTypes := opts.KernelTypes
+	if kernelTypes == nil {
+		kernelTypes = btf.NewCache()
+	}
+	load := &ebpf.CollectionOptions{Cache: kernelTypes}
 	s := &Sensor{log: log}
-	err = spec.LoadAndAssign(&s.objs, nil)
+	err = spec.LoadAndAssign(&s.objs, load)
 	if isRequestsLoadError(err) && stubRequests(spec) {
 		// The request reader is optional: without it container
 		// attribution is off, process tracking is not.
 		s.requestsErr = &FeatureError{Feature: "the container request reader (tp_btf/skb_copy_datagram_iovec)", Needs: "a kernel whose BTF has the fields it reads", Err: err}
-		err = spec.LoadAndAssign(&s.objs, nil)
+		err = spec.LoadAndAssign(&s.objs, load)
 	}
 	if err != nil {
 		var verr *ebpf.VerifierError
@@ -202,7 +207,7 @@ func Open(opts Options) (*Sensor, error) {
 	rings = append(rings, s.old...)
 	s.rd = reader{rings: append(rings, s.own), log: log, onRetire: s.retire}
 
-	s.sendSignalTask = haveKfunc("bpf_send_signal_task")
+	s.sendSignalTask = haveKfunc(kernelTypes, "bpf_send_signal_task")
 	log.Info("attached", "programs", len(s.links), "ring_buffer_bytes", size,
 		"kill_doomed_children_at_fork", s.sendSignalTask, "pinned", s.own.dir != "", "took_over", len(s.old))
 	return s, nil
@@ -259,8 +264,8 @@ func (s *Sensor) Withdraw() (bool, error) {
 // haveKfunc reports whether the kernel's BTF has the function name. The
 // programs reference kfuncs weakly: where one is missing the loader turns
 // its call into dead code, and this says which path runs.
-func haveKfunc(name string) bool {
-	spec, err := btf.LoadKernelSpec()
+func haveKfunc(kernelTypes *btf.Cache, name string) bool {
+	spec, err := kernelTypes.Kernel()
 	if err != nil {
 		return false
 	}

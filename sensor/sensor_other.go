@@ -5,6 +5,8 @@ package sensor
 import (
 	"errors"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/mcptrace/mcptrace/lineage"
 )
 
@@ -19,7 +21,7 @@ type Sensor struct{}
 // Tasks: the kernel's task iterator is Linux's.
 type Tasks struct{}
 
-func OpenTasks(string) (*Tasks, error)                { return nil, ErrNotSupported }
+func OpenTasks(string, *btf.Cache) (*Tasks, error)    { return nil, ErrNotSupported }
 func (*Tasks) Scan() ([]lineage.Snapshot, int, error) { return nil, 0, ErrNotSupported }
 func (*Tasks) Close() error                           { return nil }
 

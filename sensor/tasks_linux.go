@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/mcptrace/mcptrace/bpf"
@@ -27,23 +28,24 @@ import (
 //
 // Tasks does not replace procfs: it needs Linux 5.18 (OpenTasks says why
 // it cannot load), reads the host's processes only (not a /proc root of
-// another mount), and falls back to procfs.Read for a process whose argv
-// is longer than the iterator copies.
+// another mount), and leaves to procfs.Read every process whose record
+// would not say what /proc says (Scan lists them).
 type Tasks struct {
 	objs bpf.TasksObjects
 	root string
 }
 
 // OpenTasks loads the iterator; root is the /proc the executables' paths
-// are read from ("" for procfs.DefaultRoot). A kernel that cannot run it
-// returns a *FeatureError.
-func OpenTasks(root string) (*Tasks, error) {
+// are read from ("" for procfs.DefaultRoot), kernelTypes the kernel's
+// BTF the caller shares with other loads (Options.KernelTypes; nil:
+// decoded here). A kernel that cannot run it returns a *FeatureError.
+func OpenTasks(root string, kernelTypes *btf.Cache) (*Tasks, error) {
 	spec, err := bpf.LoadTasks()
 	if err != nil {
 		return nil, fmt.Errorf("load the task iterator's spec: %w", err)
 	}
 	t := &Tasks{root: root}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&t.objs, &ebpf.CollectionOptions{Cache: kernelTypes}); err != nil {
 		needs := "Linux 5.18 or newer, for bpf_copy_from_user_task"
 		if release, _, _, ok := kernelRelease(); ok {
 			needs += ", this is " + release
@@ -65,32 +67,74 @@ var _ [taskArgsOffset - int(unsafe.Sizeof(bpf.TasksTaskHead{}))]struct{}
 var _ [int(unsafe.Sizeof(bpf.TasksTaskHead{})) - taskArgsOffset]struct{}
 
 // Scan returns every live process, as procfs.Scan does, and how many
-// of them were read from /proc's files instead. A process is in the
-// answer from the iterator only when the iterator saw it, with the same
-// start time, both before and after its executable's path was read: a
-// PID recycled in between can never lend a later process's executable to
-// an earlier one. A process /proc lists that the iterator did not show
-// (one started since, or one the kernel keeps from iterators: seen with a
-// sandbox's init) is read from /proc's files, so none is missing.
+// of them were read from /proc's files instead.
+//
+// The executables' paths are read (a readlink each, in /proc) while the
+// iterator runs, for every PID /proc lists. A path is a process's only
+// when the process had started before the readlinks began and the
+// iterator still shows it, with the same start time, after they ended
+// (list_tasks): it lived all through, so its PID named it and no other.
+// Any other process, one /proc lists that the iterator did not show (one
+// that started since, or one the kernel keeps from iterators: seen with
+// a sandbox's init), and one whose record would not say what /proc says
+// (an argv cut, unreadable or retitled; a leader that exited before its
+// threads) is read whole from /proc's files: none is missing, none has
+// another's executable, and rules see what they would see in /proc.
 func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
-	first, err := t.read()
-	if err != nil {
-		return nil, 0, err
-	}
+	before := procfs.BootTimeNow()
 	listed, err := procfs.PIDs(t.root)
 	if err != nil {
 		return nil, 0, err
 	}
-	seen := make(map[uint32]bool, len(first))
-	snaps = make([]lineage.Snapshot, 0, len(first))
-	for i := range first {
-		seen[first[i].head.Proc.Pid] = true
-		if s, ok := first[i].snapshot(); ok {
+	exes := make([]string, len(listed))
+	exesRead := make(chan struct{})
+	go func() {
+		defer close(exesRead)
+		each(len(listed), func(i int) error {
+			// Unreadable (a kernel thread, no ptrace access, an exited
+			// mm): no path, as procfs.Read has none then either.
+			exes[i], _ = procfs.ReadExe(t.root, listed[i])
+			return nil
+		})
+	}()
+	recs, err := t.read()
+	<-exesRead
+	if err != nil {
+		return nil, 0, err
+	}
+	exeOf := make(map[uint32]string, len(listed))
+	for i, pid := range listed {
+		exeOf[pid] = exes[i]
+	}
+	seen := make(map[uint32]bool, len(recs))
+	var whole []lineage.Snapshot // read from /proc's files: ID.PID only
+	snaps = make([]lineage.Snapshot, 0, len(recs))
+	for i := range recs {
+		k := &recs[i]
+		seen[k.head.Proc.Pid] = true
+		s, ok := k.snapshot()
+		switch {
+		case !ok:
+		case s.Kernel:
+			snaps = append(snaps, s)
+		default:
+			exe, listed := exeOf[s.ID.PID]
+			// Whole: started since the readlinks began; argv cut,
+			// unreadable or retitled; a leader that exited before its
+			// threads (its file table is gone, /proc shows fd/ empty).
+			if !listed || k.head.Proc.Start >= before || k.retitled() ||
+				k.flag(bpf.TasksTaskFlagsTASK_FLAG_ARGS_TRUNCATED|bpf.TasksTaskFlagsTASK_FLAG_ARGS_UNREADABLE|bpf.TasksTaskFlagsTASK_FLAG_ZOMBIE) {
+				whole = append(whole, s)
+				continue
+			}
+			s.Filename = exe
 			snaps = append(snaps, s)
 		}
 	}
-	if err := t.complete(snaps, first); err != nil {
-		return nil, 0, err
+	for _, pid := range listed {
+		if !seen[pid] {
+			whole = append(whole, lineage.Snapshot{ID: lineage.ID{PID: pid}})
+		}
 	}
 	alive, err := t.alive()
 	if err != nil {
@@ -98,27 +142,83 @@ func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 	}
 	out := snaps[:0]
 	for _, s := range snaps {
-		if _, ok := alive[s.ID]; ok && s.ID.PID != 0 {
+		if _, ok := alive[s.ID]; ok {
 			out = append(out, s)
 		}
 	}
 	clear(snaps[len(out):])
-	for _, pid := range listed {
-		if seen[pid] {
-			continue
-		}
-		s, err := procfs.Read(t.root, pid)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, s)
-		fromFiles++
+	read, err := t.readWhole(whole)
+	if err != nil {
+		return nil, 0, err
 	}
-	return out, fromFiles, nil
+	return append(out, read...), len(read), nil
 }
+
+// readWhole reads the processes of snaps from /proc's files: each that
+// is still the process the iterator showed (or any process at a PID it
+// did not show: ID.Start 0), proven through procfs.Read's handle on its
+// directory. What is gone, or another process now, is left out.
+func (t *Tasks) readWhole(snaps []lineage.Snapshot) ([]lineage.Snapshot, error) {
+	err := each(len(snaps), func(i int) error {
+		s := &snaps[i]
+		full, err := procfs.Read(t.root, s.ID.PID)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || err == nil && s.ID.Start != 0 && full.ID != s.ID:
+			s.ID.PID = 0
+		case err != nil:
+			return err
+		default:
+			*s = full
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := snaps[:0]
+	for _, s := range snaps {
+		if s.ID.PID != 0 {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// each runs f(0) … f(n-1) on up to eachWorkers goroutines and returns
+// the first error (the rest of the calls are then skipped).
+func each(n int, f func(i int) error) error {
+	var (
+		next    atomic.Int64
+		failed  atomic.Bool
+		errOnce sync.Once
+		first   error
+		wg      sync.WaitGroup
+	)
+	for range max(1, min(eachWorkers, runtime.GOMAXPROCS(0), n)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					errOnce.Do(func() { first = err })
+					failed.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// eachWorkers bounds the goroutines reading /proc beside the iterator,
+// as procfs.Scan bounds its own: system calls, so more than the CPUs
+// only adds contention.
+const eachWorkers = 4
 
 // task is one record of the iterator, argv still NUL-separated.
 type task struct {
@@ -233,62 +333,3 @@ func parseTasks(r io.Reader) ([]task, error) {
 		out = append(out, k)
 	}
 }
-
-// complete adds what the iterator does not read: every process's
-// executable (a readlink in /proc), and the whole process from
-// procfs.Read when its argv was longer than the record holds, could not
-// be read or was retitled. recs are the records snaps were made from.
-func (t *Tasks) complete(snaps []lineage.Snapshot, recs []task) error {
-	whole := make(map[uint32]bool)
-	for i := range recs {
-		if k := &recs[i]; !k.flag(bpf.TasksTaskFlagsTASK_FLAG_KERNEL) && (k.retitled() ||
-			k.flag(bpf.TasksTaskFlagsTASK_FLAG_ARGS_TRUNCATED|bpf.TasksTaskFlagsTASK_FLAG_ARGS_UNREADABLE)) {
-			whole[k.head.Proc.Pid] = true
-		}
-	}
-	var (
-		next    atomic.Int64
-		errOnce sync.Once
-		first   error
-		wg      sync.WaitGroup
-	)
-	workers := max(1, min(completeWorkers, runtime.GOMAXPROCS(0), len(snaps)))
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(snaps) {
-					return
-				}
-				s := &snaps[i]
-				if s.Kernel {
-					continue
-				}
-				if whole[s.ID.PID] {
-					full, err := procfs.Read(t.root, s.ID.PID)
-					switch {
-					case errors.Is(err, fs.ErrNotExist) || (err == nil && full.ID != s.ID):
-						s.ID.PID = 0 // gone, or another process now: left out
-					case err != nil:
-						errOnce.Do(func() { first = err })
-						return
-					default:
-						*s = full
-					}
-					continue
-				}
-				// Unreadable (no ptrace access, an exited mm): no path,
-				// as procfs.Read has none then either.
-				s.Filename, _ = procfs.ReadExe(t.root, s.ID.PID)
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
-// completeWorkers bounds the goroutines reading executables' paths, as
-// procfs.Scan bounds its own.
-const completeWorkers = 4

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/mcptrace/mcptrace/lineage"
 	"github.com/mcptrace/mcptrace/windows/owners"
 )
@@ -43,6 +45,12 @@ type Options struct {
 	// hands over to the next is read. A path with no socket behind it is
 	// left for a later SetEngineSockets. Linux only.
 	EngineSockets []string
+	// KernelTypes is the kernel's BTF decoded once for every load of one
+	// start (the sensor's programs, the task iterator, the kfunc check):
+	// decoding it takes tens of ms each time. The sensor keeps no
+	// reference after Open, so the decoded types are garbage once the
+	// caller drops its own. Nil: Open decodes its own. Linux only.
+	KernelTypes *btf.Cache
 	// Owner maps a process's token to its owner number
 	// (owners.Table.Owner), the UID of the events of a started process.
 	// Windows only, and required there: Open fails without it.
