@@ -31,7 +31,10 @@ const enum task_flags *unused_task_flags __attribute__((unused));
 #define MCPTRACE_EXIT_ZOMBIE 0x00000020
 #define MCPTRACE_EXIT_DEAD 0x00000010
 
-/* One record under construction per CPU: too large for the stack. */
+/* One record under construction per CPU: too large for the stack. The
+ * program sleeps while it reads argv (migration is off, preemption is
+ * not), so two readers of one loaded object on one CPU would share the
+ * slot: user space reads one object at a time (sensor.Tasks.Scan). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

@@ -33,6 +33,10 @@ import (
 type Tasks struct {
 	objs bpf.TasksObjects
 	root string
+	// mu makes one Scan at a time: dump_tasks builds each record in a
+	// per-CPU slot and may sleep (reading argv), so a second reader of
+	// the same object on that CPU would write into a record mid-way.
+	mu sync.Mutex
 }
 
 // OpenTasks loads the iterator; root is the /proc the executables' paths
@@ -81,6 +85,8 @@ var _ [int(unsafe.Sizeof(bpf.TasksTaskHead{})) - taskArgsOffset]struct{}
 // threads) is read whole from /proc's files: none is missing, none has
 // another's executable, and rules see what they would see in /proc.
 func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	before := procfs.BootTimeNow()
 	listed, err := procfs.PIDs(t.root)
 	if err != nil {
