@@ -17,7 +17,7 @@ var scanChildren = flag.Int("scan.children", 200, "extra `sleep` processes Bench
 // (user and system, of the whole test process) per scan, which a loaded
 // machine disturbs less than the wall time.
 //
-//	go test -run '^$' -bench Scan -scan.children 10000 -count 10 ./procfs/
+//	go test -run '^$' -bench Scan -count 10 ./procfs/ -args -scan.children=10000
 func BenchmarkScan(b *testing.B) {
 	testenv.Sleepers(b, *scanChildren)
 	n := 0

@@ -156,7 +156,7 @@ var everyChildren = flag.Int("every.children", 200, "extra `sleep` processes Ben
 // (Tasks.Scan) and /proc's files (procfs.Scan), with -every.children
 // extra sleep processes the benchmark starts. Medians side by side:
 //
-//	go test -run '^$' -bench ReadEveryProcess -every.children 10000 -benchtime 20x ./sensor/
+//	go test -run '^$' -bench ReadEveryProcess -benchtime 10x ./sensor/ -args -every.children=10000
 //
 // Read off iterator-ms, files-ms and files/iterator; ns/op sums both
 // and means nothing here.
