@@ -67,21 +67,7 @@ func installSetuidHelper(t *testing.T) string {
 		t.Fatal(err)
 	}
 	helper := filepath.Join(dir, "setuid-helper")
-	in, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(helper, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o700)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
+	testenv.CopyFile(t, self, helper, 0o700)
 	// chmod after chown: chown clears the setuid bit.
 	if err := os.Chown(helper, 0, 0); err != nil {
 		t.Fatal(err)

@@ -43,40 +43,19 @@ func Scan(root string) ([]lineage.Snapshot, error) {
 	}
 	snaps := make([]lineage.Snapshot, len(pids))
 	read := make([]bool, len(pids))
-	var (
-		next    atomic.Int64
-		failed  atomic.Bool
-		errOnce sync.Once
-		first   error
-		wg      sync.WaitGroup
-	)
-	workers := max(1, min(scanWorkers, runtime.GOMAXPROCS(0), len(pids)))
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var rd reader
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= len(pids) {
-					return
-				}
-				s, _, err := rd.read(root, pids[i])
-				if errors.Is(err, fs.ErrNotExist) {
-					continue // exited since the listing
-				}
-				if err != nil {
-					errOnce.Do(func() { first = err })
-					failed.Store(true)
-					return
-				}
-				snaps[i], read[i] = s, true
-			}
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
+	err = Each(len(pids), func(i int, rd *Reader) error {
+		s, _, err := rd.read(root, pids[i])
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // exited since the listing
+		}
+		if err != nil {
+			return err
+		}
+		snaps[i], read[i] = s, true
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := snaps[:0]
 	for i := range snaps {
@@ -112,7 +91,41 @@ func PIDs(root string) ([]uint32, error) {
 	return pids, nil
 }
 
-// scanWorkers bounds the goroutines of one Scan: reading /proc is system
+// Each runs f(0, rd) … f(n-1, rd) on up to scanWorkers goroutines, each
+// with a Reader of its own, and returns the first error (the calls not
+// begun by then are skipped): how Scan reads, and how a caller reads
+// many processes or files of /proc beside other work.
+func Each(n int, f func(i int, rd *Reader) error) error {
+	var (
+		next    atomic.Int64
+		failed  atomic.Bool
+		errOnce sync.Once
+		first   error
+		wg      sync.WaitGroup
+	)
+	for range max(1, min(scanWorkers, runtime.GOMAXPROCS(0), n)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var rd Reader
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i, &rd); err != nil {
+					errOnce.Do(func() { first = err })
+					failed.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// scanWorkers bounds the goroutines of one Each: reading /proc is system
 // calls, so more than the CPUs only adds contention.
 const scanWorkers = 4
 
@@ -121,7 +134,7 @@ const scanWorkers = 4
 // error wraps fs.ErrNotExist. A PID that names a thread rather than a
 // process is reported the same way.
 func Read(root string, pid uint32) (lineage.Snapshot, error) {
-	var rd reader
+	var rd Reader
 	snap, _, err := rd.read(root, pid)
 	return snap, err
 }
@@ -129,15 +142,16 @@ func Read(root string, pid uint32) (lineage.Snapshot, error) {
 // ReadCreds is Read with the process's four user IDs, read through the
 // same handle: the API checks a socket peer's effective uid with it.
 func ReadCreds(root string, pid uint32) (lineage.Snapshot, UIDs, error) {
-	var rd reader
+	var rd Reader
 	snap, ss, err := rd.read(root, pid)
 	return snap, ss.uids, err
 }
 
-// reader reads the files of /proc/PID with plain system calls into one
-// buffer it reuses; what it returns is copied out of the buffer. A reader
-// is not safe for concurrent use.
-type reader struct {
+// Reader reads the files of /proc/PID with plain system calls into one
+// buffer it reuses; what it returns is copied out of the buffer. A Reader
+// is not safe for concurrent use. Its methods are this package's: outside
+// it, a Reader is what Each gives each of its goroutines.
+type Reader struct {
 	buf []byte
 }
 
@@ -145,7 +159,7 @@ type reader struct {
 // typical command line, in one read(2).
 const readBufSize = 4096
 
-func (rd *reader) read(root string, pid uint32) (lineage.Snapshot, status, error) {
+func (rd *Reader) read(root string, pid uint32) (lineage.Snapshot, status, error) {
 	if root == "" {
 		root = DefaultRoot
 	}
@@ -300,7 +314,7 @@ func openDir(dir string) (int, error) {
 
 // file reads the file name of the directory dfd whole into rd's buffer
 // and returns it; the bytes are valid until the next call.
-func (rd *reader) file(dfd int, name string) ([]byte, error) {
+func (rd *Reader) file(dfd int, name string) ([]byte, error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	for err == unix.EINTR {
 		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
@@ -331,7 +345,7 @@ func (rd *reader) file(dfd int, name string) ([]byte, error) {
 }
 
 // link reads the symbolic link name of the directory dfd.
-func (rd *reader) link(dfd int, name string) (string, error) {
+func (rd *Reader) link(dfd int, name string) (string, error) {
 	if rd.buf == nil {
 		rd.buf = make([]byte, readBufSize)
 	}
@@ -680,7 +694,7 @@ func ReadGroups(root string, id lineage.ID) ([]uint32, error) {
 		return nil, readErr(id.PID, err)
 	}
 	defer unix.Close(dfd)
-	var rd reader
+	var rd Reader
 	b, err := rd.file(dfd, "stat")
 	if err != nil {
 		return nil, readErr(id.PID, err)

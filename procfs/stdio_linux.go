@@ -18,7 +18,7 @@ import (
 // handle on /proc/PID, checking its start time first: a recycled PID
 // reads as gone (an error wrapping fs.ErrNotExist).
 func ReadFacts(root string, id lineage.ID) (Facts, error) {
-	var rd reader
+	var rd Reader
 	var st Stat
 	dfd, err := rd.openIdentified(root, id, func(b []byte) (uint64, error) {
 		var err error
@@ -71,7 +71,7 @@ func ReadFacts(root string, id lineage.ID) (Facts, error) {
 // from the stat file, which must match id's at tick precision. A
 // recycled PID reads as gone (an error wrapping fs.ErrNotExist), never
 // as another process.
-func (rd *reader) openIdentified(root string, id lineage.ID, start func(stat []byte) (uint64, error)) (int, error) {
+func (rd *Reader) openIdentified(root string, id lineage.ID, start func(stat []byte) (uint64, error)) (int, error) {
 	if root == "" {
 		root = DefaultRoot
 	}
@@ -223,7 +223,7 @@ func HoldsPipes(root string, id lineage.ID, pipes ...uint64) (bool, error) {
 	if len(pipes) == 0 {
 		return false, nil
 	}
-	var rd reader
+	var rd Reader
 	dfd, err := rd.openIdentified(root, id, func(b []byte) (uint64, error) {
 		st, err := parseStat(b)
 		return st.StartTicks, err

@@ -31,7 +31,7 @@ func (u Usage) CPUSeconds() float64 { return float64(u.CPUTicks*lineage.TickNS) 
 // It is not safe for concurrent use.
 type UsageReader struct {
 	Root string // DefaultRoot when ""
-	rd   reader
+	rd   Reader
 }
 
 // Read returns the usage of process id. The files are read through one

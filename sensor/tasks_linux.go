@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -96,7 +94,7 @@ func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 	exesRead := make(chan struct{})
 	go func() {
 		defer close(exesRead)
-		each(len(listed), func(i int) error {
+		procfs.Each(len(listed), func(i int, _ *procfs.Reader) error {
 			// Unreadable (a kernel thread, no ptrace access, an exited
 			// mm): no path, as procfs.Read has none then either.
 			exes[i], _ = procfs.ReadExe(t.root, listed[i])
@@ -165,7 +163,7 @@ func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 // did not show: ID.Start 0), proven through procfs.Read's handle on its
 // directory. What is gone, or another process now, is left out.
 func (t *Tasks) readWhole(snaps []lineage.Snapshot) ([]lineage.Snapshot, error) {
-	err := each(len(snaps), func(i int) error {
+	err := procfs.Each(len(snaps), func(i int, _ *procfs.Reader) error {
 		s := &snaps[i]
 		full, err := procfs.Read(t.root, s.ID.PID)
 		switch {
@@ -189,42 +187,6 @@ func (t *Tasks) readWhole(snaps []lineage.Snapshot) ([]lineage.Snapshot, error) 
 	}
 	return out, nil
 }
-
-// each runs f(0) … f(n-1) on up to eachWorkers goroutines and returns
-// the first error (the rest of the calls are then skipped).
-func each(n int, f func(i int) error) error {
-	var (
-		next    atomic.Int64
-		failed  atomic.Bool
-		errOnce sync.Once
-		first   error
-		wg      sync.WaitGroup
-	)
-	for range max(1, min(eachWorkers, runtime.GOMAXPROCS(0), n)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					errOnce.Do(func() { first = err })
-					failed.Store(true)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
-// eachWorkers bounds the goroutines reading /proc beside the iterator,
-// as procfs.Scan bounds its own: system calls, so more than the CPUs
-// only adds contention.
-const eachWorkers = 4
 
 // task is one record of the iterator, argv still NUL-separated.
 type task struct {

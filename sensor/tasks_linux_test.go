@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +50,7 @@ func TestTasksReadWhatProcReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := filepath.Join(t.TempDir(), "gone-sleep")
-	copyFile(t, sleep, gone)
+	testenv.CopyFile(t, sleep, gone, 0o755)
 	long := strings.Repeat("x", 5000)
 	cases := map[string]*exec.Cmd{
 		"long argv":     exec.Command("/bin/sh", "-c", "sleep 300; :", long),
@@ -195,25 +194,6 @@ func byPID(snaps []lineage.Snapshot) map[uint32]lineage.Snapshot {
 		m[s.ID.PID] = s
 	}
 	return m
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // retitledAs is what the helper "retitle" writes over its argv.
