@@ -64,9 +64,15 @@ struct {
  * (the enforcer) adds every member right before it sends SIGKILL; the fork
  * program adds the children of doomed processes, and a doomed process that
  * forks or execs is killed on the spot (unless the exec starts a program a
- * spare rule may protect: spare_comms). Entries leave at exit. */
+ * spare rule may protect: spare_comms). Entries leave at exit. Allocated
+ * as entries come (BPF_F_NO_PREALLOC): the table is empty on a node where
+ * no session ends, and preallocating its 65,536 entries took 5 MB of
+ * kernel memory and 16 ms of every start (docs/benchmarks.md). An entry
+ * the kernel cannot allocate is a child the fork hook does not doom, as
+ * with a full table: the enforcer's sweep of the session still kills it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u64);

@@ -469,3 +469,23 @@ func TestWithdrawLeavesNothingAttachedThatTheStartAttached(t *testing.T) {
 		t.Errorf("pinned links by set after a withdrawn takeover: %v of %v; want the new set's alone", links, sets)
 	}
 }
+
+// The request reader is loaded beside the other programs (Sensor.load):
+// a kernel that refuses it leaves the sensor open, the reader's refusal
+// said (RequestsErr, naming it), and processes tracked.
+func TestARefusedRequestReaderLeavesProcessTrackingOn(t *testing.T) {
+	s := open(t, Options{refuseRequests: true, ContainerClients: []string{"docker"}})
+	var ferr *FeatureError
+	if err := s.RequestsErr(); !errors.As(err, &ferr) || !strings.Contains(err.Error(), "request reader") || !strings.Contains(err.Error(), "program "+requestsProgram) {
+		t.Fatalf("RequestsErr = %v, want the request reader's refusal", err)
+	}
+	if err := s.SetEngineSockets([]string{"/nonexistent"}); !errors.As(err, &ferr) {
+		t.Fatalf("SetEngineSockets of a sensor without its request reader: %v, want the reader's refusal", err)
+	}
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	readUntil(t, s, func(e lineage.Event) bool { return e.Kind == lineage.KindExit && e.Proc.PID == pid })
+}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
@@ -108,20 +109,18 @@ func Open(opts Options) (*Sensor, error) {
 	if opts.variant != 0 {
 		differ(spec, opts.variant)
 	}
+	if opts.refuseRequests {
+		if p := spec.Programs[requestsProgram]; p != nil {
+			// r2 is never written: "R2 !read_ok".
+			p.Instructions = asm.Instructions{asm.Mov.Reg(asm.R0, asm.R2), asm.Return()}
+		}
+	}
 	kernelTypes := opts.KernelTypes
 	if kernelTypes == nil {
 		kernelTypes = btf.NewCache()
 	}
-	load := &ebpf.CollectionOptions{Cache: kernelTypes}
 	s := &Sensor{log: log}
-	err = spec.LoadAndAssign(&s.objs, load)
-	if isRequestsLoadError(err) && stubRequests(spec) {
-		// The request reader is optional: without it container
-		// attribution is off, process tracking is not.
-		s.requestsErr = &FeatureError{Feature: "the container request reader (tp_btf/skb_copy_datagram_iovec)", Needs: "a kernel whose BTF has the fields it reads", Err: err}
-		err = spec.LoadAndAssign(&s.objs, load)
-	}
-	if err != nil {
+	if err := s.load(spec, kernelTypes); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			log.Error("verifier rejected program", "log", fmt.Sprintf("%+v", verr))
@@ -211,6 +210,63 @@ func Open(opts Options) (*Sensor, error) {
 	log.Info("attached", "programs", len(s.links), "ring_buffer_bytes", size,
 		"kill_doomed_children_at_fork", s.sendSignalTask, "pinned", s.own.dir != "", "took_over", len(s.old))
 	return s, nil
+}
+
+// load creates the maps of spec and loads its programs into s.objs. The
+// request reader is verified beside the others: its line check is
+// unrolled, and it alone took as long to verify as the six fork, exec
+// and exit programs together (36 ms of 80 on a 2-CPU test machine,
+// docs/benchmarks.md). The kernel refusing it is not fatal: a program
+// that does nothing stands in its place, never attached, and
+// s.requestsErr says why (container attribution is off, process
+// tracking is not).
+func (s *Sensor) load(spec *ebpf.CollectionSpec, kernelTypes *btf.Cache) error {
+	mapsOnly := spec.Copy()
+	mapsOnly.Programs = nil
+	maps, err := ebpf.NewCollectionWithOptions(mapsOnly, ebpf.CollectionOptions{Cache: kernelTypes})
+	if err != nil {
+		return err
+	}
+	defer maps.Close() // what Assign took is no longer its to close
+	load := &ebpf.CollectionOptions{Cache: kernelTypes, MapReplacements: maps.Maps}
+	reader := spec.Copy()
+	var requests struct {
+		Program *ebpf.Program `ebpf:"request_recv"`
+	}
+	var requestsErr error
+	done := make(chan struct{})
+	if reader.Programs[requestsProgram] != nil {
+		go func() {
+			defer close(done)
+			requestsErr = reader.LoadAndAssign(&requests, load)
+		}()
+	} else {
+		close(done)
+	}
+	rest := spec.Copy()
+	stubRequests(rest)
+	err = rest.LoadAndAssign(&s.objs.McptracePrograms, load)
+	<-done
+	switch {
+	case err != nil:
+	case requestsErr == nil && requests.Program != nil:
+		s.objs.RequestRecv.Close() // the stand-in
+		s.objs.RequestRecv = requests.Program
+	case isRequestsLoadError(requestsErr):
+		s.requestsErr = &FeatureError{Feature: "the container request reader (tp_btf/skb_copy_datagram_iovec)", Needs: "a kernel whose BTF has the fields it reads", Err: requestsErr}
+	default:
+		err = requestsErr
+	}
+	if err == nil {
+		err = maps.Assign(&s.objs.McptraceMaps)
+	}
+	if err != nil {
+		s.objs.McptracePrograms.Close()
+		if requests.Program != nil && requests.Program != s.objs.RequestRecv {
+			requests.Program.Close()
+		}
+	}
+	return err
 }
 
 // abandon undoes a failed Open: the programs are detached, the pins

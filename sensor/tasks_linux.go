@@ -86,14 +86,20 @@ func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	before := procfs.BootTimeNow()
-	listed, err := procfs.PIDs(t.root)
-	if err != nil {
-		return nil, 0, err
-	}
-	exes := make([]string, len(listed))
-	exesRead := make(chan struct{})
+	// /proc's listing and the readlinks run beside the iterator, not
+	// before it.
+	var (
+		listed   []uint32
+		exes     []string
+		listErr  error
+		exesRead = make(chan struct{})
+	)
 	go func() {
 		defer close(exesRead)
+		if listed, listErr = procfs.PIDs(t.root); listErr != nil {
+			return
+		}
+		exes = make([]string, len(listed))
 		procfs.Each(len(listed), func(i int, _ *procfs.Reader) error {
 			// Unreadable (a kernel thread, no ptrace access, an exited
 			// mm): no path, as procfs.Read has none then either.
@@ -103,6 +109,9 @@ func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 	}()
 	recs, err := t.read()
 	<-exesRead
+	if err == nil {
+		err = listErr
+	}
 	if err != nil {
 		return nil, 0, err
 	}

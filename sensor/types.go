@@ -72,6 +72,9 @@ type Options struct {
 	// by a harmless instruction: tests use it to stand for another build
 	// of mcptrace taking over.
 	variant int32
+	// refuseRequests makes the request reader a program the verifier
+	// refuses: tests use it to stand for a kernel that cannot run it.
+	refuseRequests bool
 }
 
 // ErrClosed is returned by Read after Close.
