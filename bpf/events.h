@@ -178,6 +178,24 @@ enum task_flags {
 };
 
 /* A task record's fields before its argv (what user space keeps). */
+/* A process's executable as /proc/PID/exe names it: the file's mount and
+ * dentry (mm->exe_file->f_path, what d_path reads), and how many times the
+ * process has exec'd (self_exec_id). Two processes with the same mount and
+ * dentry read the same path, so user space reads one link for them all
+ * (sensor.Tasks.Scan). Kernel addresses: compared, never shown. 0, 0: no
+ * file (a kernel thread, an mm already gone). */
+struct exe_ident {
+	__u64 mnt;
+	__u64 dentry;
+	__u64 exec_id;
+};
+
+/* What list_tasks writes for each process. */
+struct task_ident {
+	struct proc_ident proc;
+	struct exe_ident exe;
+};
+
 struct task_head {
 	struct proc_ident proc;    /* tgid, the leader's start_boottime */
 	__u32 ppid;                /* task->real_parent's tgid */
@@ -190,6 +208,7 @@ struct task_head {
 	__u8 stdout_mode;          /* fd 1: enum stdio_mode */
 	__u8 _pad;
 	char comm[COMM_LEN];
+	struct exe_ident exe;
 };
 
 struct task_record {

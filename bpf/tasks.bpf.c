@@ -25,6 +25,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const struct task_record *unused_task_record __attribute__((unused));
 const struct task_head *unused_task_head __attribute__((unused));
 const enum task_flags *unused_task_flags __attribute__((unused));
+const struct task_ident *unused_task_ident __attribute__((unused));
 
 /* From include/linux/sched.h. */
 #define MCPTRACE_PF_KTHREAD 0x00200000
@@ -41,6 +42,25 @@ struct {
 	__type(key, __u32);
 	__type(value, struct task_record);
 } task_scratch SEC(".maps");
+
+/* exe_of fills e for task t (struct exe_ident). Every pointer is read
+ * with a probe: an exiting task's mm and file may go at any moment, and a
+ * probe of freed memory reads 0 or stale bytes, never faults; user space
+ * takes a path from one process for another only when both records, one
+ * before its readlink and one after, agree (sensor.Tasks.Scan). */
+static __always_inline void exe_of(struct exe_ident *e, struct task_struct *t)
+{
+	e->mnt = 0;
+	e->dentry = 0;
+	e->exec_id = BPF_CORE_READ(t, self_exec_id);
+	if (t->flags & MCPTRACE_PF_KTHREAD)
+		return;
+	struct file *f = BPF_CORE_READ(t, mm, exe_file);
+	if (!f)
+		return;
+	e->mnt = (__u64)BPF_CORE_READ(f, f_path.mnt);
+	e->dentry = (__u64)BPF_CORE_READ(f, f_path.dentry);
+}
 
 SEC("iter.s/task")
 int dump_tasks(struct bpf_iter__task *ctx)
@@ -75,6 +95,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	h->stdout_mode = stdio_mode(t, 1);
 	h->_pad = 0;
 	bpf_probe_read_kernel_str(h->comm, sizeof(h->comm), t->comm);
+	exe_of(&h->exe, t);
 
 	__u32 n = 0;
 	h->args_size = 0;
@@ -100,9 +121,10 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	return 0;
 }
 
-/* The identities of the live processes (struct proc_ident each), without
- * what dump_tasks reads: the check after the executables' paths were read
- * that each process was alive throughout. Not sleepable. */
+/* The identities and executables of the live processes (struct
+ * task_ident each), without what else dump_tasks reads: the check after
+ * the executables' paths were read that each process was alive, and ran
+ * the same executable, throughout. Not sleepable. */
 SEC("iter/task")
 int list_tasks(struct bpf_iter__task *ctx)
 {
@@ -110,10 +132,13 @@ int list_tasks(struct bpf_iter__task *ctx)
 	struct task_struct *t = ctx->task;
 	if (!t || t->pid != t->tgid)
 		return 0;
-	struct proc_ident id = {
-		.pid = t->tgid,
-		.start = t->start_boottime,
+	struct task_ident id = {
+		.proc = {
+			.pid = t->tgid,
+			.start = t->start_boottime,
+		},
 	};
+	exe_of(&id.exe, t);
 	bpf_seq_write(seq, &id, sizeof(id));
 	return 0;
 }

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type TasksExeIdent struct {
+	_      structs.HostLayout
+	Mnt    uint64
+	Dentry uint64
+	ExecId uint64
+}
+
 type TasksTaskFlags uint32
 
 const (
@@ -41,6 +48,18 @@ type TasksTaskHead struct {
 	StdoutMode uint8
 	Pad        uint8
 	Comm       [16]int8
+	Exe        TasksExeIdent
+}
+
+type TasksTaskIdent struct {
+	_    structs.HostLayout
+	Proc struct {
+		_     structs.HostLayout
+		Pid   uint32
+		Pad   uint32
+		Start uint64
+	}
+	Exe TasksExeIdent
 }
 
 type TasksTaskRecord struct {
@@ -58,6 +77,7 @@ const (
 	TasksProgListTasks       = "list_tasks"
 	TasksVarUnusedTaskFlags  = "unused_task_flags"
 	TasksVarUnusedTaskHead   = "unused_task_head"
+	TasksVarUnusedTaskIdent  = "unused_task_ident"
 	TasksVarUnusedTaskRecord = "unused_task_record"
 )
 
@@ -120,6 +140,7 @@ type TasksMapSpecs struct {
 type TasksVariableSpecs struct {
 	UnusedTaskFlags  *ebpf.VariableSpec `ebpf:"unused_task_flags"`
 	UnusedTaskHead   *ebpf.VariableSpec `ebpf:"unused_task_head"`
+	UnusedTaskIdent  *ebpf.VariableSpec `ebpf:"unused_task_ident"`
 	UnusedTaskRecord *ebpf.VariableSpec `ebpf:"unused_task_record"`
 }
 
@@ -158,6 +179,7 @@ func (m *TasksMaps) Close() error {
 type TasksVariables struct {
 	UnusedTaskFlags  *ebpf.Variable `ebpf:"unused_task_flags"`
 	UnusedTaskHead   *ebpf.Variable `ebpf:"unused_task_head"`
+	UnusedTaskIdent  *ebpf.Variable `ebpf:"unused_task_ident"`
 	UnusedTaskRecord *ebpf.Variable `ebpf:"unused_task_record"`
 }
 

@@ -21,8 +21,9 @@ import (
 // Tasks reads every process of the node from the kernel's task iterator
 // (bpf/tasks.bpf.c): what procfs.Scan reads from a dozen files and links
 // per process, in a few read(2) calls for the whole node. Only the
-// executable's path is read from /proc (one readlink a process: the
-// iterator's task pointers are not ones bpf_d_path takes).
+// executable's path is read from /proc, one readlink for each executable
+// file and user (Scan): bpf_d_path does not take the iterator's task
+// pointers.
 //
 // Tasks does not replace procfs: it needs Linux 5.18 (OpenTasks says why
 // it cannot load), reads the host's processes only (not a /proc root of
@@ -71,53 +72,51 @@ var _ [int(unsafe.Sizeof(bpf.TasksTaskHead{})) - taskArgsOffset]struct{}
 // Scan returns every live process, as procfs.Scan does, and how many
 // of them were read from /proc's files instead.
 //
-// The executables' paths are read (a readlink each, in /proc) while the
-// iterator runs, for every PID /proc lists. A path is a process's only
-// when the process had started before the readlinks began and the
-// iterator still shows it, with the same start time, after they ended
-// (list_tasks): it lived all through, so its PID named it and no other.
-// Any other process, one /proc lists that the iterator did not show (one
-// that started since, or one the kernel keeps from iterators: seen with
-// a sandbox's init), and one whose record would not say what /proc says
-// (an argv cut, unreadable or retitled; a leader that exited before its
-// threads) is read whole from /proc's files: none is missing, none has
+// The executables' paths are read from /proc, one readlink for each
+// executable file and user: the iterator gives each process's executable
+// as the mount and dentry /proc's link names (struct exe_ident), and
+// processes of one user whose executables are the same mount and dentry
+// read the same path. A path is a process's only when the process had
+// started before the readlinks began and the iterator shows it, after
+// they ended (list_tasks), with the same start time, the same
+// executable and no exec since its record: it lived all through on the
+// same file, so its PID named it, and so did the PID whose link was read
+// for it (checked the same way). One user's processes share a link, no
+// two users': a process that changes its own executable (prctl
+// PR_SET_MM_EXE_FILE) back and forth while its link is read can misname
+// only its own user's processes. Any other process, one /proc lists that
+// the iterator did not show (one that started since, or one the kernel
+// keeps from iterators: seen with a sandbox's init), and one whose
+// record would not say what /proc says (an argv cut, unreadable or
+// retitled; a leader that exited before its threads; an exec during the
+// scan) is read whole from /proc's files: none is missing, none has
 // another's executable, and rules see what they would see in /proc.
 func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	before := procfs.BootTimeNow()
-	// /proc's listing and the readlinks run beside the iterator, not
-	// before it.
+	// /proc's listing runs beside the iterator.
 	var (
-		listed   []uint32
-		exes     []string
-		listErr  error
-		exesRead = make(chan struct{})
+		listed  []uint32
+		listErr error
+		done    = make(chan struct{})
 	)
 	go func() {
-		defer close(exesRead)
-		if listed, listErr = procfs.PIDs(t.root); listErr != nil {
-			return
-		}
-		exes = make([]string, len(listed))
-		procfs.Each(len(listed), func(i int, _ *procfs.Reader) error {
-			// Unreadable (a kernel thread, no ptrace access, an exited
-			// mm): no path, as procfs.Read has none then either.
-			exes[i], _ = procfs.ReadExe(t.root, listed[i])
-			return nil
-		})
+		defer close(done)
+		listed, listErr = procfs.PIDs(t.root)
 	}()
 	recs, err := t.read()
-	<-exesRead
+	<-done
 	if err == nil {
 		err = listErr
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	exeOf := make(map[uint32]string, len(listed))
-	for i, pid := range listed {
-		exeOf[pid] = exes[i]
+	links := t.readLinks(recs, before)
+	alive, err := t.alive()
+	if err != nil {
+		return nil, 0, err
 	}
 	seen := make(map[uint32]bool, len(recs))
 	var whole []lineage.Snapshot // read from /proc's files: ID.PID only
@@ -126,21 +125,27 @@ func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 		k := &recs[i]
 		seen[k.head.Proc.Pid] = true
 		s, ok := k.snapshot()
+		if !ok {
+			continue
+		}
+		now, ok := alive[s.ID]
 		switch {
-		case !ok:
+		case !ok: // exited during the scan: its exit event says so
 		case s.Kernel:
 			snaps = append(snaps, s)
+		case links[i] < 0 || now != k.head.Exe:
+			// Started since the readlinks began; argv cut, unreadable
+			// or retitled; a leader that exited before its threads
+			// (its file table is gone, /proc shows fd/ empty); an exec
+			// or a new executable since its record.
+			whole = append(whole, s)
 		default:
-			exe, listed := exeOf[s.ID.PID]
-			// Whole: started since the readlinks began; argv cut,
-			// unreadable or retitled; a leader that exited before its
-			// threads (its file table is gone, /proc shows fd/ empty).
-			if !listed || k.head.Proc.Start >= before || k.retitled() ||
-				k.flag(bpf.TasksTaskFlagsTASK_FLAG_ARGS_TRUNCATED|bpf.TasksTaskFlagsTASK_FLAG_ARGS_UNREADABLE|bpf.TasksTaskFlagsTASK_FLAG_ZOMBIE) {
+			l := links[i]
+			if rep := &recs[l]; rep.link.err != nil || alive[rep.id()] != rep.head.Exe {
 				whole = append(whole, s)
 				continue
 			}
-			s.Filename = exe
+			s.Filename = recs[l].link.path
 			snaps = append(snaps, s)
 		}
 	}
@@ -149,22 +154,70 @@ func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 			whole = append(whole, lineage.Snapshot{ID: lineage.ID{PID: pid}})
 		}
 	}
-	alive, err := t.alive()
-	if err != nil {
-		return nil, 0, err
-	}
-	out := snaps[:0]
-	for _, s := range snaps {
-		if _, ok := alive[s.ID]; ok {
-			out = append(out, s)
-		}
-	}
-	clear(snaps[len(out):])
 	read, err := t.readWhole(whole)
 	if err != nil {
 		return nil, 0, err
 	}
-	return append(out, read...), len(read), nil
+	return append(snaps, read...), len(read), nil
+}
+
+// exeKey is what processes whose executable's path one readlink reads
+// for all share (Scan).
+type exeKey struct {
+	mnt, dentry uint64
+	uid         uint32
+}
+
+// readLinks reads the executables' paths of recs: for each record, the
+// index of the record whose link names its executable (its own or its
+// exeKey's first), into whose link field the path was read; -1 for one
+// that is read whole (see Scan) or is a kernel thread. A link that
+// cannot be read (no ptrace access, an exited mm) leaves the path empty,
+// as procfs.Read has none then either; when the first of a key cannot
+// be read, each of the others is read on its own.
+func (t *Tasks) readLinks(recs []task, before uint64) []int32 {
+	links := make([]int32, len(recs))
+	first := make(map[exeKey]int32)
+	var read []int32
+	for i := range recs {
+		k := &recs[i]
+		links[i] = -1
+		if k.flag(bpf.TasksTaskFlagsTASK_FLAG_KERNEL) || k.head.Exe.Dentry == 0 || k.head.Proc.Start >= before || k.retitled() ||
+			k.flag(bpf.TasksTaskFlagsTASK_FLAG_ARGS_TRUNCATED|bpf.TasksTaskFlagsTASK_FLAG_ARGS_UNREADABLE|bpf.TasksTaskFlagsTASK_FLAG_ZOMBIE|bpf.TasksTaskFlagsTASK_FLAG_DEAD) {
+			continue
+		}
+		key := exeKey{k.head.Exe.Mnt, k.head.Exe.Dentry, k.head.Uid}
+		f, ok := first[key]
+		if !ok {
+			f = int32(i)
+			first[key] = f
+			read = append(read, f)
+		}
+		links[i] = f
+	}
+	readEach := func(idx []int32) {
+		procfs.Each(len(idx), func(j int, _ *procfs.Reader) error {
+			k := &recs[idx[j]]
+			k.link.path, k.link.err = procfs.ReadExe(t.root, k.head.Proc.Pid)
+			return nil
+		})
+	}
+	readEach(read)
+	read = read[:0]
+	for i, f := range links {
+		if f >= 0 && int(f) != i && recs[f].link.err != nil {
+			links[i] = int32(i)
+			read = append(read, int32(i))
+		}
+	}
+	readEach(read)
+	for i, f := range links {
+		if f >= 0 && int(f) == i && recs[i].link.err != nil && !errors.Is(recs[i].link.err, fs.ErrNotExist) {
+			// Unreadable but there: no path, as in procfs.Read.
+			recs[i].link.err = nil
+		}
+	}
+	return links
 }
 
 // readWhole reads the processes of snaps from /proc's files: each that
@@ -197,10 +250,15 @@ func (t *Tasks) readWhole(snaps []lineage.Snapshot) ([]lineage.Snapshot, error) 
 	return out, nil
 }
 
-// task is one record of the iterator, argv still NUL-separated.
+// task is one record of the iterator, argv still NUL-separated, and
+// the path of its executable once read (Tasks.readLinks).
 type task struct {
 	head bpf.TasksTaskHead
 	args []byte
+	link struct {
+		path string
+		err  error
+	}
 }
 
 // id is the process's identity to /proc's precision (lineage.Snapshot).
@@ -250,19 +308,20 @@ func (t *Tasks) read() ([]task, error) {
 	return out, err
 }
 
-// alive returns the identities of the live processes (list_tasks).
-func (t *Tasks) alive() (map[lineage.ID]struct{}, error) {
-	ids := make(map[lineage.ID]struct{})
+// alive returns the live processes (list_tasks): their identities and
+// executables.
+func (t *Tasks) alive() (map[lineage.ID]bpf.TasksExeIdent, error) {
+	ids := make(map[lineage.ID]bpf.TasksExeIdent)
 	err := t.iterate(t.objs.ListTasks, func(r *bufio.Reader) error {
-		var id bpf.TasksTaskHead // its Proc: a struct proc_ident
-		b := unsafe.Slice((*byte)(unsafe.Pointer(&id.Proc)), unsafe.Sizeof(id.Proc))
+		var id bpf.TasksTaskIdent
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&id)), unsafe.Sizeof(id))
 		for {
 			if _, err := io.ReadFull(r, b); err == io.EOF {
 				return nil
 			} else if err != nil {
 				return fmt.Errorf("read the task iterator: %w", err)
 			}
-			ids[identity(id.Proc.Pid, id.Proc.Start)] = struct{}{}
+			ids[identity(id.Proc.Pid, id.Proc.Start)] = id.Exe
 		}
 	})
 	return ids, err

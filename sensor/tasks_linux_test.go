@@ -49,18 +49,32 @@ func TestTasksReadWhatProcReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sleepPath, err := filepath.EvalSymlinks(sleep) // as /proc names it
+	if err != nil {
+		t.Fatal(err)
+	}
 	gone := filepath.Join(t.TempDir(), "gone-sleep")
 	testenv.CopyFile(t, sleep, gone, 0o755)
+	// One file under two names (a hard link): one inode, two dentries,
+	// two paths in /proc, so two readlinks (sensor.Tasks.Scan).
+	hard := filepath.Join(filepath.Dir(gone), "hard-sleep")
+	testenv.CopyFile(t, sleep, hard, 0o755)
+	hardToo := hard + "-too"
+	if err := os.Link(hard, hardToo); err != nil {
+		t.Fatal(err)
+	}
 	long := strings.Repeat("x", 5000)
 	cases := map[string]*exec.Cmd{
-		"long argv":     exec.Command("/bin/sh", "-c", "sleep 300; :", long),
-		"stdin a pipe":  exec.Command(sleep, "300"),
-		"stdio closed":  exec.Command("/bin/sh", "-c", "exec "+sleep+" 300 <&- >&-"),
-		"another user":  exec.Command(sleep, "300"),
-		"exe deleted":   exec.Command(gone, "300"),
-		"a zombie":      exec.Command("/bin/true"),
-		"plain sleeper": exec.Command(sleep, "301"),
-		"retitled":      exec.Command(os.Args[0], "-test.run=^$", "an argv to write over"),
+		"long argv":      exec.Command("/bin/sh", "-c", "sleep 300; :", long),
+		"stdin a pipe":   exec.Command(sleep, "300"),
+		"stdio closed":   exec.Command("/bin/sh", "-c", "exec "+sleep+" 300 <&- >&-"),
+		"another user":   exec.Command(sleep, "300"),
+		"exe deleted":    exec.Command(gone, "300"),
+		"a zombie":       exec.Command("/bin/true"),
+		"plain sleeper":  exec.Command(sleep, "301"),
+		"hard link":      exec.Command(hard, "300"),
+		"its other name": exec.Command(hardToo, "300"),
+		"retitled":       exec.Command(os.Args[0], "-test.run=^$", "an argv to write over"),
 	}
 	cases["retitled"].Env = testenv.HelperEnv("retitle")
 	retitled, err := cases["retitled"].StdoutPipe()
@@ -137,6 +151,11 @@ func TestTasksReadWhatProcReads(t *testing.T) {
 		}},
 		{"another user", func(s lineage.Snapshot) bool { return s.UID == 65534 }},
 		{"exe deleted", func(s lineage.Snapshot) bool { return s.Filename == gone }},
+		{"plain sleeper", func(s lineage.Snapshot) bool { return s.Filename == sleepPath }},
+		{"stdin a pipe", func(s lineage.Snapshot) bool { return s.Filename == sleepPath }},
+		{"another user", func(s lineage.Snapshot) bool { return s.Filename == sleepPath }},
+		{"hard link", func(s lineage.Snapshot) bool { return s.Filename == hard }},
+		{"its other name", func(s lineage.Snapshot) bool { return s.Filename == hardToo }},
 		{"retitled", func(s lineage.Snapshot) bool { return len(s.Argv) == 1 && strings.HasPrefix(s.Argv[0], retitledAs) }},
 	} {
 		if s := gotBy[pids[c.name]]; !c.ok(s) {
