@@ -161,13 +161,17 @@ func TestReadStdioSeesBothEndsOfAServersChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := exec.Command("sleep", "30")
-	sc.Stdin, sc.Stdout = os.NewFile(uintptr(in[0]), "in"), os.NewFile(uintptr(out[0]), "out")
+	// Closed through their *os.File: a unix.Close of the numbers would
+	// leave the Files' finalizers to close them again, whatever they
+	// number by then (another test's file: "bad file descriptor").
+	inF, outF := os.NewFile(uintptr(in[0]), "in"), os.NewFile(uintptr(out[0]), "out")
+	sc.Stdin, sc.Stdout = inF, outF
 	if err := sc.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sc.Process.Kill(); _ = sc.Wait() })
-	unix.Close(in[0])
-	unix.Close(out[0])
+	inF.Close()
+	outF.Close()
 	ss, err := Read("", uint32(sc.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
