@@ -130,14 +130,16 @@ func (t *Tasks) Scan() (snaps []lineage.Snapshot, fromFiles int, err error) {
 		}
 		now, ok := alive[s.ID]
 		switch {
+		case links[i] < 0 && !s.Kernel:
+			// Started since the readlinks began; argv cut, unreadable
+			// or retitled; a leader that exited before its threads
+			// (its file table is gone, /proc shows fd/ empty). Read
+			// whole whatever list_tasks said: /proc decides.
+			whole = append(whole, s)
 		case !ok: // exited during the scan: its exit event says so
 		case s.Kernel:
 			snaps = append(snaps, s)
-		case links[i] < 0 || now != k.head.Exe:
-			// Started since the readlinks began; argv cut, unreadable
-			// or retitled; a leader that exited before its threads
-			// (its file table is gone, /proc shows fd/ empty); an exec
-			// or a new executable since its record.
+		case now != k.head.Exe: // an exec or a new executable since its record
 			whole = append(whole, s)
 		default:
 			l := links[i]
