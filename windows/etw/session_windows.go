@@ -424,6 +424,10 @@ func ownerIn(t *owners.Table) func(owners.Token) uint32 {
 	}
 }
 
+// notStartedWait bounds how long argvOf waits for a new process to set
+// up its PEB.
+const notStartedWait = 50 * time.Millisecond
+
 // ReadStarted reads a process as its ProcessStart names it (PID and
 // create time), through a handle checked against the create time: its
 // command line and its token (Feed.Read). A PID reused already reads as
@@ -445,9 +449,16 @@ func ReadStarted(pid uint32, create uint64) winproc.Entry {
 	return e
 }
 
-// argvOf reads and splits h's command line; nil when it cannot.
+// argvOf reads and splits h's command line; nil when it cannot. A
+// process that has not set up its PEB yet (winproc.ErrNotStarted) is
+// asked again for up to notStartedWait: TestFeedReadsARealCommandLine…
+// read no argv once under wine on a loaded machine.
 func argvOf(h *winproc.Handle) ([]string, bool) {
 	line, truncated, err := h.CommandLine()
+	for end := time.Now().Add(notStartedWait); errors.Is(err, winproc.ErrNotStarted) && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+		line, truncated, err = h.CommandLine()
+	}
 	if err != nil {
 		return nil, true
 	}

@@ -1,11 +1,18 @@
 package winproc
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
+
+// ErrNotStarted says a process has no PEB or no process parameters yet:
+// it was created but has not set them up (seen under wine, whose new
+// processes build their own PEB after CreateProcess returns). Asked
+// again a moment later, it has them.
+var ErrNotStarted = errors.New("the process has not set up its PEB yet")
 
 // MaxCommandLine bounds a command line read from a process, in UTF-16
 // units: Windows' own limit (32,767 characters), so nothing real is cut.
@@ -26,7 +33,7 @@ func (h *Handle) CommandLine() (line string, truncated bool, err error) {
 		return "", false, fmt.Errorf("command line of process %d: basic information: %w", h.PID, err)
 	}
 	if pbi.PebBaseAddress == nil {
-		return "", false, fmt.Errorf("command line of process %d: no PEB", h.PID)
+		return "", false, fmt.Errorf("command line of process %d: no PEB: %w", h.PID, ErrNotStarted)
 	}
 	var peb windows.PEB
 	pebAt := uintptr(unsafe.Pointer(pbi.PebBaseAddress))
@@ -35,7 +42,7 @@ func (h *Handle) CommandLine() (line string, truncated bool, err error) {
 		return "", false, fmt.Errorf("command line of process %d: PEB: %w", h.PID, err)
 	}
 	if peb.ProcessParameters == nil {
-		return "", false, fmt.Errorf("command line of process %d: no process parameters yet", h.PID)
+		return "", false, fmt.Errorf("command line of process %d: no process parameters: %w", h.PID, ErrNotStarted)
 	}
 	var params windows.RTL_USER_PROCESS_PARAMETERS
 	paramsAt := uintptr(unsafe.Pointer(peb.ProcessParameters))
