@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/exporter"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
+	"github.com/mcptrace/mcptrace/internal/testenv"
 	"github.com/mcptrace/mcptrace/internal/version"
 )
 
@@ -43,13 +45,19 @@ func TestAgentSaysWhoItIsAndAnswersItsProbes(t *testing.T) {
 	if !st.Kernel.Attached || st.Kernel.Release == "" || st.Kernel.PinDir != ag.PinDir || st.Kernel.DoomedMax == 0 {
 		t.Errorf("status' kernel side: %+v", st.Kernel)
 	}
-	warned := false
-	for _, p := range st.Problems {
-		warned = warned || strings.Contains(p.What, "container attribution is off")
-	}
-	if !warned || st.Partial {
-		t.Errorf("root's status lacks the warning the agent logged (partial %v): %+v", st.Partial, st.Problems)
-	}
+	// The warning comes once the container watcher has tried the
+	// engine, which may be just after the agent serves.
+	testenv.Eventually(t, "the warning the agent logged in root's status", func() (bool, string) {
+		st, err := ag.Client().Status(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		warned := false
+		for _, p := range st.Problems {
+			warned = warned || strings.Contains(p.What, "container attribution is off")
+		}
+		return warned && !st.Partial, fmt.Sprintf("partial %v, problems %+v", st.Partial, st.Problems)
+	})
 	code, out = agenttest.CLIAs(t, ag.Socket, 65534, "status", "--json")
 	var theirs api.Status
 	if code != 0 || json.Unmarshal([]byte(out), &theirs) != nil {

@@ -177,7 +177,6 @@ enum task_flags {
 	TASK_FLAG_DEAD = 1 << 4,            /* being reaped (EXIT_DEAD) */
 };
 
-/* A task record's fields before its argv (what user space keeps). */
 /* A process's executable as /proc/PID/exe names it: the file's mount and
  * dentry (mm->exe_file->f_path, what d_path reads), and how many times the
  * process has exec'd (self_exec_id). Two processes with the same mount and
@@ -196,6 +195,7 @@ struct task_ident {
 	struct exe_ident exe;
 };
 
+/* A task record's fields before its argv (what user space keeps). */
 struct task_head {
 	struct proc_ident proc;    /* tgid, the leader's start_boottime */
 	__u32 ppid;                /* task->real_parent's tgid */
