@@ -425,8 +425,36 @@ func ownerIn(t *owners.Table) func(owners.Token) uint32 {
 }
 
 // notStartedWait bounds how long argvOf waits for a new process to set
-// up its PEB.
-const notStartedWait = 50 * time.Millisecond
+// up its PEB; notStartedPerSecond bounds those waits together, in 1 ms
+// steps each second.
+const (
+	notStartedWait      = 50 * time.Millisecond
+	notStartedPerSecond = 100
+)
+
+// notStarted is the waits' budget of the current second.
+var notStarted waitBudget
+
+// waitBudget counts 1 ms waits in the current second.
+type waitBudget struct {
+	mu     sync.Mutex
+	second int64
+	used   int
+}
+
+// take reports whether one more wait fits this second's budget.
+func (b *waitBudget) take() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now := time.Now().Unix(); now != b.second {
+		b.second, b.used = now, 0
+	}
+	if b.used >= notStartedPerSecond {
+		return false
+	}
+	b.used++
+	return true
+}
 
 // ReadStarted reads a process as its ProcessStart names it (PID and
 // create time), through a handle checked against the create time: its
@@ -452,10 +480,12 @@ func ReadStarted(pid uint32, create uint64) winproc.Entry {
 // argvOf reads and splits h's command line; nil when it cannot. A
 // process that has not set up its PEB yet (winproc.ErrNotStarted) is
 // asked again for up to notStartedWait: TestFeedReadsARealCommandLine…
-// read no argv once under wine on a loaded machine.
+// read no argv once under wine on a loaded machine. Any user can make
+// processes that never set one up (NtCreateProcessEx), so the waits
+// share one budget a second (notStarted): they cannot hold the feed.
 func argvOf(h *winproc.Handle) ([]string, bool) {
 	line, truncated, err := h.CommandLine()
-	for end := time.Now().Add(notStartedWait); errors.Is(err, winproc.ErrNotStarted) && time.Now().Before(end); {
+	for end := time.Now().Add(notStartedWait); errors.Is(err, winproc.ErrNotStarted) && time.Now().Before(end) && notStarted.take(); {
 		time.Sleep(time.Millisecond)
 		line, truncated, err = h.CommandLine()
 	}
