@@ -121,6 +121,11 @@ type Options struct {
 	// tests under wine, whose ETW delivers nothing, deliver the events.
 	// nil, the default, is the real session. Not configurable.
 	ETW sensor.ETWSource
+
+	// holdSeedCheckpoint, when not nil, holds the checkpoint after the
+	// start-up's process read until it is closed: tests stand for a
+	// crash before that checkpoint (export_test.go).
+	holdSeedCheckpoint <-chan struct{}
 }
 
 func (o *Options) defaults() {
@@ -532,18 +537,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	// written once the API serves, not before: encoding 10,000 processes
 	// and waiting for the history's flush took a good part of the
 	// start-up, and on two CPUs even beside the barrier and the session
-	// scan it slowed them (docs/benchmarks.md, "startup"). An agent that
-	// stops before it is written repairs from the state before, as after
-	// any crash; but the events journaled meanwhile are then replayed
-	// without the seeded processes they descend from, and with
-	// sessions.within-pid a session begun among them is refused at the
-	// replay (TestSessionSurvivesARestart/killed failed with this
-	// checkpoint held back half a second): it is not held back.
+	// scan it slowed them (docs/benchmarks.md, "startup"). Nothing waits
+	// on it: the read itself is in the journal (takeScan), before every
+	// event that descends from what it found, so an agent that stops
+	// before this checkpoint is written replays the seed or the check in
+	// its place (TestASessionBegunBeforeTheSeedsCheckpointSurvivesACrash).
+	// This one keeps the next start from replaying it.
 	// Checkpoints may overlap: the older cut is refused (ErrStaleCut).
 	// Run waits for it before its final one.
 	a.seedCheckpoint.Add(1)
 	go func() {
 		defer a.seedCheckpoint.Done()
+		if a.opts.holdSeedCheckpoint != nil {
+			<-a.opts.holdSeedCheckpoint
+		}
+		time.Sleep(3 * time.Second)
 		a.checkpointOrLog()
 		// Start-up is the agent's peak: the kernel's BTF, the process
 		// scan, the state load and this checkpoint's encoding are
@@ -591,17 +599,14 @@ func (a *Agent) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	res := a.takeScan(state.Scan{ReadAt: readAt, Repair: a.boot.restored, Snapshots: snaps})
 	if a.boot.restored {
-		res := a.graph.Repair(snaps, readAt)
 		a.boot.procAdded, a.boot.procGone = res.Added, res.MarkedExited
 		a.log.Info("checked the saved graph against "+processSource, "processes", len(snaps), "read_from", how,
 			"started_meanwhile", res.Added, "gone_meanwhile", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
 	} else {
-		a.graph.Seed(snaps, readAt)
 		a.log.Info("seeded from "+processSource, "processes", len(snaps), "read_from", how, "took", time.Since(start).Round(time.Millisecond))
 	}
-	// Seed and Repair are not journaled: a checkpoint keeps what they
-	// learned, once the API serves (Run).
 	// Every event of the previous agent's ring buffers and everything
 	// reported up to now is applied once this returns.
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -25,6 +25,9 @@ import (
 //	op       a tracker operation from the API, with its time
 //	report   an enforcer report (with its kill records): the ending is done
 //	kernel   the kernel counters last seen, per pin set
+//	scan     a read of every process as the graph took it in (Seed at
+//	         a first start, Repair after a restore or a loss; argv
+//	         redacted): the events after it descend from what it found
 //
 // Loading applies the checkpoint, then replays the journal through the
 // same graph and tracker code, so the result is the state the previous
@@ -43,6 +46,7 @@ const (
 	recOp     state.Kind = 2
 	recReport state.Kind = 4
 	recKernel state.Kind = 5
+	recScan   state.Kind = 6
 )
 
 // checkpointVersion is the layout of checkpointDoc.
@@ -256,6 +260,12 @@ func (a *Agent) replay(rec state.Record) error {
 		}
 		k.fill()
 		a.kernel = k
+	case recScan:
+		sc, err := state.DecodeScan(rec.Data)
+		if err != nil {
+			return err
+		}
+		a.applyScan(sc)
 	default:
 		return fmt.Errorf("unknown journal record kind %d", rec.Kind)
 	}
@@ -324,6 +334,60 @@ func stateArgv(argv []string) []string {
 		return slices.Clone(argv)
 	}
 	return append(slices.Clone(argv[:i+1]), redact.Argv(argv[i+1:])...)
+}
+
+// takeScan has the graph take in a read of every process (applyScan) and
+// journals it at the same place among the events, so that a replay takes
+// it in where it was taken: the events journaled after it descend from
+// processes only the read found (a session begun right after start-up,
+// before any checkpoint holds the seed). A read too large for one record
+// (or an append that failed) is kept by a checkpoint instead, written
+// before takeScan returns.
+func (a *Agent) takeScan(sc state.Scan) lineage.RepairResult {
+	// Encoded beside the graph's work (5-30 ms for 10,000 processes on
+	// the project's machine, docs/benchmarks.md): start-up waits for
+	// the longer of the two, not for both.
+	encoded := make(chan state.Record, 1)
+	go func() { encoded <- scanRecord(sc) }()
+	a.mu.Lock()
+	res := a.applyScan(sc)
+	rec := <-encoded
+	fits := len(rec.Data) <= state.MaxRecord
+	if fits {
+		a.journal([]state.Record{rec})
+	}
+	failed := a.journalFailed
+	a.mu.Unlock()
+	if !fits {
+		a.log.Info("the process read is larger than a journal record: a checkpoint keeps it", "processes", len(sc.Snapshots), "bytes", len(rec.Data))
+	}
+	if !fits || failed {
+		a.checkpointOrLog()
+	}
+	return res
+}
+
+// applyScan is Graph.Seed, or Graph.Repair when sc.Repair.
+func (a *Agent) applyScan(sc state.Scan) lineage.RepairResult {
+	if sc.Repair {
+		return a.graph.Repair(sc.Snapshots, sc.ReadAt)
+	}
+	a.graph.Seed(sc.Snapshots, sc.ReadAt)
+	return lineage.RepairResult{}
+}
+
+// scanRecord is the journal record of a process read, argv redacted
+// (stateArgv) in a copy: the graph keeps what was read.
+func scanRecord(sc state.Scan) state.Record {
+	snaps := make([]lineage.Snapshot, len(sc.Snapshots))
+	for i, p := range sc.Snapshots {
+		if len(p.Argv) > 0 {
+			p.Argv = stateArgv(p.Argv)
+		}
+		snaps[i] = p
+	}
+	sc.Snapshots = snaps
+	return state.Record{Kind: recScan, Data: state.AppendScan(nil, sc)}
 }
 
 func jsonRecord(kind state.Kind, v any) state.Record {

@@ -141,7 +141,9 @@ func (a *Agent) checkLost() error {
 	if err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
-	res := a.graph.Repair(snaps, readAt)
+	// The repair is journaled (takeScan): no checkpoint is needed to
+	// keep what it learned.
+	res := a.takeScan(state.Scan{ReadAt: readAt, Repair: true, Snapshots: snaps})
 	a.mu.Lock()
 	a.kernel.RepairPending = false
 	a.journal([]state.Record{jsonRecord(recKernel, a.kernel.clone())})
@@ -149,8 +151,6 @@ func (a *Agent) checkLost() error {
 	a.scan()
 	a.log.Info("graph repaired from "+processSource, "read_from", how, "added", res.Added, "marked_exited", res.MarkedExited, "took", time.Since(start).Round(time.Millisecond))
 	a.historyNote(fmt.Sprintf("the graph was repaired from %s: %d processes added, %d marked exited", processSource, res.Added, res.MarkedExited), 0)
-	// A repair is not journaled: a checkpoint keeps what it learned.
-	a.checkpointOrLog()
 	return nil
 }
 

@@ -3,18 +3,21 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/mcptrace/mcptrace/agent"
 	"github.com/mcptrace/mcptrace/api"
 	"github.com/mcptrace/mcptrace/bpf"
 	"github.com/mcptrace/mcptrace/internal/agenttest"
@@ -174,6 +177,91 @@ func TestSessionSurvivesARestart(t *testing.T) {
 				return e != nil && e.Empty && e.Survivors == 0, fmt.Sprintf("%+v", e)
 			})
 		})
+	}
+}
+
+// TestASessionBegunBeforeTheSeedsCheckpointSurvivesACrash: the checkpoint
+// after the start-up's process read is written once the API serves, and a
+// session begun before it is written may descend from processes only that
+// read found: here a shell the agent is narrowed to (sessions.within-pid),
+// started before the agent, starts `mcptrace run`. What an agent killed
+// then leaves on disk is the first checkpoint, written before the read,
+// and the journal; the next agent must find the session there, with its
+// members. (TestSessionSurvivesARestart/killed lost its session this way
+// when the checkpoint was held back.)
+func TestASessionBegunBeforeTheSeedsCheckpointSurvivesACrash(t *testing.T) {
+	bin := testenv.Binary(t)
+	scope := exec.Command("/bin/sh", "-c", `read x
+"$0" run --session crash -- /bin/sh -c 'sleep 300 </dev/null & echo member $!; echo root $$; exec sleep 301' </dev/null &
+read y`, bin)
+	scope.Env = append(os.Environ(), "MCPTRACE_BIN_DIR="+filepath.Dir(bin))
+	in, out := testenv.StartPiped(t, scope)
+	scopePID := uint32(scope.Process.Pid)
+	procs := map[string]agenttest.Proc{}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.Kill()
+		}
+	})
+
+	release := make(chan struct{})
+	var once sync.Once
+	opts := agent.Options{Sessions: sessions.Config{WithinPID: scopePID}}
+	agent.HoldSeedCheckpoint(&opts, release)
+	a := startAgent(t, opts)
+	// Registered after the agent's own cleanup, so run before it: the
+	// agent waits for the checkpoint it holds before it stops.
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	if _, err := io.WriteString(in, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	for len(procs) < 2 && out.Scan() {
+		name, pid, _ := strings.Cut(out.Text(), " ")
+		n, err := strconv.ParseUint(pid, 10, 32)
+		if err != nil {
+			t.Fatalf("the scope shell printed %q", out.Text())
+		}
+		procs[name] = agenttest.ProcOf(t, uint32(n), name)
+	}
+	want := []uint32{procs["root"].PID, procs["member"].PID}
+	slices.Sort(want)
+	waitFor(t, "the session with its two members", func() (bool, string) {
+		got := pids(a.members("crash"))
+		return slices.Equal(got, want), fmt.Sprint(got)
+	})
+	// A SIGKILL now leaves the files as they are: the journal is written
+	// with write(2), which a killed process does not take back.
+	dir := agent.OptionsOf(a.Agent).StateDir
+	crashed := t.TempDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(crashed, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, fmt.Sprintf("%s (%d bytes)", e.Name(), len(b)))
+	}
+	once.Do(func() { close(release) })
+	t.Logf("the state a crash before the seed's checkpoint leaves: %s", strings.Join(names, ", "))
+
+	b := startAgent(t, agent.Options{StateDir: crashed, Sessions: sessions.Config{WithinPID: scopePID}})
+	s, ok := b.Sessions().Find("crash")
+	if !ok || s.State != sessions.Active || s.Root.PID != procs["root"].PID {
+		t.Fatalf("after the crash: session %+v (found %v), want crash active with root %d; sessions %v",
+			s, ok, procs["root"].PID, b.Sessions().Sessions())
+	}
+	if got := pids(b.members("crash")); !slices.Equal(got, want) {
+		t.Fatalf("after the crash the session's members are %v, want %v", got, want)
 	}
 }
 
