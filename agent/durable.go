@@ -378,11 +378,22 @@ func (a *Agent) applyScan(sc state.Scan) lineage.RepairResult {
 
 // scanRecord is the journal record of a process read, argv redacted
 // (stateArgv) in a copy: the graph keeps what was read.
+//
+// A node's processes share command lines (workers of one server, one
+// program started many times): each distinct one is redacted once. A
+// command line's words hold no NUL, which joins them into its key.
 func scanRecord(sc state.Scan) state.Record {
 	snaps := make([]lineage.Snapshot, len(sc.Snapshots))
+	redacted := make(map[string][]string)
 	for i, p := range sc.Snapshots {
 		if len(p.Argv) > 0 {
-			p.Argv = stateArgv(p.Argv)
+			key := strings.Join(p.Argv, "\x00")
+			r, ok := redacted[key]
+			if !ok {
+				r = stateArgv(p.Argv)
+				redacted[key] = r
+			}
+			p.Argv = r
 		}
 		snaps[i] = p
 	}
