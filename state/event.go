@@ -145,16 +145,7 @@ func DecodeEvent(b []byte) (lineage.Event, error) {
 	ev.Comm = d.string()
 	ev.Filename = d.string()
 	if flags&flagArgv != 0 {
-		n := d.uvarint()
-		// Every argument takes at least its length byte.
-		if n > uint64(len(d.b)) {
-			d.fail("argv count %d exceeds the %d bytes left", n, len(d.b))
-		} else {
-			ev.Argv = make([]string, n)
-			for i := range ev.Argv {
-				ev.Argv[i] = d.string()
-			}
-		}
+		ev.Argv = d.argv()
 	}
 	ev.ExitCode = d.int()
 	ev.Signal = d.int()
@@ -178,10 +169,7 @@ func DecodeEvent(b []byte) (lineage.Event, error) {
 		}
 	}
 	if flags&flagStdio != 0 {
-		ev.Stdio = lineage.Stdio{In: lineage.FileKind(d.byte()), Out: lineage.FileKind(d.byte())}
-		if d.err == nil && (ev.Stdio == (lineage.Stdio{}) || ev.Stdio.In > lineage.FileOther || ev.Stdio.Out > lineage.FileOther) {
-			d.fail("stdio %d/%d out of range", ev.Stdio.In, ev.Stdio.Out)
-		}
+		ev.Stdio = d.stdio()
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
@@ -268,6 +256,33 @@ func (d *decoder) uint32() uint32 {
 		return 0
 	}
 	return uint32(v)
+}
+
+// argv reads a uvarint count, then that many strings.
+func (d *decoder) argv() []string {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	// Every argument takes at least its length byte.
+	if n > uint64(len(d.b)) {
+		d.fail("argv count %d exceeds the %d bytes left", n, len(d.b))
+		return nil
+	}
+	argv := make([]string, n)
+	for i := range argv {
+		argv[i] = d.string()
+	}
+	return argv
+}
+
+// stdio reads the two bytes of a Stdio that is not zero.
+func (d *decoder) stdio() lineage.Stdio {
+	s := lineage.Stdio{In: lineage.FileKind(d.byte()), Out: lineage.FileKind(d.byte())}
+	if d.err == nil && (s == (lineage.Stdio{}) || s.In > lineage.FileOther || s.Out > lineage.FileOther) {
+		d.fail("stdio %d/%d out of range", s.In, s.Out)
+	}
+	return s
 }
 
 func (d *decoder) id() lineage.ID {

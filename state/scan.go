@@ -146,21 +146,10 @@ func DecodeScan(b []byte) (Scan, error) {
 		p.Comm = d.string()
 		p.Filename = d.string()
 		if f&snapArgv != 0 {
-			argc := d.uvarint()
-			if argc > uint64(len(d.b)) {
-				d.fail("snapshot %d: argv count %d exceeds the %d bytes left", i, argc, len(d.b))
-				break
-			}
-			p.Argv = make([]string, argc)
-			for j := range p.Argv {
-				p.Argv[j] = d.string()
-			}
+			p.Argv = d.argv()
 		}
 		if f&snapStdio != 0 {
-			p.Stdio = lineage.Stdio{In: lineage.FileKind(d.byte()), Out: lineage.FileKind(d.byte())}
-			if d.err == nil && (p.Stdio == (lineage.Stdio{}) || p.Stdio.In > lineage.FileOther || p.Stdio.Out > lineage.FileOther) {
-				d.fail("snapshot %d: stdio %d/%d out of range", i, p.Stdio.In, p.Stdio.Out)
-			}
+			p.Stdio = d.stdio()
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {
