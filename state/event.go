@@ -84,10 +84,7 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 	b = appendString(b, ev.Comm)
 	b = appendString(b, ev.Filename)
 	if ev.Argv != nil {
-		b = binary.AppendUvarint(b, uint64(len(ev.Argv)))
-		for _, a := range ev.Argv {
-			b = appendString(b, a)
-		}
+		b = appendArgv(b, ev.Argv)
 	}
 	b = binary.AppendVarint(b, int64(ev.ExitCode))
 	b = binary.AppendVarint(b, int64(ev.Signal))
@@ -109,6 +106,15 @@ func AppendEvent(b []byte, ev lineage.Event) []byte {
 func appendID(b []byte, id lineage.ID) []byte {
 	b = binary.AppendUvarint(b, uint64(id.PID))
 	return binary.AppendUvarint(b, id.Start)
+}
+
+// appendArgv appends a uvarint count, then each string (decoder.argv).
+func appendArgv(b []byte, argv []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(argv)))
+	for _, a := range argv {
+		b = appendString(b, a)
+	}
+	return b
 }
 
 func appendString(b []byte, s string) []byte {

@@ -87,10 +87,7 @@ func AppendScan(b []byte, s Scan) []byte {
 		b = appendString(b, p.Comm)
 		b = appendString(b, p.Filename)
 		if p.Argv != nil {
-			b = binary.AppendUvarint(b, uint64(len(p.Argv)))
-			for _, a := range p.Argv {
-				b = appendString(b, a)
-			}
+			b = appendArgv(b, p.Argv)
 		}
 		if f&snapStdio != 0 {
 			b = append(b, byte(p.Stdio.In), byte(p.Stdio.Out))
