@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -29,6 +30,7 @@ var runHelpers = map[string]func(){
 		c := testenv.Helper("spawn")
 		c.Env = append(c.Env, testenv.PIDFileVar+"="+os.Getenv(testenv.PIDFileVar))
 		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "leave: start the spawn helper:", err)
 			os.Exit(3)
 		}
 		for range 500 {
@@ -37,6 +39,7 @@ var runHelpers = map[string]func(){
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		fmt.Fprintln(os.Stderr, "leave: the spawn helper wrote no PID file in 10 s")
 		os.Exit(4)
 	},
 	"runjob": func() {
@@ -78,6 +81,12 @@ func runLeaver(t *testing.T, ec enforcer.Config) (*winproc.Handle, error, string
 	var out testenv.LockedBuffer
 	ec.SweepTimeout = 20 * time.Second
 	runErr := runInJob(context.Background(), &out, testenv.Logger(t, slog.LevelInfo), ec, "run-test", []string{self, "-test.run=^$"})
+	// The root exits 7 once its spawn helper wrote the PID file; any
+	// other end means no tree was left (its stderr, in the test's log,
+	// says why).
+	if ee := (exitError{}); !errors.As(runErr, &ee) || ee.code != 7 {
+		t.Fatalf("the root (the leave helper) ended with %v, not exit status 7 (3: it could not start its spawn helper; 4: no PID file in 10 s); run printed %q", runErr, out.String())
+	}
 	grandchild := testenv.SpawnedPID(t, pidFile)
 	h, err := winproc.Open(grandchild, 0)
 	if errors.Is(err, winproc.ErrGone) {
