@@ -87,7 +87,13 @@ func runInJob(ctx context.Context, stderr io.Writer, log *slog.Logger, ec enforc
 	if listErr != nil {
 		log.Error("listing the job's processes", "session", id, "err", listErr)
 	}
-	if r.Spared > 0 || r.WouldKill > 0 {
+	// Kill-on-close ends whatever is still in the job when mcptrace
+	// exits: only what the enforcer decided to end may be left to it.
+	// Audit mode ends nothing, and a list of the job that could not be
+	// read proves nothing (a spared member may be in it): then the job
+	// keeps its processes, a leak that is logged rather than an end
+	// nobody decided.
+	if r.Spared > 0 || r.WouldKill > 0 || listErr != nil || e.Config().Mode == enforcer.ModeAudit {
 		if err := job.KeepOnClose(); err != nil {
 			log.Error("spared members stay in a job that kills them when mcptrace exits", "session", id, "err", err)
 		}
