@@ -319,7 +319,8 @@ func diffWithProc(procs []lineage.Process) []string {
 	}
 	for _, p := range alive {
 		if s, ok := inProc[p.ID.PID]; !ok || s.ID.Tick() != p.ID.Tick() {
-			diffs = append(diffs, fmt.Sprintf("pid %d (%s) alive in graph, gone from /proc", p.ID.PID, p.Comm))
+			diffs = append(diffs, fmt.Sprintf("pid %d (%s) alive in graph, gone from /proc (graph: start %d, coarse %v, gaps %v, parent %d, images %d)",
+				p.ID.PID, p.Comm, p.ID.Start, p.CoarseStart, p.Gaps, p.Parent.PID, len(p.Images)))
 		}
 	}
 	return diffs
