@@ -551,7 +551,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		if a.opts.holdSeedCheckpoint != nil {
 			<-a.opts.holdSeedCheckpoint
 		}
-		time.Sleep(3 * time.Second)
 		a.checkpointOrLog()
 		// Start-up is the agent's peak: the kernel's BTF, the process
 		// scan, the state load and this checkpoint's encoding are
