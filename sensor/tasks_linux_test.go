@@ -109,6 +109,14 @@ func TestTasksReadWhatProcReads(t *testing.T) {
 		if st, err := procfs.ReadStat("", pids["stdio closed"]); err != nil || st.Comm != "sleep" {
 			return false, fmt.Sprintf("the closed one has not exec'd sleep: %+v, %v", st, err)
 		}
+		// Just after its exec, the dynamic loader opens ld.so.cache and
+		// then libc at the lowest free descriptor, which is 0 here: the
+		// two scans would each catch a moment of that (a file, then
+		// closed, then a file again). The case is the sleep the loader
+		// handed over to, asleep in its system call.
+		if sc, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pids["stdio closed"])); err != nil || !asleep(string(sc)) {
+			return false, fmt.Sprintf("the closed one is not asleep yet: /proc/PID/syscall %q, %v", sc, err)
+		}
 		return true, ""
 	})
 
@@ -192,6 +200,13 @@ func TestTasksReadWhatProcReads(t *testing.T) {
 		}
 	}
 	t.Logf("%d processes by the iterator (%d of them read from /proc's files), %d by /proc's files alone, %d alive and missing", len(got), fromFiles, len(want), missing)
+}
+
+// asleep says whether /proc/PID/syscall's line is a process waiting in
+// nanosleep or clock_nanosleep (the number of the call first).
+func asleep(line string) bool {
+	nr, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+	return nr == strconv.Itoa(unix.SYS_NANOSLEEP) || nr == strconv.Itoa(unix.SYS_CLOCK_NANOSLEEP)
 }
 
 // iteratorKernel says whether the running kernel has what the task

@@ -628,26 +628,41 @@ var testFileLineRE = regexp.MustCompile(`^\s*[\w.-]+_test\.go:\d+: `)
 
 // failReason is what a failed test said last: the last line its test
 // files printed before its "--- FAIL", without the file and line, cut to
-// 300 bytes. A test's failure is most often that line (t.Fatal ends the
-// test; its cleanup's logs come from helpers), and the table then says
-// why without the raw streams.
+// 200 bytes, and the first such line when there were more. A test's
+// failure is most often its last line (t.Fatal ends the test; its
+// cleanup's logs come from helpers), but t.Error goes on, and a test's
+// summary t.Logf may come after the errors: the first line is then the
+// one that says why. The table says why without the raw streams.
 func failReason(out string) string {
-	var last string
+	var first, last string
+	n := 0
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(l), "--- FAIL") {
 			break
 		}
 		if testFileLineRE.MatchString(l) {
-			last = strings.TrimSpace(testFileLineRE.ReplaceAllString(l, ""))
+			last = cut(strings.TrimSpace(testFileLineRE.ReplaceAllString(l, "")), 200)
+			if n == 0 {
+				first = last
+			}
+			n++
 		}
 	}
-	if last == "" {
+	switch n {
+	case 0:
 		return "failed"
+	case 1:
+		return "failed: " + last
 	}
-	if len(last) > 300 {
-		last = last[:300] + "…"
+	return fmt.Sprintf("failed: %s (its first of %d lines: %s)", last, n, first)
+}
+
+// cut shortens s to at most n bytes, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return "failed: " + last
+	return s[:n] + "…"
 }
 
 // note is one row of the report's skip and failure tables.

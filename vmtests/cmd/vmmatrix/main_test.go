@@ -46,11 +46,14 @@ func TestSkipReason(t *testing.T) {
 	}
 }
 
-func TestFailReasonIsWhatTheTestSaidLast(t *testing.T) {
+func TestFailReasonIsWhatTheTestSaidFirstAndLast(t *testing.T) {
 	for _, c := range []struct{ name, out, want string }{
 		{"fatal after logs",
 			"=== RUN   TestX\n    x_test.go:10: started\n    log.go:18: time=… level=WARN msg=agent\n    x_test.go:42: timed out waiting for the member: 123 sh\n    process_linux.go:60: agent logs:\n--- FAIL: TestX (3.00s)\n",
-			"failed: timed out waiting for the member: 123 sh"},
+			"failed: timed out waiting for the member: 123 sh (its first of 2 lines: started)"},
+		{"errors before a summary",
+			"=== RUN   TestW\n    w_test.go:148: stdio closed (pid 453):\n         iterator {…}\n    w_test.go:203: 89 processes by the iterator\n--- FAIL: TestW (0.67s)\n",
+			"failed: 89 processes by the iterator (its first of 2 lines: stdio closed (pid 453):)"},
 		{"nothing from a test file", "=== RUN   TestY\n    log.go:18: msg\n--- FAIL: TestY (0.10s)\n", "failed"},
 		{"lines after the verdict are not the reason", "=== RUN   TestZ\n    z_test.go:5: the reason\n--- FAIL: TestZ (0.10s)\n    z_test.go:9: a subtest's line\n", "failed: the reason"},
 	} {
