@@ -59,13 +59,16 @@ const ringCoalesce = 2 * time.Millisecond
 // its events (waking, the Go scheduler's handoffs and its monitor
 // thread, a journal write) was most of its CPU in an unpinned fork
 // storm: about 100 µs a batch on this project's virtual machines,
-// 500 batches a second at 2 ms. Below the rate the wait stays
-// ringCoalesce, so a session's end on a node that is not storming is
-// noticed as soon as before; a Barrier (Sensor.Sync's, the enforcer's
-// sweep) cuts any wait short.
+// 500 batches a second at 2 ms. An exec storm of 400 execs a second
+// (1,200 records) is a storm too: at 4,000 records a second it was not,
+// and the agent spent 28% more CPU on it (docs/benchmarks.md, "The
+// storm's pace from 1,000 records a second"). Below the rate the wait
+// stays ringCoalesce, so a session's end on a node that is not storming
+// is noticed as soon as before; a Barrier (Sensor.Sync's, the
+// enforcer's sweep) cuts any wait short.
 const (
 	ringStormCoalesce = 8 * time.Millisecond
-	ringStormRate     = 4000
+	ringStormRate     = 1000
 )
 
 // ring reads one BPF ring buffer map. Records are returned in the order the
