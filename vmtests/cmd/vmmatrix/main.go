@@ -39,6 +39,7 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 const vmexecPkg = "github.com/mcptrace/mcptrace/vmtests/cmd/vmexec"
@@ -657,10 +658,14 @@ func failReason(out string) string {
 	return fmt.Sprintf("failed: %s (its first of %d lines: %s)", last, n, first)
 }
 
-// cut shortens s to at most n bytes, marking the cut.
+// cut shortens s to at most n bytes, at a character's start, marking
+// the cut.
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

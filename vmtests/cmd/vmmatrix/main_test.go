@@ -54,6 +54,8 @@ func TestFailReasonIsWhatTheTestSaidFirstAndLast(t *testing.T) {
 		{"errors before a summary",
 			"=== RUN   TestW\n    w_test.go:148: stdio closed (pid 453):\n         iterator {…}\n    w_test.go:203: 89 processes by the iterator\n--- FAIL: TestW (0.67s)\n",
 			"failed: 89 processes by the iterator (its first of 2 lines: stdio closed (pid 453):)"},
+		{"a cut inside a character", "=== RUN   TestV\n    v_test.go:1: " + strings.Repeat("x", 199) + "é\n--- FAIL: TestV (0.10s)\n",
+			"failed: " + strings.Repeat("x", 199) + "…"},
 		{"nothing from a test file", "=== RUN   TestY\n    log.go:18: msg\n--- FAIL: TestY (0.10s)\n", "failed"},
 		{"lines after the verdict are not the reason", "=== RUN   TestZ\n    z_test.go:5: the reason\n--- FAIL: TestZ (0.10s)\n    z_test.go:9: a subtest's line\n", "failed: the reason"},
 	} {
