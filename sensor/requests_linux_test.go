@@ -520,15 +520,22 @@ func TestOneUsersRequestFloodBlindsOnlyThemselves(t *testing.T) {
 			<-f.done
 		}
 	})
-	floodStart := time.Now()
-	testenv.Eventually(t, fmt.Sprintf("uid %d's flood over its budget", nobody), func() (bool, string) {
+	// ended says whether a flooder has ended, and how.
+	ended := func() (bool, error) {
 		for _, f := range flooders {
 			select {
 			case err := <-f.done:
-				f.done <- err
-				t.Fatalf("a flooder ended before the test ended it: %v\n%s", err, stderr.String())
+				f.done <- err // for the cleanup
+				return true, err
 			default:
 			}
+		}
+		return false, nil
+	}
+	floodStart := time.Now()
+	testenv.Eventually(t, fmt.Sprintf("uid %d's flood over its budget", nobody), func() (bool, string) {
+		if gone, err := ended(); gone {
+			t.Fatalf("a flooder ended before the test ended it: %v\n%s", err, stderr.String())
 		}
 		_, over, err := s.RequestDrops()
 		if err != nil {
@@ -559,13 +566,8 @@ func TestOneUsersRequestFloodBlindsOnlyThemselves(t *testing.T) {
 		}
 	}
 	// Every flooder still flooding: root's starts were sent in the flood.
-	for _, f := range flooders {
-		select {
-		case err := <-f.done:
-			f.done <- err
-			t.Errorf("a flooder ended before root's client did: %v\n%s", err, stderr.String())
-		default:
-		}
+	if gone, err := ended(); gone {
+		t.Errorf("a flooder ended before root's client did: %v\n%s", err, stderr.String())
 	}
 	_, overAfter, err := s.RequestDrops()
 	if err != nil {
