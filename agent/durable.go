@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -384,17 +387,9 @@ func (a *Agent) applyScan(sc state.Scan) lineage.RepairResult {
 // command line's words hold no NUL, which joins them into its key.
 func scanRecord(sc state.Scan) state.Record {
 	snaps := make([]lineage.Snapshot, len(sc.Snapshots))
-	redacted := make(map[string][]string)
+	redacted := argvRedactor{}
 	for i, p := range sc.Snapshots {
-		if len(p.Argv) > 0 {
-			key := strings.Join(p.Argv, "\x00")
-			r, ok := redacted[key]
-			if !ok {
-				r = stateArgv(p.Argv)
-				redacted[key] = r
-			}
-			p.Argv = r
-		}
+		p.Argv = redacted.argv(p.Argv)
 		snaps[i] = p
 	}
 	sc.Snapshots = snaps
@@ -481,11 +476,7 @@ func (a *Agent) checkpoint() (err error) {
 	// checkpoint: the history must hold them first.
 	a.flushHistory()
 	redactGraph(&doc.Graph)
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return fmt.Errorf("encode checkpoint: %w", err)
-	}
-	if err := a.store.WriteCheckpoint(cut, b); err != nil {
+	if err := a.store.WriteCheckpointFrom(cut, doc.encode); err != nil {
 		if errors.Is(err, state.ErrStaleCut) {
 			return nil // a newer checkpoint got there first
 		}
@@ -505,11 +496,70 @@ func (a *Agent) checkpointOrLog() {
 
 // redactGraph redacts every argv of a graph state in place (stateArgv).
 func redactGraph(s *lineage.State) {
+	redacted := argvRedactor{}
 	for i := range s.Nodes {
 		for j := range s.Nodes[i].Images {
-			if argv := s.Nodes[i].Images[j].Argv; len(argv) > 0 {
-				s.Nodes[i].Images[j].Argv = stateArgv(argv)
-			}
+			s.Nodes[i].Images[j].Argv = redacted.argv(s.Nodes[i].Images[j].Argv)
 		}
 	}
+}
+
+// argvRedactor redacts each distinct argv once (stateArgv): a node runs
+// the same command line many times over (10,000 sleepers, a pool of
+// workers), and redaction is most of what writing one costs. Equal argv
+// share one redacted slice; nobody modifies it.
+type argvRedactor map[string][]string
+
+func (r argvRedactor) argv(argv []string) []string {
+	if len(argv) == 0 {
+		return argv
+	}
+	var k strings.Builder
+	for _, a := range argv {
+		k.WriteString(strconv.Itoa(len(a)))
+		k.WriteByte(':')
+		k.WriteString(a)
+	}
+	key := k.String()
+	red, ok := r[key]
+	if !ok {
+		red = stateArgv(argv)
+		r[key] = red
+	}
+	return red
+}
+
+// graphKey is where a checkpoint's graph goes in its JSON: the doc is
+// encoded without it, with the zero State in its place, and the graph
+// streamed into that place (encode). Version and WrittenAt, numbers,
+// come before it, so its first occurrence is the key.
+const graphKey = `"graph":`
+
+// encode writes the checkpoint to w as json.Marshal would, but its
+// graph a node at a time (lineage.State.EncodeJSON): the encoding of
+// 10,000 processes is never held whole.
+func (d checkpointDoc) encode(w io.Writer) error {
+	g := d.Graph
+	d.Graph = lineage.State{}
+	rest, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	zero, err := json.Marshal(d.Graph)
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	at := bytes.Index(rest, []byte(graphKey))
+	if at < 0 || !bytes.HasPrefix(rest[at+len(graphKey):], zero) {
+		return fmt.Errorf("encode checkpoint: no %s%s in %.80s", graphKey, zero, rest)
+	}
+	at += len(graphKey)
+	if _, err := w.Write(rest[:at]); err != nil {
+		return err
+	}
+	if err := g.EncodeJSON(w); err != nil {
+		return err
+	}
+	_, err = w.Write(rest[at+len(zero):])
+	return err
 }

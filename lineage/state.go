@@ -1,10 +1,12 @@
 package lineage
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -478,13 +480,85 @@ type rawString struct {
 	Bytes []byte `json:"bytes"`
 }
 
-// MarshalJSON encodes s so that UnmarshalJSON restores it exactly.
+// MarshalJSON encodes s so that UnmarshalJSON restores it exactly
+// (EncodeJSON's bytes).
 func (s State) MarshalJSON() ([]byte, error) {
-	j := stateJSON{stateFields: stateFields(s)}
-	for i := range s.Nodes {
-		j.RawStrings = appendRawStrings(j.RawStrings, i, &s.Nodes[i])
+	var b bytes.Buffer
+	if err := s.EncodeJSON(&b); err != nil {
+		return nil, err
 	}
-	return json.Marshal(j)
+	return b.Bytes(), nil
+}
+
+// nodesNull is how encoding/json writes State's nodes when there are none:
+// EncodeJSON writes the nodes in its place. Every field before it is a
+// number or a map keyed by numbers, so its first occurrence is the key.
+var nodesNull = []byte(`"nodes":null`)
+
+// EncodeJSON writes s to w as MarshalJSON encodes it, but a node at a
+// time: the encoding of a State of many nodes is never held whole (a
+// checkpoint streams it to its file). The nodes are separated by
+// newlines, which encoding/json drops when it compacts MarshalJSON's
+// output.
+func (s State) EncodeJSON(w io.Writer) error {
+	head := stateFields(s)
+	head.Nodes = nil
+	h, err := json.Marshal(head)
+	if err != nil {
+		return err
+	}
+	at := bytes.Index(h, nodesNull)
+	if at < 0 || h[len(h)-1] != '}' {
+		return fmt.Errorf("lineage: encoding a state: no %s in %.60s", nodesNull, h)
+	}
+	ew := &errWriter{w: w}
+	if s.Nodes == nil {
+		ew.write(h)
+		return ew.err
+	}
+	ew.write(h[:at])
+	ew.write([]byte(`"nodes":[`))
+	enc := json.NewEncoder(ew)
+	var raw []rawString
+	for i := range s.Nodes {
+		if i > 0 {
+			ew.write([]byte{','})
+		}
+		if err := enc.Encode(&s.Nodes[i]); err != nil {
+			return err
+		}
+		raw = appendRawStrings(raw, i, &s.Nodes[i])
+	}
+	ew.write([]byte{']'})
+	ew.write(h[at+len(nodesNull) : len(h)-1])
+	if len(raw) > 0 {
+		ew.write([]byte(`,"raw_strings":`))
+		if err := enc.Encode(raw); err != nil {
+			return err
+		}
+	}
+	ew.write([]byte{'}'})
+	return ew.err
+}
+
+// errWriter keeps the first error of w; writes after it do nothing.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	e.write(b)
+	if e.err != nil {
+		return 0, e.err
+	}
+	return len(b), nil
+}
+
+func (e *errWriter) write(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
 }
 
 func appendRawStrings(out []rawString, i int, ns *NodeState) []rawString {

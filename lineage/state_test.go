@@ -1182,6 +1182,66 @@ func TestStateJSONKeepsBytesThatAreNotUTF8(t *testing.T) {
 	}
 }
 
+// TestStateEncodedNodeByNodeIsTheWholeEncoding: EncodeJSON, which writes
+// a node at a time, writes the bytes the whole State encoded at once
+// gives (once compacted), for every scenario; so does MarshalJSON.
+func TestStateEncodedNodeByNodeIsTheWholeEncoding(t *testing.T) {
+	for _, sc := range append(scenarios(), scenario{name: "the zero State"}) {
+		t.Run(sc.name, func(t *testing.T) {
+			var s State
+			if sc.name != "the zero State" {
+				s = sc.build(t).Dump()
+			}
+			j := stateJSON{stateFields: stateFields(s)}
+			for i := range s.Nodes {
+				j.RawStrings = appendRawStrings(j.RawStrings, i, &s.Nodes[i])
+			}
+			whole, err := json.Marshal(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var streamed bytes.Buffer
+			if err := s.EncodeJSON(&streamed); err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, streamed.Bytes()); err != nil {
+				t.Fatalf("EncodeJSON wrote no JSON: %v\n%s", err, streamed.Bytes())
+			}
+			if !bytes.Equal(compact.Bytes(), whole) {
+				t.Errorf("EncodeJSON:\n%s\nthe whole at once:\n%s", compact.Bytes(), whole)
+			}
+			if m, err := json.Marshal(s); err != nil || !bytes.Equal(m, whole) {
+				t.Errorf("json.Marshal: %v\n%s\nthe whole at once:\n%s", err, m, whole)
+			}
+		})
+	}
+}
+
+// TestStateEncodingStopsAtAWriteError: the writer's first error is
+// EncodeJSON's.
+func TestStateEncodingStopsAtAWriteError(t *testing.T) {
+	s := benchGraph(100).Dump()
+	for _, after := range []int{0, 1, 50, 5000} {
+		w := &failAfter{n: after}
+		if err := s.EncodeJSON(w); err != errDiskFull {
+			t.Errorf("a writer failing after %d bytes: EncodeJSON returned %v", after, err)
+		}
+	}
+}
+
+var errDiskFull = errors.New("disk full")
+
+type failAfter struct{ n int }
+
+func (f *failAfter) Write(b []byte) (int, error) {
+	if len(b) > f.n {
+		return 0, errDiskFull
+	}
+	f.n -= len(b)
+	return len(b), nil
+}
+
 // TestStateJSONCarriesEveryStringField puts bytes that are not UTF-8 in
 // every string a NodeState holds and checks that JSON brings them back.
 func TestStateJSONCarriesEveryStringField(t *testing.T) {
@@ -1652,8 +1712,32 @@ func BenchmarkRestore(b *testing.B) {
 }
 
 // BenchmarkStateJSON measures encoding a State of 10k nodes, which the
-// agent does outside the lock.
+// agent does outside the lock: whole (json.Marshal) and a node at a time
+// to a writer (EncodeJSON, what a checkpoint does).
 func BenchmarkStateJSON(b *testing.B) {
+	b.Run("whole", benchStateJSONWhole)
+	b.Run("streamed", func(b *testing.B) {
+		s := benchGraph(10_000).Dump()
+		b.ReportAllocs()
+		var w countingWriter
+		for b.Loop() {
+			w = 0
+			if err := s.EncodeJSON(&w); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(w), "bytes/state")
+	})
+}
+
+type countingWriter int
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	*w += countingWriter(len(b))
+	return len(b), nil
+}
+
+func benchStateJSONWhole(b *testing.B) {
 	s := benchGraph(10_000).Dump()
 	b.ReportAllocs()
 	var n int

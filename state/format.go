@@ -152,13 +152,16 @@ func parseAsideName(name string) (stamp string, ok bool) {
 //	37    n     boot id
 //	37+n  4     CRC32C of bytes [0, 37+n)
 //	41+n  ...   payload
-func appendCheckpointHeader(b []byte, bootID string, first uint64, payload []byte) []byte {
+//
+// length and sum are the payload's length and checksum: the payload may
+// be written after its header's place (Store.WriteCheckpointFrom).
+func appendCheckpointHeader(b []byte, bootID string, first, length uint64, sum uint32) []byte {
 	start := len(b)
 	b = append(b, checkpointMagic...)
 	b = binary.LittleEndian.AppendUint16(b, FormatVersion)
 	b = binary.LittleEndian.AppendUint64(b, first)
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(payload)))
-	b = binary.LittleEndian.AppendUint32(b, checksum(payload))
+	b = binary.LittleEndian.AppendUint64(b, length)
+	b = binary.LittleEndian.AppendUint32(b, sum)
 	b = append(b, byte(len(bootID)))
 	b = append(b, bootID...)
 	return binary.LittleEndian.AppendUint32(b, checksum(b[start:]))

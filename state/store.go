@@ -1,10 +1,12 @@
 package state
 
 import (
+	"bufio"
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/mcptrace/mcptrace/safefile"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcptrace/mcptrace/procfs"
+	"github.com/mcptrace/mcptrace/safefile"
 )
 
 // Options configure Open.
@@ -594,6 +597,23 @@ func (s *Store) Cut() Cut {
 //
 // A Cut older than the checkpoint on disk is refused (ErrStaleCut).
 func (s *Store) WriteCheckpoint(c Cut, payload []byte) error {
+	return s.WriteCheckpointFrom(c, func(w io.Writer) error {
+		_, err := w.Write(payload)
+		return err
+	})
+}
+
+// checkpointBuffer is how much of a payload WriteCheckpointFrom holds
+// before it writes: one pwrite(2) each.
+const checkpointBuffer = 256 << 10
+
+// WriteCheckpointFrom is WriteCheckpoint with the payload written by
+// write as it is made, never held whole: write's bytes go to the file
+// checkpointBuffer at a time, their length and checksum are counted as
+// they go, and the header is written last, at its place before them. An
+// error from write leaves the checkpoint on disk as it was and is
+// returned as it is.
+func (s *Store) WriteCheckpointFrom(c Cut, write func(io.Writer) error) error {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
 	s.mu.Lock()
@@ -612,22 +632,29 @@ func (s *Store) WriteCheckpoint(c Cut, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	hdr := appendCheckpointHeader(nil, s.bootID, c.seq, payload)
-	err = f.writeAt(hdr, 0)
-	if err == nil {
-		err = f.writeAt(payload, int64(len(hdr)))
+	pw := &payloadWriter{f: f, off: int64(len(appendCheckpointHeader(nil, s.bootID, c.seq, 0, 0)))}
+	bw := bufio.NewWriterSize(pw, checkpointBuffer)
+	werr := write(bw)
+	if werr == nil {
+		err = bw.Flush()
 	}
-	if err == nil {
+	if werr == nil && err == nil {
+		err = f.writeAt(appendCheckpointHeader(nil, s.bootID, c.seq, pw.n, pw.sum), 0)
+	}
+	if werr == nil && err == nil {
 		err = f.sync()
 	}
 	if cerr := f.close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	if werr == nil && err == nil {
 		err = s.dir.rename(tmp, checkpointName)
 	}
-	if err != nil {
+	if werr != nil || err != nil {
 		s.dir.remove(tmp)
+		if werr != nil {
+			return werr
+		}
 		return fmt.Errorf("writing checkpoint: %w", err)
 	}
 	s.mu.Lock()
@@ -755,4 +782,23 @@ func (s *Store) lockAll() (unlock func()) {
 		s.mu.Unlock()
 		s.ckMu.Unlock()
 	}
+}
+
+// payloadWriter writes a checkpoint's payload to f from off on, counting
+// its length and checksum.
+type payloadWriter struct {
+	f   *file
+	off int64
+	n   uint64
+	sum uint32
+}
+
+func (w *payloadWriter) Write(b []byte) (int, error) {
+	if err := w.f.writeAt(b, w.off); err != nil {
+		return 0, err
+	}
+	w.off += int64(len(b))
+	w.n += uint64(len(b))
+	w.sum = crc32.Update(w.sum, castagnoli, b)
+	return len(b), nil
 }

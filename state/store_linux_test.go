@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -126,6 +127,51 @@ func TestCheckpointPayloadRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckpointWrittenAsItIsMade: a payload written in pieces of
+// every size, across the buffer's boundary, comes back whole; a write
+// that fails leaves the checkpoint before it, and its error is the one
+// returned.
+func TestCheckpointWrittenAsItIsMade(t *testing.T) {
+	big := make([]byte, 3*checkpointBuffer+7)
+	rand.NewChaCha8([32]byte{2}).Read(big)
+	dir := t.TempDir()
+	s, _ := open(t, dir)
+	err := s.WriteCheckpointFrom(s.Cut(), func(w io.Writer) error {
+		for rest, n := big, 1; len(rest) > 0; n = n*3 + 1 {
+			k := min(n, len(rest))
+			if _, err := w.Write(rest[:k]); err != nil {
+				return err
+			}
+			rest = rest[k:]
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, rec(1))
+	failed := errors.New("the encoder failed")
+	err = s.WriteCheckpointFrom(s.Cut(), func(w io.Writer) error {
+		w.Write(big[:2*checkpointBuffer]) // written out, then abandoned
+		return failed
+	})
+	if err != failed {
+		t.Fatalf("a write that failed returned %v, want its own error", err)
+	}
+	for _, e := range files(t, dir) {
+		if strings.HasSuffix(e, tmpSuffix) {
+			t.Fatalf("the failed write left %s", e)
+		}
+	}
+	s.Close()
+	_, ld := open(t, dir)
+	clean(t, ld)
+	if !bytes.Equal(ld.Checkpoint, big) {
+		t.Fatalf("payload of %d bytes came back as %d bytes", len(big), len(ld.Checkpoint))
+	}
+	checkRecords(t, ld.Records, []Record{rec(1)})
 }
 
 func TestCutWithNothingAppendedIsTheSameCut(t *testing.T) {
@@ -327,7 +373,7 @@ func TestGapInSegmentNumberingStopsReplay(t *testing.T) {
 
 // checkpointWith writes a valid checkpoint for boot with payload and first.
 func checkpointFile(boot string, first uint64, payload []byte) []byte {
-	return append(appendCheckpointHeader(nil, boot, first, payload), payload...)
+	return append(appendCheckpointHeader(nil, boot, first, uint64(len(payload)), checksum(payload)), payload...)
 }
 
 func TestBadCheckpointMovesEverythingAside(t *testing.T) {
