@@ -26,8 +26,9 @@ const ReasonOrphan = "orphan"
 const OrphansSession = "(orphans)"
 
 // orphanLookGap is how long one look for orphans answers every caller:
-// a look reads /proc for every unowned wrapper and server, and anyone may
-// ask, so no one can make the agent look more than twice a second.
+// a look walks every unowned wrapper and what they started, and reads
+// /proc for the servers among them, and anyone may ask, so no one can
+// make the agent look more than twice a second.
 const orphanLookGap = 500 * time.Millisecond
 
 // orphanEndTimeout bounds one ending of orphans: the API answers within
@@ -156,9 +157,11 @@ type listed struct {
 	execs    int    // its images, as the graph had them
 }
 
-// look reads what package orphans needs of every unowned wrapper and
-// server and finds the orphans, with what it read of every process an
-// ending of them would end; o.mu is held.
+// look hands package orphans every unowned wrapper, what a wrapper
+// started and every server that names its package, reads /proc for
+// those Find asks for (orphans.Input.Read), and finds the orphans, with
+// what it read of every process an ending of them would end; o.mu is
+// held.
 func (a *Agent) look() (orphans.Found, listing) {
 	lst := listing{at: procfs.BootTimeNow(), procs: map[lineage.ID]listed{}}
 	o := &a.orphans
@@ -183,31 +186,35 @@ func (a *Agent) look() (orphans.Found, listing) {
 	seen := map[lineage.ID]bool{}
 	for _, p := range a.tracker.Unowned(nil) {
 		// Only a wrapper, what a wrapper started, or a server that names
-		// its package can be listed or lead to a listing: /proc is read
-		// for those alone.
-		if !a.mayLeak(p) {
-			continue
+		// its package can be listed or lead to a listing; of those, Find
+		// has /proc read for the ones its listings can use (Read).
+		if a.mayLeak(p) {
+			in.Procs = append(in.Procs, orphans.Proc{Process: p})
 		}
-		pr := orphans.Proc{Process: p}
-		f, ferr := procfs.ReadFacts(a.opts.ProcRoot, p.ID)
+	}
+	in.Read = func(pr *orphans.Proc) {
+		id := pr.ID
+		f, ferr := procfs.ReadFacts(a.opts.ProcRoot, id)
 		if ferr == nil {
 			pr.Facts, pr.FactsOK, pr.PPID = f, true, f.Stat.PPID
 		}
 		if pr.FactsOK && (stdio(f.Stdin) || stdio(f.Stdout)) {
-			if st, err := procfs.ReadStdio(a.opts.ProcRoot, p.ID); err == nil {
+			if st, err := procfs.ReadStdio(a.opts.ProcRoot, id); err == nil {
 				pr.Stdio = st
-				pr.CutFor = cutFor(o.cut, p.ID, st.InCut, now, seen)
-				pr.OutCutFor = cutFor(o.outCut, p.ID, st.OutCut, now, seen)
+				pr.CutFor = cutFor(o.cut, id, st.InCut, now, seen)
+				pr.OutCutFor = cutFor(o.outCut, id, st.OutCut, now, seen)
 			}
 		}
-		if u, err := o.rd.Read(p.ID); err == nil {
-			pr.Usage, pr.IdleFor = u, o.io.idleFor(p.ID, u.IOBytes, now)
+		if u, err := o.rd.Read(id); err == nil {
+			pr.Usage, pr.IdleFor = u, o.io.idleFor(id, u.IOBytes, now)
 		}
-		in.Procs = append(in.Procs, pr)
 	}
 	var unchecked int
 	var why string
 	in.Containers, unchecked, why = a.lookContainers(now, seen)
+	found := orphans.Find(in)
+	// What this look did not read is forgotten: a cut-off or an idleness
+	// counts from the look that reads it again.
 	o.io.forgetUnseen()
 	for _, m := range []map[lineage.ID]time.Time{o.cut, o.outCut} {
 		for id := range m {
@@ -216,7 +223,6 @@ func (a *Agent) look() (orphans.Found, listing) {
 			}
 		}
 	}
-	found := orphans.Find(in)
 	found.ContainersUnchecked, found.ContainersWhy = unchecked, why
 	// What ending an orphan would end, counted as the ending will.
 	for i := range found.Orphans {

@@ -155,6 +155,13 @@ type Input struct {
 	// that counts as evidence: a server of a one-shot pipeline whose
 	// writer has just closed may still be finishing its work.
 	ConfirmAfter time.Duration
+	// Read, when set, reads what /proc says of p now into it (PPID,
+	// Facts, FactsOK, Stdio, CutFor, OutCutFor, IdleFor, Usage); Procs
+	// then come with their lineage only. Find calls it for the processes
+	// a listing can use and no other (needed): on a node where a shell
+	// script started 10,000 programs, none of which has a server's
+	// shape, it reads none of them. nil: Procs come read.
+	Read func(p *Proc)
 }
 
 // Found is what Find found.
@@ -270,7 +277,18 @@ func Find(in Input) Found {
 		cands = append(cands, c)
 	}
 	for _, c := range cands {
-		classify(in, c)
+		shape(in, c)
+	}
+	if in.Read != nil {
+		need := needed(cands)
+		for _, c := range cands {
+			if need[c.ID] {
+				in.Read(c.Proc)
+			}
+		}
+	}
+	for _, c := range cands {
+		settle(c)
 	}
 	// A server below another listed server is that server's business
 	// (ended with it), not a second leak.
@@ -330,11 +348,11 @@ func sortOrphans(out []Orphan) {
 	})
 }
 
-// classify decides whether c has an MCP server's shape, and whether its
-// lineage proves it one.
-func classify(in Input, c *candidate) {
-	c.uid, c.uidOK = c.owner()
-	if c.Exited || c.Kernel || !c.FactsOK || (in.Spared != nil && in.Spared(c.Process)) || Daemon(c.Facts.Cgroup) {
+// shape decides from its lineage alone whether c has an MCP server's
+// shape, and whether its lineage proves it one; settle then rules out
+// what /proc says may not be one.
+func shape(in Input, c *candidate) {
+	if c.Exited || c.Kernel || (in.Spared != nil && in.Spared(c.Process)) {
 		return
 	}
 	if in.Ancestors != nil {
@@ -389,6 +407,46 @@ func classify(in Input, c *candidate) {
 			c.proof = ProofLineage
 			return
 		}
+	}
+}
+
+// needed is what Find has read of /proc (Input.Read): every process of
+// a server's shape, the wrappers above it up to its starter (top and
+// reparented read them), and every process below one of those (total
+// counts them). Nothing else's facts are read by Find.
+func needed(cands []*candidate) map[lineage.ID]bool {
+	need := map[lineage.ID]bool{}
+	for _, c := range cands {
+		if !c.server {
+			continue
+		}
+		need[c.ID] = true
+		for _, a := range c.chain {
+			if c.starter != nil && a.ID == c.starter.ID {
+				break
+			}
+			need[a.ID] = true
+		}
+	}
+	var below []lineage.ID
+	for _, c := range cands {
+		if !need[c.ID] && slices.ContainsFunc(c.chain, func(a lineage.Process) bool { return need[a.ID] }) {
+			below = append(below, c.ID)
+		}
+	}
+	for _, x := range below {
+		need[x] = true
+	}
+	return need
+}
+
+// settle takes in what /proc says of c: its owner, and no server (nor
+// a chain, which total and top follow) when its facts are unknown or
+// it runs in a daemon's or a container's cgroup.
+func settle(c *candidate) {
+	c.uid, c.uidOK = c.owner()
+	if !c.FactsOK || Daemon(c.Facts.Cgroup) {
+		*c = candidate{Proc: c.Proc, uid: c.uid, uidOK: c.uidOK}
 	}
 }
 

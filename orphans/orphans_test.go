@@ -1,6 +1,7 @@
 package orphans
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -90,6 +91,65 @@ func (w *world) npxChain(host, base uint32, pipe uint64, writers int, pkg string
 	w.add(base+2, base+1, pipe, writers, "node", "/home/u/.npm/_npx/1/node_modules/"+pkg+"/dist/index.js")
 }
 
+// find is Find, asked twice: with every process read, and with their
+// facts read only when Find asks (Input.Read). Both must answer alike.
+func find(t *testing.T, in Input) Found {
+	t.Helper()
+	whole := Find(in)
+	lazy, read := lazily(in)
+	if got := Find(lazy); !reflect.DeepEqual(got, whole) {
+		t.Errorf("Find reading only what it asked for (%d of %d processes):\n%+v\nwith every process read:\n%+v", len(*read), len(in.Procs), got, whole)
+	}
+	return whole
+}
+
+// lazily is in with its Procs' lineage only, and a Read that gives each
+// its facts back and records whom it read.
+func lazily(in Input) (Input, *[]uint32) {
+	facts := map[lineage.ID]Proc{}
+	lazy := in
+	lazy.Procs = make([]Proc, len(in.Procs))
+	for i, p := range in.Procs {
+		facts[p.ID] = p
+		lazy.Procs[i] = Proc{Process: p.Process}
+	}
+	var read []uint32
+	lazy.Read = func(p *Proc) {
+		read = append(read, p.ID.PID)
+		*p = facts[p.ID]
+	}
+	return lazy, &read
+}
+
+// TestFindReadsOnlyWhatAListingCanUse: a shell script's hundred sleepers,
+// each what a wrapper started and cut off from its stdin, are read for
+// nothing; a leaked npx chain beside them is read whole, with what its
+// server started, and listed.
+func TestFindReadsOnlyWhatAListingCanUse(t *testing.T) {
+	w := newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	w.add(50, 1, 0, 0, "bash")
+	w.add(60, 50, 0, 0, "sh", "-c", "for i in $(seq 100); do sleep 3600 & done; wait")
+	for pid := uint32(1000); pid < 1100; pid++ {
+		w.add(pid, 60, 4242, 0, "sleep", "3600")
+	}
+	w.add(100, 1, 0, 0, "claude")
+	w.npxChain(100, 110, 77, 0, "@acme/server-x")
+	w.add(113, 112, 77, 0, "node", "worker.js") // the server's own worker
+	w.exit(100)
+	w.all[110].PPID = 1
+	lazy, read := lazily(w.input())
+	got := find(t, w.input())
+	Find(lazy)
+	if len(got.Orphans) != 1 || got.Orphans[0].Server != id(112) || got.Orphans[0].Processes != 4 {
+		t.Fatalf("listed %+v, want the npx chain's server 112, 4 processes with its worker", got.Orphans)
+	}
+	slices.Sort(*read)
+	if want := []uint32{110, 111, 112, 113}; !slices.Equal(*read, want) {
+		t.Errorf("read %v, want %v: the chain of the one server and its worker, nothing else", *read, want)
+	}
+}
+
 func TestFindListsLeakedServersWithTheirEvidenceAndNoBystanders(t *testing.T) {
 	w := newWorld()
 	w.add(1, 0, 0, 0, "systemd")
@@ -119,7 +179,7 @@ func TestFindListsLeakedServersWithTheirEvidenceAndNoBystanders(t *testing.T) {
 	in := w.input()
 	in.Spared = func(p lineage.Process) bool { return strings.Contains(strings.Join(p.Current().Argv, " "), "keep-me") }
 
-	got := Find(in).Orphans
+	got := find(t, in).Orphans
 	if len(got) != 1 {
 		t.Fatalf("found %d, want the leaked chain only: %+v", len(got), got)
 	}
@@ -149,7 +209,7 @@ func TestFindIsCertainOnlyWhenBothEndsOfItsStdioAreDead(t *testing.T) {
 	}
 	w.npxChain(50, 70, 6, 0, "@acme/dead")
 	w.npxChain(50, 80, 7, -1, "@acme/unknown")
-	got := Find(w.input()).Orphans
+	got := find(t, w.input()).Orphans
 	if len(got) != 2 || got[0].Name != "@acme/dead" || got[0].Confidence != Certain || got[1].Name != "@acme/read" ||
 		got[1].Confidence != Likely || got[0].HostKind != "claude" {
 		t.Fatalf("got %+v", got)
@@ -172,7 +232,7 @@ func TestFindListsTheOlderIdleInstanceOfAServerItsLiveHostStartedAgain(t *testin
 		w.npxChain(400, 420, 42, 1, "@acme/server-fs")
 		w.add(430, 400, 43, 1, "node", "/srv/node_modules/@acme/server-fs/dist/index.js", "--other-root")
 		w.all[412].IdleFor = tc.idle
-		f := Find(w.input())
+		f := find(t, w.input())
 		got := f.Orphans
 		if len(got) != tc.want {
 			t.Fatalf("idle %v: got %+v", tc.idle, got)
@@ -199,7 +259,7 @@ func TestFindListsAServerNotTheServersItStarted(t *testing.T) {
 	w.add(1, 0, 0, 0, "systemd")
 	w.npxChain(1, 500, 50, 0, "@acme/parent-mcp")
 	w.add(510, 502, 50, 0, "node", "/home/u/.npm/_npx/1/node_modules/@acme/worker-mcp/index.js")
-	got := Find(w.input()).Orphans
+	got := find(t, w.input()).Orphans
 	if len(got) != 1 || got[0].Server != id(502) || got[0].Processes != 4 {
 		t.Fatalf("got %+v", got)
 	}
@@ -217,7 +277,7 @@ func TestFindNeverTopsAChainWithAWrapperTwoServersShare(t *testing.T) {
 	w.add(630, 610, 61, 1, "npx", "-y", "@acme/s")
 	w.add(631, 630, 61, 1, "node", "/srv/node_modules/@acme/s/index.js")
 	w.all[621].IdleFor = time.Hour
-	got := Find(w.input()).Orphans
+	got := find(t, w.input()).Orphans
 	if len(got) != 1 || got[0].Server != id(621) || got[0].Top != id(620) {
 		t.Fatalf("got %+v, want the older server topped by its own npx, not the shared sh", got)
 	}
@@ -232,7 +292,7 @@ func TestFindWaitsForACutOffToLast(t *testing.T) {
 	for _, pid := range []uint32{700, 701, 702} {
 		w.all[pid].CutFor, w.all[pid].OutCutFor = time.Second, 2*time.Second
 	}
-	f := Find(w.input())
+	f := find(t, w.input())
 	if len(f.Orphans) != 0 || f.Pending != 1 || f.ConfirmIn != 9*time.Second || len(f.Candidates) != 1 {
 		t.Fatalf("found %+v, want one pending, confirmable in 9s", f)
 	}
@@ -249,7 +309,7 @@ func TestFindIgnoresACreatorYoungerThanItsChild(t *testing.T) {
 	w.add(800, 1, 80, 0, "node", "/srv/node_modules/@acme/old-mcp/index.js")
 	w.add(900, 1, 80, 0, "npx", "-y", "@acme/victim-mcp")
 	w.all[800].Creator = id(900) // reused PID guessed as creator
-	got := Find(w.input()).Orphans
+	got := find(t, w.input()).Orphans
 	if len(got) != 1 || got[0].Top != id(800) || got[0].Name != "@acme/old-mcp" {
 		t.Fatalf("got %+v, want @acme/old-mcp topped by itself", got)
 	}
@@ -291,7 +351,7 @@ func TestAContainerIsListedOnlyWhenItsDockerRunClientIsGone(t *testing.T) {
 		{"spared by a rule", leaked(func(c *Container) { c.Init.Comm = "spared" }), "", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := Find(Input{Containers: []Container{tc.c}, ConfirmAfter: 10 * time.Second,
+			f := find(t, Input{Containers: []Container{tc.c}, ConfirmAfter: 10 * time.Second,
 				Spared: func(p lineage.Process) bool { return p.Comm == "spared" }})
 			if f.Pending != tc.pending {
 				t.Errorf("pending = %d, want %d", f.Pending, tc.pending)
@@ -413,7 +473,7 @@ func TestFindProvesAnMCPServerByLineageOrByNameWithStdio(t *testing.T) {
 			if tc.in != nil {
 				tc.in(&in)
 			}
-			f := Find(in)
+			f := find(t, in)
 			if tc.want == "" {
 				if len(f.Orphans)+len(f.Candidates) != 0 {
 					t.Errorf("listed %+v, candidates %+v", f.Orphans, f.Candidates)
@@ -451,7 +511,7 @@ func TestFindReadsNpmsProcessTitleAsTheWrapperItIs(t *testing.T) {
 	for _, pid := range []uint32{101, 102} {
 		w.all[pid].Images[0].Source = lineage.SourceProc
 	}
-	got := Find(w.input()).Orphans
+	got := find(t, w.input()).Orphans
 	if len(got) != 1 {
 		t.Fatalf("got %+v, want the filesystem server", got)
 	}
