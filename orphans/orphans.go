@@ -276,8 +276,9 @@ func Find(in Input) Found {
 		byID[c.ID] = c
 		cands = append(cands, c)
 	}
+	chains := map[lineage.ID][]lineage.Process{}
 	for _, c := range cands {
-		shape(in, c)
+		shape(in, c, chains)
 	}
 	if in.Read != nil {
 		need := needed(cands)
@@ -351,26 +352,14 @@ func sortOrphans(out []Orphan) {
 // shape decides from its lineage alone whether c has an MCP server's
 // shape, and whether its lineage proves it one; settle then rules out
 // what /proc says may not be one.
-func shape(in Input, c *candidate) {
+func shape(in Input, c *candidate, chains map[lineage.ID][]lineage.Process) {
 	if c.Exited || c.Kernel || (in.Spared != nil && in.Spared(c.Process)) {
 		return
 	}
-	if in.Ancestors != nil {
-		anc := in.Ancestors(c.ID)
-		// A creator younger than its child is a PID guessed at a seed or
-		// repair that was reused since: the chain stops below it.
-		for i := 1; i < len(anc); i++ {
-			if anc[i].ID.Start > anc[i-1].ID.Start {
-				anc = anc[:i]
-				break
-			}
-		}
-		if len(anc) > 1 {
-			c.chain = make([]lineage.Process, 0, len(anc)-1)
-			for _, a := range anc[1:] {
-				c.chain = append(c.chain, Untitled(a))
-			}
-		}
+	// A creator younger than its child is a PID guessed at a seed or
+	// repair that was reused since: the chain stops below it.
+	if ch := creators(in, c.Creator, chains); len(ch) > 0 && ch[0].ID.Start <= c.ID.Start {
+		c.chain = ch
 	}
 	// The chain from the starter down: the wrappers above c, nearest
 	// first, up to the first process that is not one.
@@ -408,6 +397,34 @@ func shape(in Input, c *candidate) {
 			return
 		}
 	}
+}
+
+// creators is the chain from creator up, nearest first, as a candidate
+// it created holds it (candidate.chain): npm's titles read as words
+// (Untitled), and up to the first creator younger than the one below it
+// (a reused PID). Chains are shared, by creator, in chains: a shell's
+// ten thousand children hold one copy of the shell's ancestry, not ten
+// thousand. Nobody modifies them.
+func creators(in Input, creator lineage.ID, chains map[lineage.ID][]lineage.Process) []lineage.Process {
+	if in.Ancestors == nil || creator.IsZero() {
+		return nil
+	}
+	if ch, ok := chains[creator]; ok {
+		return ch
+	}
+	anc := in.Ancestors(creator)
+	for i := 1; i < len(anc); i++ {
+		if anc[i].ID.Start > anc[i-1].ID.Start {
+			anc = anc[:i]
+			break
+		}
+	}
+	ch := make([]lineage.Process, len(anc))
+	for i, a := range anc {
+		ch[i] = Untitled(a)
+	}
+	chains[creator] = ch
+	return ch
 }
 
 // needed is what Find has read of /proc (Input.Read): every process of

@@ -116,7 +116,9 @@ func lazily(in Input) (Input, *[]uint32) {
 	var read []uint32
 	lazy.Read = func(p *Proc) {
 		read = append(read, p.ID.PID)
-		*p = facts[p.ID]
+		f := facts[p.ID]
+		f.Process = p.Process // what /proc says, not the lineage Find holds
+		*p = f
 	}
 	return lazy, &read
 }
@@ -312,6 +314,19 @@ func TestFindIgnoresACreatorYoungerThanItsChild(t *testing.T) {
 	got := find(t, w.input()).Orphans
 	if len(got) != 1 || got[0].Top != id(800) || got[0].Name != "@acme/old-mcp" {
 		t.Fatalf("got %+v, want @acme/old-mcp topped by itself", got)
+	}
+
+	// The same further up: a server's wrapper, whose creator is the
+	// reused PID, tops the chain.
+	w = newWorld()
+	w.add(1, 0, 0, 0, "systemd")
+	w.add(810, 1, 80, 0, "sh", "-c", "exec node /srv/node_modules/@acme/deep-mcp/index.js")
+	w.add(811, 810, 80, 0, "node", "/srv/node_modules/@acme/deep-mcp/index.js")
+	w.add(950, 1, 80, 0, "npx", "-y", "@acme/victim-mcp")
+	w.all[810].Creator = id(950)
+	got = find(t, w.input()).Orphans
+	if len(got) != 1 || got[0].Server != id(811) || got[0].Top != id(810) {
+		t.Fatalf("got %+v, want @acme/deep-mcp topped by its sh -c, not by the younger npx", got)
 	}
 }
 
