@@ -383,8 +383,8 @@ func (a *Agent) applyScan(sc state.Scan) lineage.RepairResult {
 // (stateArgv) in a copy: the graph keeps what was read.
 //
 // A node's processes share command lines (workers of one server, one
-// program started many times): each distinct one is redacted once. A
-// command line's words hold no NUL, which joins them into its key.
+// program started many times): each distinct one is redacted once
+// (argvRedactor).
 func scanRecord(sc state.Scan) state.Record {
 	snaps := make([]lineage.Snapshot, len(sc.Snapshots))
 	redacted := argvRedactor{}
@@ -514,6 +514,8 @@ func (r argvRedactor) argv(argv []string) []string {
 	if len(argv) == 0 {
 		return argv
 	}
+	// Each word with its length before it: no two command lines share
+	// a key, whatever bytes their words hold.
 	var k strings.Builder
 	for _, a := range argv {
 		k.WriteString(strconv.Itoa(len(a)))
