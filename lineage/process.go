@@ -34,6 +34,11 @@ type Image struct {
 	Argv          []string `json:"argv,omitempty"`
 	ArgvTruncated bool     `json:"argv_truncated,omitempty"`
 	Source        Source   `json:"source"`
+	// Stdio is what the process's fd 0 and fd 1 were when it executed
+	// this image; an inherited image keeps its creator's. Zero when not
+	// recorded. (Before UID, so that the small fields share a word: an
+	// Image is 56 bytes, two of them a 112-byte allocation.)
+	Stdio Stdio `json:"stdio,omitzero"`
 	// UID is the real uid the image was executed under (the exec event's,
 	// or /proc's when read from there); an inherited image keeps its
 	// creator's. The API shows an image only to root and to this uid: a
@@ -41,10 +46,6 @@ type Image struct {
 	// what it ran before. State saved before this field existed reads 0
 	// (root's), which hides those images from other users.
 	UID uint32 `json:"uid"`
-	// Stdio is what the process's fd 0 and fd 1 were when it executed
-	// this image; an inherited image keeps its creator's. Zero when not
-	// recorded.
-	Stdio Stdio `json:"stdio,omitzero"`
 }
 
 // Gap flags record what the graph had to fill in because an event was lost,
@@ -68,26 +69,26 @@ const (
 // Process is one node of the graph: a process for its whole life, alive or
 // exited. Values returned by Graph methods are copies; mutate nothing.
 type Process struct {
+	// The fields are in the order that packs them (the bools and Gaps
+	// share the last word): a node is what the graph holds per process,
+	// tens of thousands of them.
+
 	ID ID `json:"id"`
 	// Creator is the process that forked this one. Written once; zero when
 	// unknown (see Gaps). When CreatorsElided is nonzero, it is the nearest
 	// creator the graph still holds.
 	Creator ID `json:"creator"`
+	// Parent is the current parent: the creator, or after the creator died
+	// the reaper the kernel reparented this process to.
+	Parent ID `json:"parent"`
 	// CreatorsElided counts the exited processes between Creator and this
 	// one that the graph folded out of the chain to stay bounded: each
 	// created only the next, and had exited (see Graph.Pin, fold.go).
 	CreatorsElided uint32 `json:"creators_elided,omitempty"`
-	// Parent is the current parent: the creator, or after the creator died
-	// the reaper the kernel reparented this process to.
-	Parent ID `json:"parent"`
-	// CoarseStart: ID.Start came from /proc/PID/stat and has clock-tick
-	// precision; the first kernel event for the process makes it exact.
-	CoarseStart bool `json:"coarse_start,omitempty"`
 
 	UID      uint32 `json:"uid"`
 	CgroupID uint64 `json:"cgroup_id,omitempty"`
 	Comm     string `json:"comm"`
-	Kernel   bool   `json:"kernel_thread,omitempty"`
 
 	// Images is the exec chain, oldest first. The first image of a forked
 	// child is its creator's (SourceInherited) until it execs.
@@ -96,12 +97,16 @@ type Process struct {
 	// and the latest ones (Config.MaxImages).
 	ImagesDropped uint64 `json:"images_dropped,omitempty"`
 
-	Exited   bool   `json:"exited,omitempty"`
 	ExitTime uint64 `json:"exit_time_ns,omitempty"` // ns since boot; 0 when unknown
 	ExitCode int    `json:"exit_code,omitempty"`
 	Signal   int    `json:"signal,omitempty"`
 
 	Gaps Gap `json:"gaps,omitempty"`
+	// CoarseStart: ID.Start came from /proc/PID/stat and has clock-tick
+	// precision; the first kernel event for the process makes it exact.
+	CoarseStart bool `json:"coarse_start,omitempty"`
+	Kernel      bool `json:"kernel_thread,omitempty"`
+	Exited      bool `json:"exited,omitempty"`
 }
 
 // Current returns the image the process runs (or ran last); zero when none is known.
