@@ -184,11 +184,23 @@ func (a *Agent) look() (orphans.Found, listing) {
 	o.rd.Root = a.opts.ProcRoot
 	now := time.Now()
 	seen := map[lineage.ID]bool{}
-	for _, p := range a.tracker.Unowned(nil) {
-		// Only a wrapper, what a wrapper started, or a server that names
-		// its package can be listed or lead to a listing; of those, Find
-		// has /proc read for the ones its listings can use (Read).
-		if a.mayLeak(p) {
+	// Only a wrapper, what a wrapper started, or a server that names its
+	// package can be listed or lead to a listing; of those, Find has
+	// /proc read for the ones its listings can use (Read). Counted first,
+	// so that in.Procs (376 bytes a process) is made once at its size:
+	// a look over 10,000 a wrapper started held twice that while it grew.
+	unowned := a.tracker.Unowned(nil)
+	wraps := map[lineage.ID]bool{}
+	may := make([]bool, len(unowned))
+	n := 0
+	for i, p := range unowned {
+		if may[i] = a.mayLeak(p, wraps); may[i] {
+			n++
+		}
+	}
+	in.Procs = make([]orphans.Proc, 0, n)
+	for i, p := range unowned {
+		if may[i] {
 			in.Procs = append(in.Procs, orphans.Proc{Process: p})
 		}
 	}
@@ -310,17 +322,21 @@ func cutFor(first map[lineage.ID]time.Time, id lineage.ID, cut bool, now time.Ti
 }
 
 // mayLeak: p is a wrapper, was started by one, or names its package.
-func (a *Agent) mayLeak(p lineage.Process) bool {
+// wraps holds the verdict on each creator asked about (is it a wrapper),
+// so that a look reads a creator of many once, not a copy of it each.
+func (a *Agent) mayLeak(p lineage.Process, wraps map[lineage.ID]bool) bool {
 	p = orphans.Untitled(p)
 	if _, wrapper := roles.Identity(p.Current()); wrapper || roles.Packaged(p) {
 		return true
 	}
-	c, ok := a.graph.Get(p.Creator)
+	w, ok := wraps[p.Creator]
 	if !ok {
-		return false
+		if c, found := a.graph.Get(p.Creator); found {
+			_, w = roles.Identity(c.Current())
+		}
+		wraps[p.Creator] = w
 	}
-	_, wrapper := roles.Identity(c.Current())
-	return wrapper
+	return w
 }
 
 // orphanMembers is what ending x ends, as it is now: the chain from
