@@ -7,9 +7,9 @@ import (
 
 // The graph holds a node, its images and their words for every process
 // of the node, tens of thousands of them: the fields are ordered so that
-// nothing is padding, and a node fills the allocation the runtime gives
-// it (its size classes near here are 256, 288 and 320 bytes; two images,
-// what a process that exec'd holds, 112). A field added that crosses a
+// the small ones share words, and each fits the allocation class laid
+// out for it (the runtime's classes near a node are 256, 288 and 320
+// bytes; two images, what a process that exec'd holds, take 112). A field added that crosses a
 // class costs every process the next one: change these on purpose.
 func TestNodesFitTheirAllocations(t *testing.T) {
 	for _, c := range []struct {
