@@ -129,58 +129,76 @@ type classifier struct {
 	rootIsHost bool
 	host       *HostTable // nil when the root is not a host
 
-	up   []int32 // creator's index, noCreator or absentRoot
-	kind []kind
-	srv  []int32 // kServer: itself; kBelow: its server (absentRoot: the root)
+	// s holds what the classifier knows of each process, by its index
+	// in procs: one allocation for them all.
+	s []slot
 	// order lists the processes as resolved: every one after its creator.
 	order []int32
-
-	parsed   []parsed // the current image's, when parsedOK
-	parsedOK []bool
-	own      []string // the identity a process's own images name
-	ownOK    []bool
-	upName   []string // a wrapper's own identity, else the one above it
-	upNameOK []bool
-	name     []string // a server's identity
-	nameOK   []bool
-	named    []bool     // the name came from argv (Member.Named)
-	count    []uint8    // servers below a wrapper, up to 2
-	one      []int32    // a server below a wrapper
-	chain    [][]string // a wrapper's chain (wrapperChain), when chainOK
-	chainOK  []bool
-	walk     []int32 // scratch
-	state    []uint8 // 0 new, 1 on the stack, 2 resolved
+	walk  []int32 // scratch
 }
+
+// slot is what the classifier knows of one process.
+type slot struct {
+	up    int32 // creator's index, noCreator or absentRoot
+	srv   int32 // kServer: itself; kBelow: its server (absentRoot: the root)
+	one   int32 // a server below a wrapper
+	kind  kind
+	count uint8 // servers below a wrapper, up to 2
+	state uint8 // 0 new, 1 on the stack, 2 resolved
+	named bool  // the name came from argv (Member.Named)
+
+	parsedOK, ownOK, upNameOK, nameOK, chainOK bool
+
+	parsed parsed   // the current image's, when parsedOK
+	own    string   // the identity a process's own images name
+	upName string   // a wrapper's own identity, else the one above it
+	name   string   // a server's identity
+	chain  []string // a wrapper's chain (wrapperChain), when chainOK
+}
+
+// smallClassify is the most processes newClassifier indexes by looking
+// along the list instead of making a map.
+const smallClassify = 16
 
 func newClassifier(root lineage.ID, rootIsHost bool, procs []lineage.Process) *classifier {
 	n := len(procs)
 	c := &classifier{
 		procs: procs, root: root, rootIsHost: rootIsHost,
-		up: make([]int32, n), kind: make([]kind, n), srv: make([]int32, n),
-		order:  make([]int32, 0, n),
-		parsed: make([]parsed, n), parsedOK: make([]bool, n),
-		own: make([]string, n), ownOK: make([]bool, n),
-		upName: make([]string, n), upNameOK: make([]bool, n),
-		name: make([]string, n), nameOK: make([]bool, n), named: make([]bool, n),
-		count: make([]uint8, n), one: make([]int32, n),
-		chain: make([][]string, n), chainOK: make([]bool, n),
-		state: make([]uint8, n),
+		s: make([]slot, n), order: make([]int32, 0, n),
 	}
-	idx := make(map[lineage.ID]int32, n)
-	for i := range procs {
-		if _, dup := idx[procs[i].ID]; !dup {
-			idx[procs[i].ID] = int32(i)
+	// The index of an ID, the first process that has it: a map for a
+	// session, a look along the list for a chain (what a look for
+	// orphans classifies, once per candidate).
+	var idx map[lineage.ID]int32
+	if n > smallClassify {
+		idx = make(map[lineage.ID]int32, n)
+		for i := range procs {
+			if _, dup := idx[procs[i].ID]; !dup {
+				idx[procs[i].ID] = int32(i)
+			}
 		}
+	}
+	index := func(id lineage.ID) (int32, bool) {
+		if idx != nil {
+			u, ok := idx[id]
+			return u, ok
+		}
+		for j := range procs {
+			if procs[j].ID == id {
+				return int32(j), true
+			}
+		}
+		return 0, false
 	}
 	for i := range procs {
 		cr := procs[i].Creator
-		switch u, ok := idx[cr]; {
+		switch u, ok := index(cr); {
 		case cr == root && !ok:
-			c.up[i] = absentRoot
+			c.s[i].up = absentRoot
 		case !ok || int(u) == i || cr.IsZero():
-			c.up[i] = noCreator
+			c.s[i].up = noCreator
 		default:
-			c.up[i] = u
+			c.s[i].up = u
 		}
 	}
 	return c
@@ -190,24 +208,24 @@ func newClassifier(root lineage.ID, rootIsHost bool, procs []lineage.Process) *c
 // first, without recursion. A creator cycle (only bad input has one) is
 // cut where it is found.
 func (c *classifier) resolve(i int) {
-	if c.state[i] == 2 {
+	if c.s[i].state == 2 {
 		return
 	}
 	stack := append(c.walk[:0], int32(i))
-	c.state[i] = 1
+	c.s[i].state = 1
 	for len(stack) > 0 {
 		t := stack[len(stack)-1]
-		if u := c.up[t]; u >= 0 && c.state[u] != 2 {
-			if c.state[u] == 1 {
-				c.up[t] = noCreator
+		if u := c.s[t].up; u >= 0 && c.s[u].state != 2 {
+			if c.s[u].state == 1 {
+				c.s[t].up = noCreator
 			} else {
-				c.state[u] = 1
+				c.s[u].state = 1
 				stack = append(stack, u)
 				continue
 			}
 		}
-		c.kind[t], c.srv[t] = c.decide(int(t))
-		c.state[t] = 2
+		c.s[t].kind, c.s[t].srv = c.decide(int(t))
+		c.s[t].state = 2
 		c.order = append(c.order, t)
 		stack = stack[:len(stack)-1]
 	}
@@ -224,13 +242,13 @@ func (c *classifier) decide(t int) (kind, int32) {
 		return kServer, int32(t)
 	}
 	pk, ps := kUnset, int32(-1)
-	switch u := c.up[t]; {
+	switch u := c.s[t].up; {
 	case u == absentRoot && c.rootIsHost:
 		pk = kHost
 	case u == absentRoot:
 		pk, ps = kServer, absentRoot
 	case u >= 0:
-		pk, ps = c.kind[u], c.srv[u]
+		pk, ps = c.s[u].kind, c.s[u].srv
 	}
 	host := pk == kHost || pk == kUnset && c.rootIsHost // created by the host's own processes
 	switch {
@@ -295,23 +313,23 @@ func (c *classifier) foldShortBranches() {
 	keep := make([]bool, len(c.procs)) // something in t's subtree is alive or a named server
 	for k := len(c.order) - 1; k >= 0; k-- {
 		t := int(c.order[k])
-		if !c.procs[t].Exited || c.kind[t] == kServer && c.named[c.nameOf(t)] {
+		if !c.procs[t].Exited || c.s[t].kind == kServer && c.s[c.nameOf(t)].named {
 			keep[t] = true
 		}
 		if keep[t] {
-			if u := c.up[t]; u >= 0 {
+			if u := c.s[t].up; u >= 0 {
 				keep[u] = true
 			}
 		}
 	}
 	for _, t := range c.order {
 		switch {
-		case c.kind[t] == kHost || c.kind[t] == kTool:
-		case c.up[t] >= 0 && c.kind[c.up[t]] == kTool:
-			c.kind[t], c.srv[t] = kTool, -1
+		case c.s[t].kind == kHost || c.s[t].kind == kTool:
+		case c.s[t].up >= 0 && c.s[c.s[t].up].kind == kTool:
+			c.s[t].kind, c.s[t].srv = kTool, -1
 		case keep[t] || !Short(&c.procs[t]):
-		case c.up[t] < 0 || c.kind[c.up[t]] == kHost:
-			c.kind[t], c.srv[t] = kTool, -1
+		case c.s[t].up < 0 || c.s[c.s[t].up].kind == kHost:
+			c.s[t].kind, c.s[t].srv = kTool, -1
 		}
 	}
 }
@@ -329,19 +347,19 @@ func executed(p *lineage.Process) bool {
 
 // current returns what process t's current image says.
 func (c *classifier) current(t int) *parsed {
-	if !c.parsedOK[t] {
-		c.parsed[t] = parseImage(c.procs[t].Current())
-		c.parsedOK[t] = true
+	if !c.s[t].parsedOK {
+		c.s[t].parsed = parseImage(c.procs[t].Current())
+		c.s[t].parsedOK = true
 	}
-	return &c.parsed[t]
+	return &c.s[t].parsed
 }
 
 // ownIdentity returns the first identity t's own images name, newest first.
 func (c *classifier) ownIdentity(t int) string {
-	if c.ownOK[t] {
-		return c.own[t]
+	if c.s[t].ownOK {
+		return c.s[t].own
 	}
-	c.ownOK[t] = true
+	c.s[t].ownOK = true
 	ims := c.procs[t].Images
 	for k := len(ims) - 1; k >= 0; k-- {
 		if ims[k].Source == lineage.SourceInherited {
@@ -354,16 +372,16 @@ func (c *classifier) ownIdentity(t int) string {
 			n, _ = Identity(ims[k])
 		}
 		if n != "" {
-			c.own[t] = n
+			c.s[t].own = n
 			break
 		}
 	}
-	return c.own[t]
+	return c.s[t].own
 }
 
 // wrapperAbove returns t's creator when it is a wrapper, else -1.
 func (c *classifier) wrapperAbove(t int) int {
-	if u := c.up[t]; u >= 0 && c.kind[u] == kWrapper {
+	if u := c.s[t].up; u >= 0 && c.s[u].kind == kWrapper {
 		return int(u)
 	}
 	return -1
@@ -375,8 +393,8 @@ func (c *classifier) nearestIdentity(w int) string {
 	path := c.walk[:0]
 	found := ""
 	for x := w; x >= 0; x = c.wrapperAbove(x) {
-		if c.upNameOK[x] {
-			found = c.upName[x]
+		if c.s[x].upNameOK {
+			found = c.s[x].upName
 			break
 		}
 		path = append(path, int32(x))
@@ -386,7 +404,7 @@ func (c *classifier) nearestIdentity(w int) string {
 		}
 	}
 	for _, x := range path {
-		c.upName[x], c.upNameOK[x] = found, true
+		c.s[x].upName, c.s[x].upNameOK = found, true
 	}
 	c.walk = path
 	return found
@@ -394,8 +412,8 @@ func (c *classifier) nearestIdentity(w int) string {
 
 // serverName returns server t's identity.
 func (c *classifier) serverName(t int) string {
-	if c.nameOK[t] {
-		return c.name[t]
+	if c.s[t].nameOK {
+		return c.s[t].name
 	}
 	n := c.ownIdentity(t)
 	if n == "" && c.procs[t].ID != c.root {
@@ -403,11 +421,11 @@ func (c *classifier) serverName(t int) string {
 			n = c.nearestIdentity(w)
 		}
 	}
-	c.named[t] = n != "" && n != redact.Marker
+	c.s[t].named = n != "" && n != redact.Marker
 	if n == "" {
 		n = Name(c.procs[t])
 	}
-	c.name[t], c.nameOK[t] = n, true
+	c.s[t].name, c.s[t].nameOK = n, true
 	return n
 }
 
@@ -418,23 +436,23 @@ func (c *classifier) countServers() {
 		t := int(c.order[k])
 		var add uint8
 		var one int32
-		switch c.kind[t] {
+		switch c.s[t].kind {
 		case kServer:
 			if c.procs[t].ID == c.root {
 				continue
 			}
 			add, one = 1, int32(t)
 		case kWrapper:
-			add, one = c.count[t], c.one[t]
+			add, one = c.s[t].count, c.s[t].one
 		}
 		if add == 0 {
 			continue
 		}
 		if w := c.wrapperAbove(t); w >= 0 {
-			if c.count[w] == 0 {
-				c.one[w] = one
+			if c.s[w].count == 0 {
+				c.s[w].one = one
 			}
-			c.count[w] = min(c.count[w]+add, 2)
+			c.s[w].count = min(c.s[w].count+add, 2)
 		}
 	}
 }
@@ -445,18 +463,18 @@ func (c *classifier) wrapperChain(w int) []string {
 	if w < 0 {
 		return nil
 	}
-	if c.chainOK[w] {
-		return c.chain[w]
+	if c.s[w].chainOK {
+		return c.s[w].chain
 	}
 	path := c.walk[:0]
-	for x := w; x >= 0 && !c.chainOK[x]; x = c.wrapperAbove(x) {
+	for x := w; x >= 0 && !c.s[x].chainOK; x = c.wrapperAbove(x) {
 		path = append(path, int32(x))
 	}
 	for k := len(path) - 1; k >= 0; k-- {
 		x := int(path[k])
 		var above []string
 		if u := c.wrapperAbove(x); u >= 0 {
-			above = c.chain[u]
+			above = c.s[u].chain
 		}
 		ch := above
 		if executed(&c.procs[x]) && len(above) < maxChain-1 {
@@ -464,10 +482,10 @@ func (c *classifier) wrapperChain(w int) []string {
 			copy(ch, above)
 			ch[len(above)] = c.current(x).prog
 		}
-		c.chain[x], c.chainOK[x] = ch, true
+		c.s[x].chain, c.s[x].chainOK = ch, true
 	}
 	c.walk = path
-	return c.chain[w]
+	return c.s[w].chain
 }
 
 // program returns the short name of server t's program: the basename of
@@ -484,12 +502,12 @@ func (c *classifier) program(t int) string {
 }
 
 func (c *classifier) member(t int) Member {
-	switch c.kind[t] {
+	switch c.s[t].kind {
 	case kHost:
 		return Member{Role: Host}
 	case kWrapper:
-		if c.count[t] == 1 {
-			return Member{Role: Wrapper, Server: c.serverName(int(c.one[t]))}
+		if c.s[t].count == 1 {
+			return Member{Role: Wrapper, Server: c.serverName(int(c.s[t].one))}
 		}
 		return Member{Role: Wrapper, Server: c.ownIdentity(t)}
 	case kServer:
@@ -503,11 +521,11 @@ func (c *classifier) member(t int) Member {
 			chain = nil
 		}
 		name := c.serverName(t)
-		return Member{Role: Server, Server: name, Chain: chain, ServerID: c.procs[t].ID, Named: c.named[t]}
+		return Member{Role: Server, Server: name, Chain: chain, ServerID: c.procs[t].ID, Named: c.s[t].named}
 	case kTool:
 		return Member{Role: Tool}
 	case kBelow:
-		if s := c.srv[t]; s >= 0 {
+		if s := c.s[t].srv; s >= 0 {
 			return Member{Role: Other, Server: c.serverName(int(s)), ServerID: c.procs[s].ID}
 		}
 		return Member{Role: Other, ServerID: c.root}

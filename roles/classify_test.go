@@ -399,3 +399,17 @@ func BenchmarkClassify(b *testing.B) {
 		Classify(id(1), true, procs)
 	}
 }
+
+// BenchmarkClassifyChain classifies what a look for orphans classifies
+// once per candidate: a shell, a `sh -c` it ran, and what that started.
+func BenchmarkClassifyChain(b *testing.B) {
+	procs := []lineage.Process{
+		mk(1, 0, exe("/usr/bin/bash", "bash")),
+		mk(2, 1, exe("/usr/bin/bash", "bash", "-c", "for i in $(seq 10); do sleep 3600 & done; wait")),
+		mk(3, 2, exe("/usr/bin/sleep", "sleep", "3600")),
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Classify(id(1), true, procs)
+	}
+}
