@@ -362,16 +362,18 @@ func shape(in Input, c *candidate, chains map[lineage.ID][]lineage.Process) {
 		c.chain = ch
 	}
 	// The chain from the starter down: the wrappers above c, nearest
-	// first, up to the first process that is not one.
-	procs := []lineage.Process{c.Process}
+	// first, up to the first process that is not one. Counted first: the
+	// list is made once at its size (a look makes one per candidate).
+	wrappers := len(c.chain)
 	for i := range c.chain {
-		a := &c.chain[i]
-		if _, wrapper := roles.Identity(a.Current()); !wrapper {
-			c.starter = a
+		if _, wrapper := roles.Identity(c.chain[i].Current()); !wrapper {
+			c.starter, wrappers = &c.chain[i], i
 			break
 		}
-		procs = append(procs, *a)
 	}
+	procs := make([]lineage.Process, 0, wrappers+2)
+	procs = append(procs, c.Process)
+	procs = append(procs, c.chain[:wrappers]...)
 	var root lineage.ID
 	if c.starter != nil {
 		root = c.starter.ID

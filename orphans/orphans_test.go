@@ -555,3 +555,22 @@ func TestMCPNameKnowsTheEcosystemAndNothingElse(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFindAmongAShellsSleepers is the look the agent's metrics make
+// on a node where a script's bash -c started 10,000 sleepers: each is a
+// candidate (what a wrapper started), none a server.
+func BenchmarkFindAmongAShellsSleepers(b *testing.B) {
+	w := newWorld()
+	w.add(2, 0, 0, 0, "bash")
+	w.add(3, 2, 0, 0, "bash", "-c", "for i in $(seq 10000); do sleep 3600 & done; wait")
+	for i := range uint32(10_000) {
+		w.add(10+i, 3, 0, 0, "sleep", "3600")
+	}
+	in := w.input()
+	b.ReportAllocs()
+	for b.Loop() {
+		if f := Find(in); len(f.Orphans) != 0 {
+			b.Fatalf("%d sleepers listed", len(f.Orphans))
+		}
+	}
+}
